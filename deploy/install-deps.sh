@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package Frontier needs to build, run and test.
+# Idempotent and quiet when everything is already present.
+#   deploy/install-deps.sh            build + run + test packages
+#   deploy/install-deps.sh --runner   only what the trial runner needs
+set -euo pipefail
+
+runner_packages=(
+  build-essential cmake pkg-config zlib1g-dev
+  libtorch-dev libopenblas0-pthread nlohmann-json3-dev
+  dataset-fashion-mnist
+)
+all_packages=(
+  "${runner_packages[@]}"
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
+  libsqlite3-dev libgtest-dev libgmock-dev googletest
+  postgresql prometheus python3-torch
+)
+
+packages=("${all_packages[@]}")
+if [[ "${1:-}" == "--runner" ]]; then packages=("${runner_packages[@]}"); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

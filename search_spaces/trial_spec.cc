@@ -1,0 +1,481 @@
+#include "search_spaces/trial_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// Reads the fields of one JSON object, remembering which it consumed so that
+// unknown (misspelled) keys are reported instead of ignored.
+class ObjectReader {
+ public:
+  ObjectReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) throw SpecError(path_, "expected an object, got " + std::string(j_.type_name()));
+  }
+
+  std::string Field(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool Has(const std::string& key) const { return j_.contains(key); }
+
+  const json* Get(const std::string& key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+
+  void Int(const std::string& key, int& out, int min, int max) {
+    if (const json* v = Get(key)) out = static_cast<int>(CheckedInteger(*v, key, min, max));
+  }
+  void Int64(const std::string& key, int64_t& out, int64_t min, int64_t max) {
+    if (const json* v = Get(key)) out = CheckedInteger(*v, key, min, max);
+  }
+  void Double(const std::string& key, double& out, double min, double max) {
+    const json* v = Get(key);
+    if (!v) return;
+    if (!v->is_number()) throw SpecError(Field(key), "expected a number");
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d < min || d > max) {
+      std::ostringstream os;
+      os << "must be in [" << min << ", " << max << "], got " << d;
+      throw SpecError(Field(key), os.str());
+    }
+    out = d;
+  }
+  void Bool(const std::string& key, bool& out) {
+    const json* v = Get(key);
+    if (!v) return;
+    if (!v->is_boolean()) throw SpecError(Field(key), "expected true or false");
+    out = v->get<bool>();
+  }
+  void String(const std::string& key, std::string& out) {
+    const json* v = Get(key);
+    if (!v) return;
+    if (!v->is_string()) throw SpecError(Field(key), "expected a string");
+    out = v->get<std::string>();
+  }
+  void Choice(const std::string& key, std::string& out, const std::vector<std::string>& choices) {
+    String(key, out);
+    if (std::find(choices.begin(), choices.end(), out) == choices.end()) {
+      throw SpecError(Field(key), "unknown choice '" + out + "'; expected one of " + Join(choices));
+    }
+  }
+
+  // Call after reading every known field.
+  void RejectUnknown() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (!seen_.count(it.key())) throw SpecError(Field(it.key()), "unknown field");
+    }
+  }
+
+ private:
+  int64_t CheckedInteger(const json& v, const std::string& key, int64_t min, int64_t max) const {
+    if (!v.is_number_integer()) throw SpecError(Field(key), "expected an integer");
+    int64_t i = v.get<int64_t>();
+    if (i < min || i > max) {
+      throw SpecError(Field(key), "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                                      "], got " + std::to_string(i));
+    }
+    return i;
+  }
+
+  const json& j_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+constexpr int kMaxInt = 1 << 30;
+
+void ParseOptimizer(const json& j, const std::string& path, OptimizerSpec& o) {
+  ObjectReader r(j, path);
+  r.Choice("name", o.name, {"sgd", "adamw"});
+  if (o.name == "adamw" && !r.Has("weight_decay")) o.weight_decay = 0.05;
+  if (o.name == "adamw" && !r.Has("lr")) o.lr = 1e-3;
+  r.Double("lr", o.lr, 0, 100);
+  r.Double("momentum", o.momentum, 0, 1);
+  r.Bool("nesterov", o.nesterov);
+  r.Double("weight_decay", o.weight_decay, 0, 10);
+  r.Double("beta1", o.beta1, 0, 1);
+  r.Double("beta2", o.beta2, 0, 1);
+  r.RejectUnknown();
+  if (o.nesterov && (o.name != "sgd" || o.momentum <= 0)) {
+    throw SpecError(r.Field("nesterov"), "needs optimizer sgd with momentum > 0");
+  }
+}
+
+void ParseTask(const json& j, TaskSpec& t) {
+  ObjectReader r(j, "task");
+  r.Choice("dataset", t.dataset, {"fashion-mnist", "synthetic"});
+  r.String("data_dir", t.data_dir);
+  if (const json* in = r.Get("input")) {
+    if (t.dataset != "synthetic") throw SpecError("task.input", "only the synthetic dataset takes an input shape");
+    ObjectReader ir(*in, "task.input");
+    ir.Int("channels", t.input.channels, 1, 64);
+    ir.Int("height", t.input.height, 1, 4096);
+    ir.Int("width", t.input.width, 1, 4096);
+    ir.Int("classes", t.input.classes, 2, 100000);
+    ir.RejectUnknown();
+  }
+  r.Int("batch_size", t.batch_size, 1, 1 << 16);
+  r.Int("steps", t.steps, 1, kMaxInt);
+  r.Int("eval_every", t.eval_every, 0, kMaxInt);
+  r.Int("warmup_steps", t.warmup_steps, 0, kMaxInt);
+  r.Int("val_size", t.val_size, 1, 59000);
+  if (const json* a = r.Get("augment")) {
+    ObjectReader ar(*a, "task.augment");
+    ar.Bool("flip", t.augment.flip);
+    ar.Int("crop_padding", t.augment.crop_padding, 0, 64);
+    ar.RejectUnknown();
+  }
+  if (const json* o = r.Get("optimizer")) ParseOptimizer(*o, "task.optimizer", t.optimizer);
+  if (const json* s = r.Get("schedule")) {
+    ObjectReader sr(*s, "task.schedule");
+    sr.Choice("name", t.schedule.name, {"cosine", "constant"});
+    sr.Int("warmup", t.schedule.warmup, 0, kMaxInt);
+    sr.Double("min_lr", t.schedule.min_lr, 0, 100);
+    sr.RejectUnknown();
+  }
+  r.Double("grad_clip", t.grad_clip, 0, 1e9);
+  if (const json* g = r.Get("target")) {
+    TargetSpec target;
+    ObjectReader gr(*g, "task.target");
+    gr.Choice("metric", target.metric, {"val_accuracy", "val_loss"});
+    gr.Double("value", target.value, -1e9, 1e9);
+    gr.RejectUnknown();
+    t.target = target;
+  }
+  r.RejectUnknown();
+  if (t.warmup_steps >= t.steps) {
+    throw SpecError("task.warmup_steps", "must be below task.steps (" + std::to_string(t.steps) +
+                                             ") so that some steps are measured");
+  }
+}
+
+void ParseAttention(const json& j, const std::string& path, AttentionSpec& a) {
+  ObjectReader r(j, path);
+  r.Choice("kind", a.kind, {"none", "mhsa", "window", "gqa", "linear"});
+  r.Int("heads", a.heads, 1, 1024);
+  r.Int("head_dim", a.head_dim, 0, 4096);
+  r.Int("kv_heads", a.kv_heads, 1, 1024);
+  r.Int("window", a.window, 1, 4096);
+  r.Int("blocks", a.blocks, 0, 1024);
+  r.RejectUnknown();
+  if (a.kind == "gqa" && a.heads % a.kv_heads != 0) {
+    throw SpecError(r.Field("kv_heads"), "must divide heads (" + std::to_string(a.heads) + "), got " +
+                                              std::to_string(a.kv_heads));
+  }
+}
+
+void ParseStage(const json& j, const std::string& path, StageSpec& s) {
+  ObjectReader r(j, path);
+  r.Choice("block", s.block, {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv"});
+  r.Int("width", s.width, 1, 1 << 16);
+  r.Int("depth", s.depth, 1, 1024);
+  r.Int("stride", s.stride, 1, 8);
+  r.Int("kernel", s.kernel, 0, 31);
+  if (s.kernel != 0 && s.kernel % 2 == 0) throw SpecError(r.Field("kernel"), "must be odd");
+  r.Double("expansion", s.expansion, 0, 64);
+  r.Bool("se", s.se);
+  if (s.se && s.block != "mbconv" && s.block != "fused_mbconv") {
+    throw SpecError(r.Field("se"), "squeeze-excite applies to mbconv and fused_mbconv only");
+  }
+  if (const json* a = r.Get("attention")) ParseAttention(*a, r.Field("attention"), s.attention);
+  r.RejectUnknown();
+}
+
+void ParseArch(const json& j, ArchSpec& a) {
+  ObjectReader r(j, "arch");
+  if (const json* s = r.Get("stem")) {
+    ObjectReader sr(*s, "arch.stem");
+    sr.Choice("kind", a.stem.kind, {"conv3x3", "patchify", "resnet"});
+    sr.Int("width", a.stem.width, 1, 1 << 16);
+    sr.Int("stride", a.stem.stride, 0, 32);
+    sr.Int("depth", a.stem.depth, 1, 8);
+    sr.RejectUnknown();
+  }
+  const json* stages = r.Get("stages");
+  if (!stages || !stages->is_array() || stages->empty()) {
+    throw SpecError("arch.stages", "expected a non-empty list of stages");
+  }
+  for (size_t i = 0; i < stages->size(); ++i) {
+    StageSpec stage;
+    ParseStage((*stages)[i], "arch.stages[" + std::to_string(i) + "]", stage);
+    a.stages.push_back(stage);
+  }
+  r.Choice("norm", a.norm, {"batch", "group", "layer", "none"});
+  r.Int("norm_groups", a.norm_groups, 1, 1024);
+  r.Choice("activation", a.activation, {"relu", "gelu", "silu"});
+  r.Double("width_mult", a.width_mult, 0.01, 64);
+  r.Double("depth_mult", a.depth_mult, 0.01, 64);
+  r.Double("dropout", a.dropout, 0, 0.99);
+  r.RejectUnknown();
+}
+
+void ParseRuntime(const json& j, RuntimeSpec& rt) {
+  ObjectReader r(j, "runtime");
+  r.Choice("precision", rt.precision, {"fp32", "bf16", "fp16"});
+  r.Choice("memory_format", rt.memory_format, {"contiguous", "channels_last"});
+  r.Int("threads", rt.threads, 0, 1024);
+  r.String("device", rt.device);
+  r.RejectUnknown();
+  const std::string& d = rt.device;
+  bool cuda_n = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+                std::all_of(d.begin() + 5, d.end(), [](char c) { return std::isdigit(c); });
+  if (d != "auto" && d != "cpu" && d != "cuda" && !cuda_n) {
+    throw SpecError("runtime.device", "unknown device '" + d + "'; expected auto, cpu, cuda or cuda:N");
+  }
+}
+
+int DefaultStemStride(const std::string& kind) { return kind == "patchify" ? 4 : 2; }
+
+int DefaultKernel(const std::string& block) { return block == "convnext" ? 7 : 3; }
+
+int ConvOut(int size, int kernel, int stride, int pad) { return (size + 2 * pad - kernel) / stride + 1; }
+
+}  // namespace
+
+SpecError::SpecError(std::string path, const std::string& problem)
+    : std::runtime_error(path.empty() ? problem : path + ": " + problem), path_(std::move(path)) {}
+
+TrialSpec ParseTrialSpec(const json& j) {
+  TrialSpec spec;
+  ObjectReader r(j, "");
+  r.Int("schema", spec.schema, 1, 1000);
+  if (spec.schema != kTrialSpecSchema) {
+    throw SpecError("schema", "unsupported trial spec schema " + std::to_string(spec.schema) +
+                                  "; this build reads schema " + std::to_string(kTrialSpecSchema));
+  }
+  r.String("trial_id", spec.trial_id);
+  r.Int64("seed", spec.seed, 0, INT64_MAX);
+  if (const json* t = r.Get("task")) ParseTask(*t, spec.task);
+  const json* arch = r.Get("arch");
+  if (!arch) throw SpecError("arch", "missing");
+  ParseArch(*arch, spec.arch);
+  if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
+  r.RejectUnknown();
+  ResolveArch(spec.arch, InputShapeOf(spec.task));  // shape-dependent checks
+  return spec;
+}
+
+TrialSpec ParseTrialSpecText(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw SpecError("", std::string("not valid JSON: ") + e.what());
+  }
+  return ParseTrialSpec(j);
+}
+
+TrialSpec LoadTrialSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SpecError("", "cannot open trial spec file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return ParseTrialSpecText(ss.str());
+  } catch (const SpecError& e) {
+    throw SpecError(e.path(), std::string(e.what()).substr(e.path().empty() ? 0 : e.path().size() + 2) +
+                                  " (in " + path + ")");
+  }
+}
+
+InputShape InputShapeOf(const TaskSpec& task) {
+  if (task.dataset == "fashion-mnist") return InputShape{1, 28, 28, 10};
+  return task.input;
+}
+
+ResolvedArch ResolveArch(const ArchSpec& a, const InputShape& input) {
+  ResolvedArch out;
+  out.input = input;
+  out.norm = a.norm;
+  out.norm_groups = a.norm_groups;
+  out.activation = a.activation;
+  out.dropout = a.dropout;
+  out.stem = a.stem;
+  if (out.stem.stride == 0) out.stem.stride = DefaultStemStride(a.stem.kind);
+
+  auto check_groups = [&](int width, const std::string& field) {
+    if (a.norm == "group" && width % a.norm_groups != 0) {
+      throw SpecError(field, "width " + std::to_string(width) + " is not divisible by arch.norm_groups (" +
+                                 std::to_string(a.norm_groups) + ")");
+    }
+  };
+  auto check_map = [](int h, int w, const std::string& field) {
+    if (h < 1 || w < 1) {
+      throw SpecError(field, "the feature map vanishes (" + std::to_string(h) + "x" + std::to_string(w) +
+                                 "); use smaller strides for this input size");
+    }
+  };
+
+  int h = input.height, w = input.width;
+  const StemSpec& stem = out.stem;
+  if (stem.kind == "conv3x3") {
+    h = ConvOut(h, 3, stem.stride, 1);
+    w = ConvOut(w, 3, stem.stride, 1);
+  } else if (stem.kind == "patchify") {
+    if (input.height % stem.stride || input.width % stem.stride) {
+      throw SpecError("arch.stem.stride", "patch size " + std::to_string(stem.stride) + " does not divide the " +
+                                              std::to_string(input.height) + "x" + std::to_string(input.width) +
+                                              " input");
+    }
+    h /= stem.stride;
+    w /= stem.stride;
+  } else {  // resnet: 7x7/stride conv, then 3x3/2 max-pool
+    h = ConvOut(ConvOut(h, 7, stem.stride, 3), 3, 2, 1);
+    w = ConvOut(ConvOut(w, 7, stem.stride, 3), 3, 2, 1);
+  }
+  check_map(h, w, "arch.stem.stride");
+  check_groups(stem.width, "arch.stem.width");
+  out.stem_out_height = h;
+  out.stem_out_width = w;
+
+  int in_width = stem.width;
+  for (size_t i = 0; i < a.stages.size(); ++i) {
+    const StageSpec& s = a.stages[i];
+    const std::string path = "arch.stages[" + std::to_string(i) + "]";
+    ResolvedStage r;
+    r.block = s.block;
+    r.in_width = in_width;
+    r.width = std::max(1, static_cast<int>(std::lround(s.width * a.width_mult)));
+    r.depth = std::max(1, static_cast<int>(std::ceil(s.depth * a.depth_mult - 1e-9)));
+    r.stride = s.stride;
+    r.kernel = s.kernel ? s.kernel : DefaultKernel(s.block);
+    r.expansion = s.expansion > 0 ? s.expansion : 4.0;
+    r.se = s.se;
+    r.in_height = h;
+    r.in_width_px = w;
+    // Every family downsamples in its first block with padding k/2 (or a
+    // stride x stride patch conv for convnext), so the map shrinks as ceil(h/stride).
+    h = (h + s.stride - 1) / s.stride;
+    w = (w + s.stride - 1) / s.stride;
+    if (s.block == "convnext" && s.stride > 1 && (r.in_height % s.stride || r.in_width_px % s.stride)) {
+      throw SpecError(path + ".stride", "convnext downsampling needs the " + std::to_string(r.in_height) + "x" +
+                                            std::to_string(r.in_width_px) + " map divisible by the stride");
+    }
+    check_map(h, w, path + ".stride");
+    r.out_height = h;
+    r.out_width_px = w;
+    check_groups(r.width, path + ".width");
+    if (s.block == "bottleneck") {
+      int mid = static_cast<int>(std::lround(r.width / r.expansion));
+      if (mid < 1) throw SpecError(path + ".expansion", "leaves a bottleneck width below 1");
+      check_groups(mid, path + ".expansion");
+    }
+    if (s.block == "convnext") check_groups(static_cast<int>(std::lround(r.width * r.expansion)), path + ".expansion");
+    if (s.block == "mbconv" || s.block == "fused_mbconv") {
+      // The first block expands the stage's input width, the others its width.
+      check_groups(static_cast<int>(std::lround(r.in_width * r.expansion)), path + ".expansion");
+      check_groups(static_cast<int>(std::lround(r.width * r.expansion)), path + ".expansion");
+    }
+
+    AttentionSpec att = s.attention;
+    if (att.kind != "none") {
+      const std::string ap = path + ".attention";
+      if (att.head_dim == 0) {
+        if (r.width % att.heads != 0) {
+          throw SpecError(ap + ".heads", std::to_string(att.heads) + " heads do not divide the stage width " +
+                                             std::to_string(r.width) + " (set head_dim to decouple them)");
+        }
+        att.head_dim = r.width / att.heads;
+      }
+      if (att.kind == "window" && (h % att.window != 0 || w % att.window != 0)) {
+        throw SpecError(ap + ".window", "window " + std::to_string(att.window) + " does not divide the stage's " +
+                                            std::to_string(h) + "x" + std::to_string(w) + " feature map");
+      }
+      if (att.kind == "gqa" && att.heads % att.kv_heads != 0) {
+        throw SpecError(ap + ".kv_heads", "must divide heads");
+      }
+      int blocks = att.blocks == 0 ? r.depth : std::min(att.blocks, r.depth);
+      r.attention_from_block = r.depth - blocks;
+      att.blocks = blocks;
+    }
+    r.attention = att;
+    out.stages.push_back(r);
+    in_width = r.width;
+  }
+  out.features = in_width;
+  return out;
+}
+
+json ToJson(const TrialSpec& s) {
+  json stages = json::array();
+  for (const StageSpec& st : s.arch.stages) {
+    stages.push_back({{"block", st.block},
+                      {"width", st.width},
+                      {"depth", st.depth},
+                      {"stride", st.stride},
+                      {"kernel", st.kernel},
+                      {"expansion", st.expansion},
+                      {"se", st.se},
+                      {"attention",
+                       {{"kind", st.attention.kind},
+                        {"heads", st.attention.heads},
+                        {"head_dim", st.attention.head_dim},
+                        {"kv_heads", st.attention.kv_heads},
+                        {"window", st.attention.window},
+                        {"blocks", st.attention.blocks}}}});
+  }
+  const TaskSpec& t = s.task;
+  json task = {{"dataset", t.dataset},
+               {"batch_size", t.batch_size},
+               {"steps", t.steps},
+               {"eval_every", t.eval_every},
+               {"warmup_steps", t.warmup_steps},
+               {"val_size", t.val_size},
+               {"augment", {{"flip", t.augment.flip}, {"crop_padding", t.augment.crop_padding}}},
+               {"optimizer",
+                {{"name", t.optimizer.name},
+                 {"lr", t.optimizer.lr},
+                 {"momentum", t.optimizer.momentum},
+                 {"nesterov", t.optimizer.nesterov},
+                 {"weight_decay", t.optimizer.weight_decay},
+                 {"beta1", t.optimizer.beta1},
+                 {"beta2", t.optimizer.beta2}}},
+               {"schedule", {{"name", t.schedule.name}, {"warmup", t.schedule.warmup}, {"min_lr", t.schedule.min_lr}}},
+               {"grad_clip", t.grad_clip}};
+  if (!t.data_dir.empty()) task["data_dir"] = t.data_dir;
+  if (t.dataset == "synthetic") {
+    task["input"] = {{"channels", t.input.channels},
+                     {"height", t.input.height},
+                     {"width", t.input.width},
+                     {"classes", t.input.classes}};
+  }
+  if (t.target) task["target"] = {{"metric", t.target->metric}, {"value", t.target->value}};
+  return {{"schema", s.schema},
+          {"trial_id", s.trial_id},
+          {"seed", s.seed},
+          {"task", task},
+          {"arch",
+           {{"stem",
+             {{"kind", s.arch.stem.kind},
+              {"width", s.arch.stem.width},
+              {"stride", s.arch.stem.stride},
+              {"depth", s.arch.stem.depth}}},
+            {"stages", stages},
+            {"norm", s.arch.norm},
+            {"norm_groups", s.arch.norm_groups},
+            {"activation", s.arch.activation},
+            {"width_mult", s.arch.width_mult},
+            {"depth_mult", s.arch.depth_mult},
+            {"dropout", s.arch.dropout}}},
+          {"runtime",
+           {{"precision", s.runtime.precision},
+            {"memory_format", s.runtime.memory_format},
+            {"threads", s.runtime.threads},
+            {"device", s.runtime.device}}}};
+}
+
+}  // namespace frontier

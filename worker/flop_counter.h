@@ -1,0 +1,67 @@
+// Analytic model FLOPs, counted from the shapes of the operators a forward
+// pass actually runs (the PaLM / nanoGPT convention of DESIGN.md):
+// convolutions, linear layers and matrix products (which covers the attention
+// matmuls QK^T and AV, and phi(K)^T V, phi(Q)(...) of linear attention);
+// one multiply-add = 2 FLOPs; elementwise ops, norms, pooling and biases are
+// not counted. A training step counts 3 x forward.
+//
+// The counter observes LibTorch's dispatcher (RecordFunction) on the calling
+// thread. Only the outermost counted op is charged, so an op that decomposes
+// into others (linear -> addmm, matmul -> bmm, an autocast re-dispatch of
+// conv2d) is counted once, by its own shapes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace frontier {
+
+class FlopCounter {
+ public:
+  // Starts counting ops dispatched on this thread. One counter per thread.
+  FlopCounter();
+  ~FlopCounter();
+  FlopCounter(const FlopCounter&) = delete;
+  FlopCounter& operator=(const FlopCounter&) = delete;
+
+  int64_t total() const;
+  // FLOPs by counted op name ("aten::convolution", "aten::linear", ...).
+  const std::map<std::string, int64_t>& by_op() const { return by_op_; }
+
+  // Called by the dispatcher observer.
+  void Add(const std::string& op, int64_t flops) { by_op_[op] += flops; }
+
+ private:
+  uint64_t handle_;
+  std::map<std::string, int64_t> by_op_;
+};
+
+struct ModelFlops {
+  int64_t forward = 0;         // one forward pass over the batch
+  int64_t train_step = 0;      // 3 x forward
+  std::map<std::string, int64_t> forward_by_op;
+};
+
+// Runs one forward pass of `module` on `input` in eval mode without autograd
+// (the module's training flag is restored) and counts its FLOPs.
+template <typename ModuleHolder>
+ModelFlops CountModelFlops(ModuleHolder& module, const torch::Tensor& input) {
+  const bool was_training = module->is_training();
+  module->eval();
+  ModelFlops flops;
+  {
+    torch::NoGradGuard no_grad;
+    FlopCounter counter;
+    module->forward(input);
+    flops.forward = counter.total();
+    flops.forward_by_op = counter.by_op();
+  }
+  module->train(was_training);
+  flops.train_step = 3 * flops.forward;
+  return flops;
+}
+
+}  // namespace frontier

@@ -1,0 +1,151 @@
+// The model builder: turns a ResolvedArch (plain data, see
+// search_spaces/trial_spec.h) into LibTorch modules.
+//
+// A network is a Backbone (stem + stages, producing a feature map) followed by
+// a task head. Classification uses ClassifierHead; the BEV task will put a view
+// transform and a BEV encoder behind the same Backbone.
+#pragma once
+
+#include <string>
+
+#include <torch/torch.h>
+
+#include "search_spaces/trial_spec.h"
+
+namespace frontier::model {
+
+torch::Tensor Activate(const std::string& activation, const torch::Tensor& x);
+
+// Normalization over the channels of an NCHW map: batch, group, layer
+// (per position over channels, as in ConvNeXt) or none.
+class Norm2dImpl : public torch::nn::Module {
+ public:
+  Norm2dImpl(const std::string& kind, int channels, int groups);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  std::string kind_;
+  torch::nn::BatchNorm2d batch_{nullptr};
+  torch::nn::GroupNorm group_{nullptr};
+  torch::nn::LayerNorm layer_{nullptr};
+};
+TORCH_MODULE(Norm2d);
+
+// Shared settings of every conv layer in one network.
+struct LayerStyle {
+  std::string norm = "batch";
+  int norm_groups = 8;
+  std::string activation = "relu";
+};
+
+// conv(k, stride, groups) -> norm -> optional activation. The conv has a bias
+// only when there is no norm after it.
+class ConvNormActImpl : public torch::nn::Module {
+ public:
+  ConvNormActImpl(const LayerStyle& style, int in, int out, int kernel, int stride, int groups, bool act);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Conv2d conv_{nullptr};
+  Norm2d norm_{nullptr};
+  std::string activation_;  // empty: none
+};
+TORCH_MODULE(ConvNormAct);
+
+// Squeeze-and-excitation: channel gates from globally pooled features.
+class SqueezeExciteImpl : public torch::nn::Module {
+ public:
+  SqueezeExciteImpl(int channels, int reduced, std::string activation);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Conv2d reduce_{nullptr}, expand_{nullptr};
+  std::string activation_;
+};
+TORCH_MODULE(SqueezeExcite);
+
+// Parameters of one block as the builder hands them over.
+struct BlockConfig {
+  std::string family;  // basic | bottleneck | convnext | mbconv | fused_mbconv
+  int in = 0, out = 0, stride = 1, kernel = 3;
+  double expansion = 4;
+  bool se = false;
+};
+
+// Any conv block family, chosen by BlockConfig::family.
+//  basic:        kxk/s -> kxk, residual (1x1/s projection when shapes change)
+//  bottleneck:   1x1 reduce to out/expansion -> kxk/s -> 1x1, residual
+//  convnext:     [norm + sxs/s downsample] -> depthwise kxk -> norm -> 1x1 expand -> act -> 1x1, residual
+//  mbconv:       1x1 expand -> depthwise kxk/s -> [SE] -> 1x1 project, residual when shapes match
+//  fused_mbconv: kxk/s expand -> [SE] -> 1x1 project (a single kxk/s conv at expansion 1), same residual
+class ConvBlockImpl : public torch::nn::Module {
+ public:
+  ConvBlockImpl(const LayerStyle& style, const BlockConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  BlockConfig config_;
+  std::string activation_;
+  torch::nn::Sequential body_;
+  torch::nn::Sequential shortcut_{nullptr};  // null: identity (or none when !residual_)
+  torch::nn::Sequential downsample_{nullptr};  // convnext only
+  bool residual_ = true;
+  bool activate_after_sum_ = false;  // ResNet families apply the activation after the sum
+};
+TORCH_MODULE(ConvBlock);
+
+// Token mixing on an NCHW map as a pre-norm residual layer:
+// x + proj(mix(norm(tokens(x)))). kinds:
+//  mhsa:   global softmax attention, `heads` heads of `head_dim`
+//  window: the same inside non-overlapping window x window tiles (Swin)
+//  gqa:    `kv_heads` key/value heads shared by groups of query heads (1 = MQA)
+//  linear: ReLU linear attention, out = phi(Q)(phi(K)^T V) / phi(Q) sum(phi(K)) (EfficientViT)
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor Mix(const torch::Tensor& tokens);  // (B, N, C) -> (B, N, heads*head_dim)
+
+  AttentionSpec spec_;
+  int kv_heads_;
+  bool use_norm_;
+  torch::nn::LayerNorm norm_{nullptr};
+  torch::nn::Linear q_{nullptr}, kv_{nullptr}, proj_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+// Stem + stages: image (B, C, H, W) -> feature map (B, features, h, w).
+class BackboneImpl : public torch::nn::Module {
+ public:
+  explicit BackboneImpl(const ResolvedArch& arch);
+  torch::Tensor forward(const torch::Tensor& x);
+  int features() const { return features_; }
+
+ private:
+  torch::nn::Sequential stem_;
+  std::vector<torch::nn::Sequential> stages_;
+  int features_;
+};
+TORCH_MODULE(Backbone);
+
+// Global average pool -> dropout -> linear classifier.
+class ClassifierImpl : public torch::nn::Module {
+ public:
+  explicit ClassifierImpl(const ResolvedArch& arch);
+  torch::Tensor forward(const torch::Tensor& x);  // logits (B, classes)
+
+ private:
+  Backbone backbone_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+  torch::nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(Classifier);
+
+int64_t CountParameters(torch::nn::Module& module);
+
+// Puts every 4-d parameter and buffer in channels_last (or back to contiguous).
+void SetMemoryFormat(torch::nn::Module& module, at::MemoryFormat format);
+
+}  // namespace frontier::model

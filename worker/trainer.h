@@ -1,0 +1,41 @@
+// Runs one trial: builds the model from the spec, trains it for the budget,
+// measures it as DESIGN.md defines, and reports JSON events (docs/trial-output.md).
+#pragma once
+
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/trial_spec.h"
+
+namespace frontier {
+
+inline constexpr int kTrialOutputSchema = 1;
+
+// Exit codes of frontier-trial, one per result status.
+enum TrialExit : int {
+  kExitCompleted = 0,
+  kExitFailed = 2,    // bad spec, missing data, unsupported precision, out of memory, runtime error
+  kExitDiverged = 3,  // NaN or infinite loss: a result, not a crash
+  kExitUsage = 64,    // bad command line
+};
+
+struct TrialOptions {
+  int progress_every = 10;  // a progress event every this many steps; 0: none
+  // Receives every event (start, progress, eval) as it happens. The result is
+  // returned, not emitted.
+  std::function<void(const nlohmann::json&)> emit = [](const nlohmann::json&) {};
+};
+
+// Never throws for problems of the trial itself: they come back as a result
+// with "status": "failed" and an "error" naming the cause.
+nlohmann::json RunTrial(const TrialSpec& spec, const TrialOptions& options);
+
+// The exit code for a result's status.
+int ExitCodeFor(const nlohmann::json& result);
+
+// Learning rate at `step` (0-based): linear warm-up over schedule.warmup steps,
+// then constant or cosine decay to min_lr at the last step.
+double LearningRateAt(const TaskSpec& task, int step);
+
+}  // namespace frontier
