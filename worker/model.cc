@@ -24,11 +24,15 @@ Norm2dImpl::Norm2dImpl(const std::string& kind, int channels, int groups) : kind
   }
 }
 
+torch::Tensor InParameterDtype(const torch::Tensor& x, const torch::Tensor& weight) {
+  return x.scalar_type() == weight.scalar_type() ? x : x.to(weight.scalar_type());
+}
+
 torch::Tensor Norm2dImpl::forward(const torch::Tensor& x) {
-  if (batch_) return batch_(x);
-  if (group_) return group_(x);
+  if (batch_) return batch_(x);  // LibTorch's CPU batch norm takes bf16 input with fp32 parameters
+  if (group_) return group_(InParameterDtype(x, group_->weight));
   // NHWC view: contiguous when x is channels_last, so no copy in that layout.
-  if (layer_) return layer_(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+  if (layer_) return layer_(InParameterDtype(x.permute({0, 2, 3, 1}), layer_->weight)).permute({0, 3, 1, 2});
   return x;
 }
 
@@ -182,7 +186,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   } else {
     tokens = x.flatten(2).transpose(1, 2);  // (B, HW, C)
   }
-  torch::Tensor y = proj_(Mix(use_norm_ ? norm_(tokens) : tokens));
+  torch::Tensor y = proj_(Mix(use_norm_ ? norm_(InParameterDtype(tokens, norm_->weight)) : tokens));
   torch::Tensor out = tokens + y;
   if (win) {
     return out.view({b, hh / win, ww / win, win, win, c}).permute({0, 5, 1, 3, 2, 4}).reshape({b, c, hh, ww});

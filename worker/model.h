@@ -16,6 +16,11 @@ namespace frontier::model {
 
 torch::Tensor Activate(const std::string& activation, const torch::Tensor& x);
 
+// `x` cast to the dtype of `weight`. Under CPU autocast a bf16 activation can
+// reach a layer/group norm whose parameters are fp32, which LibTorch's CPU
+// kernels reject; those norms then run in fp32, as autocast does on CUDA.
+torch::Tensor InParameterDtype(const torch::Tensor& x, const torch::Tensor& weight);
+
 // Normalization over the channels of an NCHW map: batch, group, layer
 // (per position over channels, as in ConvNeXt) or none.
 class Norm2dImpl : public torch::nn::Module {

@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "worker/step_stats.h"
 
@@ -23,14 +24,14 @@ TrialSpec Spec(const std::function<void(json&)>& edit) {
   return ParseTrialSpec(j);
 }
 
-struct Run {
+struct TrialRun {
   json result;
   std::vector<double> losses;
   std::vector<json> events;
 };
 
-Run RunCollecting(const TrialSpec& spec) {
-  Run run;
+TrialRun RunCollecting(const TrialSpec& spec) {
+  TrialRun run;
   TrialOptions options;
   options.progress_every = 1;
   options.emit = [&](const json& e) {
@@ -42,9 +43,9 @@ Run RunCollecting(const TrialSpec& spec) {
 }
 
 TEST(TrainerTest, SameSeedSameLossesDifferentSeedsDiffer) {
-  Run a = RunCollecting(Spec([](json&) {}));
-  Run b = RunCollecting(Spec([](json&) {}));
-  Run c = RunCollecting(Spec([](json& j) { j["seed"] = 2; }));
+  TrialRun a = RunCollecting(Spec([](json&) {}));
+  TrialRun b = RunCollecting(Spec([](json&) {}));
+  TrialRun c = RunCollecting(Spec([](json& j) { j["seed"] = 2; }));
   ASSERT_EQ(a.result["status"], "completed") << a.result.dump();
   ASSERT_EQ(a.losses.size(), 12u);
   EXPECT_EQ(a.losses, b.losses);  // bit-identical at a fixed thread count
@@ -52,7 +53,7 @@ TEST(TrainerTest, SameSeedSameLossesDifferentSeedsDiffer) {
 }
 
 TEST(TrainerTest, ResultCarriesEveryMetric) {
-  Run run = RunCollecting(Spec([](json& j) { j["task"]["target"] = {{"metric", "val_accuracy"}, {"value", 0.0}}; }));
+  TrialRun run = RunCollecting(Spec([](json& j) { j["task"]["target"] = {{"metric", "val_accuracy"}, {"value", 0.0}}; }));
   const json& r = run.result;
   ASSERT_EQ(r["status"], "completed") << r.dump();
   EXPECT_EQ(r["event"], "result");
@@ -85,7 +86,7 @@ TEST(TrainerTest, ResultCarriesEveryMetric) {
 }
 
 TEST(TrainerTest, Bf16ChannelsLastWithAttentionTrains) {
-  Run run = RunCollecting(Spec([](json& j) {
+  TrialRun run = RunCollecting(Spec([](json& j) {
     j["runtime"]["precision"] = "bf16";
     j["runtime"]["memory_format"] = "channels_last";
     j["arch"]["stages"][0]["attention"] = {{"kind", "mhsa"}, {"heads", 4}};
@@ -97,7 +98,7 @@ TEST(TrainerTest, Bf16ChannelsLastWithAttentionTrains) {
 
 TEST(TrainerTest, NanLossEndsAsDiverged) {
   // A learning rate of 100 without normalization blows the weights up within a few steps.
-  Run run = RunCollecting(Spec([](json& j) {
+  TrialRun run = RunCollecting(Spec([](json& j) {
     j["task"]["steps"] = 200;
     j["task"]["optimizer"] = {{"name", "sgd"}, {"lr", 100.0}, {"momentum", 0.9}};
     j["arch"]["norm"] = "none";
@@ -109,7 +110,7 @@ TEST(TrainerTest, NanLossEndsAsDiverged) {
 }
 
 TEST(TrainerTest, UnsupportedPrecisionFailsClearly) {
-  Run run = RunCollecting(Spec([](json& j) { j["runtime"]["precision"] = "fp16"; j["runtime"]["device"] = "cpu"; }));
+  TrialRun run = RunCollecting(Spec([](json& j) { j["runtime"]["precision"] = "fp16"; j["runtime"]["device"] = "cpu"; }));
   EXPECT_EQ(run.result["status"], "failed");
   EXPECT_EQ(run.result["error_kind"], "precision");
   EXPECT_NE(run.result["error"].get<std::string>().find("fp16 autocast is not supported on the CPU"),
@@ -118,7 +119,7 @@ TEST(TrainerTest, UnsupportedPrecisionFailsClearly) {
 }
 
 TEST(TrainerTest, MissingDataFailsAndNamesTheFile) {
-  Run run = RunCollecting(Spec([](json& j) {
+  TrialRun run = RunCollecting(Spec([](json& j) {
     j["task"] = {{"dataset", "fashion-mnist"}, {"data_dir", "/nonexistent"}, {"steps", 3}, {"warmup_steps", 0}};
   }));
   EXPECT_EQ(run.result["status"], "failed");
@@ -129,7 +130,7 @@ TEST(TrainerTest, MissingDataFailsAndNamesTheFile) {
 
 TEST(TrainerTest, CudaRequestedWithoutCudaFails) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has CUDA";
-  Run run = RunCollecting(Spec([](json& j) { j["runtime"]["device"] = "cuda"; }));
+  TrialRun run = RunCollecting(Spec([](json& j) { j["runtime"]["device"] = "cuda"; }));
   EXPECT_EQ(run.result["status"], "failed");
   EXPECT_NE(run.result["error"].get<std::string>().find("no CUDA device"), std::string::npos);
 }
