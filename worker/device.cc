@@ -1,6 +1,7 @@
 #include "worker/device.h"
 
 #include <ATen/autocast_mode.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -163,6 +164,15 @@ PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device
     ++reps;
   }
   return PeakFlops{best, precision, device.is_cuda() ? "measured:cuda-gemm" : "measured:cpu-gemm"};
+}
+
+std::string ConfigureHostAllocator() {
+  constexpr int kMmapThreshold = 64 << 20;  // larger blocks still get their own mapping
+  constexpr int kTrimThreshold = 1 << 30;   // keep freed heap memory for the next step
+  constexpr int kTopPad = 64 << 20;         // grow the heap in large steps
+  const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1 &&
+                  mallopt(M_TOP_PAD, kTopPad) == 1;
+  return ok ? "glibc mmap_threshold=64MiB trim_threshold=1GiB top_pad=64MiB" : "glibc defaults (mallopt failed)";
 }
 
 int64_t MemoryTracker::ResidentBytes() { return StatusField("VmRSS"); }

@@ -153,6 +153,7 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
   const RuntimeSpec& rt = spec.runtime;
   const int threads = rt.threads > 0 ? rt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
+  const std::string allocator = ConfigureHostAllocator();
 
   json result = {{"event", "result"},
                  {"schema", kTrialOutputSchema},
@@ -160,6 +161,7 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
                  {"seed", spec.seed},
                  {"threads", threads},
                  {"torch_version", TORCH_VERSION},
+                 {"host_allocator", allocator},
                  {"precision", rt.precision},
                  {"memory_format", rt.memory_format},
                  {"batch_size", task.batch_size},

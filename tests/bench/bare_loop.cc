@@ -1,6 +1,7 @@
 // The bare LibTorch training loop that frontier-trial is compared against:
-// the same model (built from the same spec), optimizer and batch size, one
-// fixed pre-normalized batch (no data pipeline), no events, no evaluation.
+// the same model (built from the same spec), optimizer, batch size, threads
+// and host allocator policy; one fixed pre-normalized batch of the task's data
+// (no data pipeline), no events, no evaluation, no learning-rate schedule.
 // Prints one JSON line: median step time and peak resident memory.
 #include <chrono>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "worker/dataset.h"
 #include "worker/device.h"
 #include "worker/model.h"
 #include "worker/step_stats.h"
@@ -21,15 +23,22 @@ int main(int argc, char** argv) {
   const frontier::TaskSpec& task = spec.task;
   at::set_num_threads(spec.runtime.threads > 0 ? spec.runtime.threads
                                                : static_cast<int>(std::thread::hardware_concurrency()));
+  frontier::ConfigureHostAllocator();  // the runner's allocator policy, so only the loops differ
   torch::manual_seed(spec.seed);
   const frontier::ResolvedArch arch = frontier::ResolveArch(spec.arch, frontier::InputShapeOf(task));
   frontier::model::Classifier net(arch);
   const bool channels_last = spec.runtime.memory_format == "channels_last";
   if (channels_last) frontier::model::SetMemoryFormat(*net, at::MemoryFormat::ChannelsLast);
   const frontier::InputShape in = arch.input;
-  torch::Tensor x = torch::randn({task.batch_size, in.channels, in.height, in.width});
+  // The first training batch of the task's data, normalized once.
+  torch::Tensor x, y;
+  {
+    const frontier::Dataset data = frontier::LoadTaskDataset(task, static_cast<uint64_t>(spec.seed));
+    x = frontier::Normalize(data, data.train.images.slice(0, 0, task.batch_size), torch::kCPU,
+                            at::MemoryFormat::Contiguous);
+    y = data.train.labels.slice(0, 0, task.batch_size).clone();
+  }
   if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-  torch::Tensor y = torch::randint(0, in.classes, {task.batch_size}, torch::kLong);
   const frontier::OptimizerSpec& o = task.optimizer;
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(o.lr)
                                                      .momentum(o.momentum)

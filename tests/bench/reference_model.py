@@ -5,6 +5,7 @@ whose stages are basic blocks (the baseline of worker/examples), trains it on
 one fixed batch like tests/bench/bare_loop.cc, and prints one JSON line.
 Run with /usr/bin/python3 (Debian's packages are only visible to it).
 """
+import gzip
 import json
 import os
 import resource
@@ -53,6 +54,18 @@ def build(arch, in_channels, classes):
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
 
 
+def first_batch(task, b):
+    """The first `b` training images and labels of Fashion-MNIST, normalized as frontier-trial does."""
+    d = task.get("data_dir") or "/usr/share/datasets/fashion-mnist"
+    with gzip.open(os.path.join(d, "train-images-idx3-ubyte.gz")) as f:
+        images = f.read(16 + b * 784)[16:]
+    with gzip.open(os.path.join(d, "train-labels-idx1-ubyte.gz")) as f:
+        labels = f.read(8 + b)[8:]
+    x = torch.frombuffer(bytearray(images), dtype=torch.uint8).view(b, 1, 28, 28).float()
+    x = (x / 255.0 - 0.2860) / 0.3530
+    return x, torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
     task, rt = spec["task"], spec.get("runtime", {})
@@ -64,10 +77,9 @@ def main():
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     b = task["batch_size"]
-    x = torch.randn(b, 1, 28, 28)
+    x, y = first_batch(task, b)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 10, (b,))
     o = task.get("optimizer", {})
     opt = torch.optim.SGD(model.parameters(), lr=o.get("lr", 0.1), momentum=o.get("momentum", 0.9),
                           nesterov=o.get("nesterov", False), weight_decay=o.get("weight_decay", 5e-4))

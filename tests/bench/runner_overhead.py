@@ -25,8 +25,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def last_json_line(cmd):
-    out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+# glibc tunables equal to what ConfigureHostAllocator() sets in frontier-trial
+# and bare_loop, so that Python runs under the same allocator policy.
+PYTHON_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+                        "MALLOC_TOP_PAD_": str(64 << 20)}
+
+
+def last_json_line(cmd, env=None):
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
     lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
     if out.returncode != 0 or not lines:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
@@ -61,7 +67,7 @@ def main():
     runs = {name: [] for name in commands}
     for r in range(args.rounds):
         for name, cmd in commands.items():
-            res = last_json_line(cmd)
+            res = last_json_line(cmd, dict(os.environ, **PYTHON_ALLOCATOR_ENV) if name == "python" else None)
             if name == "runner":
                 if res.get("status") != "completed":
                     sys.exit(f"runner trial did not complete: {res.get('error')}")

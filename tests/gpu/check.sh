@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# GPU check of the trial runner, for a CUDA machine that has PyTorch (and its
+# bundled LibTorch + CMake config, and nvcc) but none of our Debian packages.
+#
+#   tests/gpu/check.sh prepare   on a machine with the Debian packages: copies
+#                                what the GPU machine lacks into .gpu-deps/
+#                                (nlohmann/json headers, zlib headers, the
+#                                Fashion-MNIST files) so it can travel with the tree
+#   tests/gpu/check.sh           on the GPU machine: builds frontier-trial alone
+#                                (-DFRONTIER_RUNNER_ONLY=ON) against PyTorch's
+#                                LibTorch and runs the two example specs on CUDA,
+#                                printing step time, MFU (against the device's
+#                                table peak) and peak memory of each.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+deps="$root/.gpu-deps"
+
+if [[ "${1:-}" == "prepare" ]]; then
+  mkdir -p "$deps/include" "$deps/fashion-mnist"
+  cp -r /usr/include/nlohmann "$deps/include/"
+  cp /usr/include/zlib.h /usr/include/zconf.h "$deps/include/"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$deps/fashion-mnist/"
+  du -sh "$deps"
+  exit 0
+fi
+
+python="${PYTHON:-python3}"
+torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+zlib_args=()
+if [[ ! -f /usr/include/zlib.h ]]; then
+  zlib_so="$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')"
+  zlib_args=(-DZLIB_INCLUDE_DIR="$deps/include" -DZLIB_LIBRARY="$zlib_so")
+fi
+build="$root/build-gpu"
+cmake -S "$root" -B "$build" -DFRONTIER_RUNNER_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_prefix" -DFRONTIER_NLOHMANN_INCLUDE="$deps/include" "${zlib_args[@]}" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target frontier-trial
+
+data_dir=/usr/share/datasets/fashion-mnist
+[[ -d "$data_dir" ]] || data_dir="$deps/fashion-mnist"
+out="${OUT:-$root/out}"
+mkdir -p "$out"
+for name in baseline attention_bf16_channels_last; do
+  spec="$out/$name.cuda.json"
+  "$python" - "$root/worker/examples/$name.json" "$spec" "$data_dir" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec["task"]["data_dir"] = sys.argv[3]
+spec["runtime"]["device"] = "cuda"
+json.dump(spec, open(sys.argv[2], "w"))
+PY
+  set +e
+  "$build/worker/frontier-trial" --spec "$spec" --progress-every 100 > "$out/$name.jsonl"
+  rc=$?
+  set -e
+  "$python" - "$out/$name.jsonl" "$name" "$rc" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(f"{sys.argv[2]}: exit {sys.argv[3]}, status {r.get('status')} {r.get('error', '')}")
+if r.get("status") == "completed":
+    st = r["step_time_ms"]
+    print(f"  device {r['device_name']}, precision {r['precision']}, layout {r['memory_format']}")
+    print(f"  step time median {st['median']:.3f} ms (p10 {st['p10']:.3f}, p90 {st['p90']:.3f}, cv {st['cv']:.3f})")
+    print(f"  throughput {r['throughput']['samples_per_s']:.0f} samples/s, MFU {100 * r['mfu']:.3f}% "
+          f"of {r['peak_flops']['flops_per_s'] / 1e12:.1f} TFLOP/s ({r['peak_flops']['source']})")
+    print(f"  peak memory {r['peak_memory_mb']:.1f} MB ({r['peak_memory_kind']}), "
+          f"val acc {r['val_accuracy']:.4f}, test acc {r['test_accuracy']:.4f}")
+PY
+done
