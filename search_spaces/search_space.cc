@@ -1,0 +1,717 @@
+#include "search_spaces/search_space.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxGridForGridStrategy = 100000;
+
+// Result metrics a space may name, with the direction an objective on them
+// takes when it states no goal.
+const std::vector<std::pair<std::string, bool>>& KnownMetrics() {
+  static const std::vector<std::pair<std::string, bool>> metrics = {
+      {"val_accuracy", true},    {"test_accuracy", true}, {"val_loss", false},
+      {"throughput", true},      {"step_time_ms", false}, {"mfu", true},
+      {"peak_memory_mb", false}, {"params", false},       {"time_to_target_s", false}};
+  return metrics;
+}
+
+const std::vector<std::string> kQualityMetrics = {"val_accuracy", "test_accuracy", "val_loss"};
+
+// Shorthand dimension names and the paths they stand for.
+const std::map<std::string, std::string>& Shorthands() {
+  static const std::map<std::string, std::string> shorthands = {
+      {"attention", "arch.stages[*].attention.kind"},
+      {"block", "arch.stages[*].block"},
+      {"kernel", "arch.stages[*].kernel"},
+      {"depth", "arch.stages[*].depth"},
+      {"stem", "arch.stem.kind"},
+      {"norm", "arch.norm"},
+      {"activation", "arch.activation"},
+      {"width_mult", "arch.width_mult"},
+      {"depth_mult", "arch.depth_mult"},
+      {"precision", "runtime.precision"},
+      {"memory_format", "runtime.memory_format"}};
+  return shorthands;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+template <typename Map>
+std::vector<std::string> Keys(const Map& map) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : map) keys.push_back(key);
+  return keys;
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// A choice or value as a user would write it: strings bare, the rest as JSON.
+std::string Show(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+
+std::string Describe(const json& value) {
+  if (value.is_null()) return "nothing";
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "a mapping";
+  return "'" + Show(value) + "'";
+}
+
+std::string ChildPath(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string ElementPath(const std::string& parent, size_t index) {
+  return parent + "[" + std::to_string(index) + "]";
+}
+
+// The message of a SpecError without its leading "<path>: ".
+std::string Problem(const SpecError& e) {
+  std::string what = e.what();
+  return e.path().empty() ? what : what.substr(e.path().size() + 2);
+}
+
+// YAML 1.2 core-schema typing of a plain scalar; quoted scalars stay strings.
+json ScalarToJson(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return text;
+  static const std::regex kInt("[-+]?[0-9]+");
+  static const std::regex kFloat("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  if (std::regex_match(text, kInt)) {
+    errno = 0;
+    long long value = std::strtoll(text.c_str(), nullptr, 10);
+    if (errno == 0) return static_cast<int64_t>(value);
+  }
+  if (std::regex_match(text, kFloat)) return std::strtod(text.c_str(), nullptr);
+  return text;
+}
+
+json YamlToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return ScalarToJson(node);
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const YAML::Node& item : node) out.push_back(YamlToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& entry : node) out[entry.first.Scalar()] = YamlToJson(entry.second);
+      return out;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// One step of a field path: `key`, `key[N]` or `key[*]`.
+struct PathStep {
+  std::string key;
+  enum Index { kNone = -1, kEvery = -2 };
+  int index = kNone;
+};
+
+std::optional<std::vector<PathStep>> SplitPath(const std::string& path) {
+  static const std::regex kStep("([A-Za-z_][A-Za-z0-9_]*)(\\[([0-9]{1,6}|\\*)\\])?");
+  std::vector<PathStep> steps;
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    std::smatch m;
+    if (!std::regex_match(part, m, kStep)) return std::nullopt;
+    PathStep step{m[1].str()};
+    if (m[2].matched) step.index = m[3].str() == "*" ? PathStep::kEvery : std::stoi(m[3].str());
+    steps.push_back(step);
+  }
+  if (steps.empty() || path.back() == '.') return std::nullopt;
+  return steps;
+}
+
+// The trial-spec field a concrete path names, creating missing objects on
+// the way (a baseline need not spell out defaulted objects).
+json& FieldAt(json& spec, const std::vector<PathStep>& steps) {
+  json* node = &spec;
+  for (const PathStep& step : steps) {
+    if (!node->is_object()) *node = json::object();
+    node = &(*node)[step.key];
+    if (step.index >= 0) node = &node->at(step.index);
+  }
+  return *node;
+}
+
+// The part of the spec a choice at `path` writes: the field, or for an
+// object choice on a `kind`, the object that holds the kind.
+std::string Target(const std::string& path, const json& choice) {
+  const std::string kind = ".kind";
+  if (choice.is_object() && path.size() > kind.size() &&
+      path.compare(path.size() - kind.size(), kind.size(), kind) == 0) {
+    return path.substr(0, path.size() - kind.size());
+  }
+  return path;
+}
+
+// Sets one concrete path to a choice: an object choice merges into its
+// target (RFC 7386 merge patch), any other choice replaces the field.
+void SetField(json& spec, const std::string& path, const json& choice) {
+  json& field = FieldAt(spec, *SplitPath(Target(path, choice)));
+  if (choice.is_object()) {
+    field.merge_patch(choice);
+  } else {
+    field = choice;
+  }
+}
+
+// `inner` is `outer` or a field inside it.
+bool Within(const std::string& inner, const std::string& outer) {
+  return inner == outer || StartsWith(inner, outer + ".") || StartsWith(inner, outer + "[");
+}
+
+json NormalizedBaseline(const SearchSpace& space) { return ToJson(ParseTrialSpec(space.base)); }
+
+// Parses one document; every error carries the file name and, where known,
+// the line of the offending node.
+class SpaceParser {
+ public:
+  explicit SpaceParser(std::string source) : source_(std::move(source)) {}
+
+  SearchSpace Parse(const std::string& text);
+
+ private:
+  // Reads the fields of one YAML mapping; unknown keys are errors.
+  class Fields {
+   public:
+    Fields(const SpaceParser& parser, const YAML::Node& node, std::string path,
+           std::vector<std::string> known)
+        : parser_(parser), node_(node), path_(std::move(path)) {
+      if (!node_.IsMap()) {
+        parser_.Fail(
+            path_, "expected a mapping with fields " + Join(known) + ", got " + Describe(YamlToJson(node_)));
+      }
+      for (const auto& entry : node_) {
+        const std::string& key = entry.first.Scalar();
+        if (std::find(known.begin(), known.end(), key) == known.end()) {
+          parser_.Fail(Field(key), "unknown field; expected one of " + Join(known));
+        }
+      }
+    }
+
+    std::string Field(const std::string& key) const { return ChildPath(path_, key); }
+    YAML::Node Get(const std::string& key) const { return node_[key]; }
+    bool Has(const std::string& key) const { return static_cast<bool>(node_[key]); }
+
+    YAML::Node Required(const std::string& key) const {
+      if (!Has(key)) parser_.Fail(path_, "missing field '" + key + "'");
+      return Get(key);
+    }
+
+    json Value(const std::string& key) const { return YamlToJson(Get(key)); }
+
+    void String(const std::string& key, std::string& out) const {
+      if (!Has(key)) return;
+      json v = Value(key);
+      if (!v.is_string()) parser_.Fail(Field(key), "expected a string, got " + Describe(v));
+      out = v.get<std::string>();
+    }
+
+    void Choice(const std::string& key, std::string& out, const std::vector<std::string>& choices) const {
+      String(key, out);
+      if (Has(key) && std::find(choices.begin(), choices.end(), out) == choices.end()) {
+        parser_.Fail(Field(key), "unknown choice '" + out + "'; expected one of " + Join(choices));
+      }
+    }
+
+    template <typename Int>
+    void Integer(const std::string& key, Int& out, int64_t min, int64_t max) const {
+      if (!Has(key)) return;
+      json v = Value(key);
+      if (!v.is_number_integer()) parser_.Fail(Field(key), "expected an integer, got " + Describe(v));
+      int64_t i = v.get<int64_t>();
+      if (i < min || i > max) {
+        parser_.Fail(Field(key), "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                                     "], got " + std::to_string(i));
+      }
+      out = static_cast<Int>(i);
+    }
+
+    std::optional<double> Number(const std::string& key) const {
+      if (!Has(key)) return std::nullopt;
+      json v = Value(key);
+      if (!v.is_number()) parser_.Fail(Field(key), "expected a number, got " + Describe(v));
+      return v.get<double>();
+    }
+
+   private:
+    const SpaceParser& parser_;
+    const YAML::Node node_;
+    std::string path_;
+  };
+
+  [[noreturn]] void Fail(const std::string& field, const std::string& problem) const {
+    throw SpaceError(source_, LineOf(field), field, problem);
+  }
+  [[noreturn]] void FailAt(const std::string& located, const std::string& field,
+                           const std::string& problem) const {
+    throw SpaceError(source_, LineOf(located), field, problem);
+  }
+
+  // The line of a field, or of the nearest enclosing field the file spells
+  // out; 0 when none.
+  int LineOf(std::string path) const {
+    while (!path.empty()) {
+      auto it = lines_.find(path);
+      if (it != lines_.end()) return it->second;
+      size_t cut = path.find_last_of(".[");
+      if (cut == std::string::npos) break;
+      path.resize(cut);
+    }
+    return 0;
+  }
+
+  void IndexLines(const YAML::Node& node, const std::string& path);
+  void ParseBaseline(const Fields& top, SearchSpace& space);
+  void CheckBaseline(const SearchSpace& space) const;
+  void ParseDimensions(const YAML::Node& node, SearchSpace& space) const;
+  std::vector<std::string> ExpandPath(const std::string& field, const std::string& name,
+                                      const json& normalized) const;
+  void CheckChoices(const SearchSpace& space, const Dimension& dim) const;
+  void CheckOverlaps(const SearchSpace& space) const;
+  std::string Metric(const Fields& fields, bool quality_only) const;
+  void ParseObjectives(const YAML::Node& node, SearchSpace& space) const;
+  void ParseConstraints(const YAML::Node& node, SearchSpace& space) const;
+  void ParseStrategy(const YAML::Node& node, SearchSpace& space) const;
+
+  std::string source_;
+  std::map<std::string, int> lines_;  // field path -> 1-based line of its key (or list element)
+};
+
+// Records the line of every key and list element; rejects duplicate and
+// non-scalar keys, which the JSON model cannot hold.
+void SpaceParser::IndexLines(const YAML::Node& node, const std::string& path) {
+  if (node.IsMap()) {
+    std::set<std::string> keys;
+    for (const auto& entry : node) {
+      int line = entry.first.Mark().line + 1;
+      if (!entry.first.IsScalar()) throw SpaceError(source_, line, path, "keys must be plain scalars");
+      const std::string& key = entry.first.Scalar();
+      const std::string child = ChildPath(path, key);
+      if (!keys.insert(key).second) throw SpaceError(source_, line, child, "duplicate key");
+      lines_[child] = line;
+      IndexLines(entry.second, child);
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string child = ElementPath(path, i);
+      lines_[child] = node[i].Mark().line + 1;
+      IndexLines(node[i], child);
+    }
+  }
+}
+
+SearchSpace SpaceParser::Parse(const std::string& text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw SpaceError(source_, e.mark.line + 1, "", "invalid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    throw SpaceError(source_, std::max(1, root.Mark().line + 1), "",
+                     "expected a mapping of fields (name, task, baseline, space, objectives, ...)");
+  }
+  IndexLines(root, "");
+
+  SearchSpace space;
+  space.source = source_;
+  Fields top(*this, root, "",
+             {"name", "description", "task", "baseline", "space", "objectives", "constraints", "repeats",
+              "parity", "strategy", "max_attempts"});
+  top.Required("name");
+  top.String("name", space.name);
+  static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");
+  if (!std::regex_match(space.name, kName)) {
+    Fail("name", "'" + space.name + "' is not a valid name (letters, digits, '_', '.', '-'; at most 100)");
+  }
+  top.String("description", space.description);
+  ParseBaseline(top, space);
+  CheckBaseline(space);
+  if (top.Has("space")) ParseDimensions(top.Get("space"), space);
+  ParseObjectives(top.Required("objectives"), space);
+  if (top.Has("constraints")) ParseConstraints(top.Get("constraints"), space);
+  top.Integer("repeats", space.repeats, 1, 1000);
+  if (top.Has("parity")) {
+    Fields parity(*this, top.Get("parity"), "parity", {"metric", "margin"});
+    if (parity.Has("metric")) space.parity.metric = Metric(parity, true);
+    if (std::optional<double> margin = parity.Number("margin")) {
+      if (*margin < 0) Fail("parity.margin", "must be at least 0");
+      space.parity.margin = *margin;
+    }
+  }
+  if (top.Has("strategy")) ParseStrategy(top.Get("strategy"), space);
+  top.Integer("max_attempts", space.max_attempts, 1, 100);
+  if (space.strategy.name == "grid" && GridSize(space) > kMaxGridForGridStrategy) {
+    Fail("space", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
+                      std::to_string(kMaxGridForGridStrategy) + "; use strategy random");
+  }
+  return space;
+}
+
+void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
+  json task = json::object();
+  if (top.Has("task")) {
+    task = top.Value("task");
+    if (!task.is_object()) {
+      Fail("task", "expected a mapping of trial-spec task fields, got " + Describe(task));
+    }
+  }
+  Fields baseline(*this, top.Required("baseline"), "baseline", {"arch", "runtime"});
+  json arch = YamlToJson(baseline.Required("arch"));
+  json runtime = baseline.Has("runtime") ? baseline.Value("runtime") : json::object();
+  space.base = {{"schema", kTrialSpecSchema}, {"task", task}, {"arch", arch}, {"runtime", runtime}};
+}
+
+// The baseline must be a valid trial spec; its errors point at the field in
+// the file (task fields live at the top level, arch and runtime under baseline).
+void SpaceParser::CheckBaseline(const SearchSpace& space) const {
+  try {
+    ParseTrialSpec(space.base);
+  } catch (const SpecError& e) {
+    std::string field = StartsWith(e.path(), "task") ? e.path() : ChildPath("baseline", e.path());
+    Fail(field, Problem(e));
+  }
+}
+
+void SpaceParser::ParseDimensions(const YAML::Node& node, SearchSpace& space) const {
+  if (!node.IsMap()) {
+    Fail("space", "expected a mapping of dimension: [choices], got " + Describe(YamlToJson(node)));
+  }
+  const json normalized = NormalizedBaseline(space);
+  for (const auto& entry : node) {
+    Dimension dim;
+    dim.name = entry.first.Scalar();
+    const std::string field = ChildPath("space", dim.name);
+    const YAML::Node& list = entry.second;
+    if (!list.IsSequence()) Fail(field, "expected a list of choices, got " + Describe(YamlToJson(list)));
+    if (list.size() == 0) Fail(field, "needs at least one choice");
+    dim.paths = ExpandPath(field, dim.name, normalized);
+    for (size_t i = 0; i < list.size(); ++i) {
+      json choice = YamlToJson(list[i]);
+      if (std::find(dim.choices.begin(), dim.choices.end(), choice) != dim.choices.end()) {
+        FailAt(ElementPath(field, i), field, "duplicate choice '" + Show(choice) + "'");
+      }
+      dim.choices.push_back(choice);
+    }
+    CheckChoices(space, dim);
+    space.dimensions.push_back(dim);
+  }
+  CheckOverlaps(space);
+}
+
+// The concrete trial-spec paths a dimension name stands for, checked against
+// the baseline with every default filled in (so every field of the trial spec
+// is addressable, and `[*]` spans the baseline's list).
+std::vector<std::string> SpaceParser::ExpandPath(const std::string& field, const std::string& name,
+                                                 const json& normalized) const {
+  auto shorthand = Shorthands().find(name);
+  std::string full = shorthand != Shorthands().end() ? shorthand->second : name;
+  std::optional<std::vector<PathStep>> steps = SplitPath(full);
+  if (!steps) {
+    Fail(field, "not a dimension: expected a shorthand (" + Join(Keys(Shorthands())) +
+                    ") or a field path like stages[1].attention.kind");
+  }
+  const std::string& first = steps->front().key;
+  if (first != "arch" && first != "runtime" && first != "task") {
+    steps->insert(steps->begin(), PathStep{"arch"});
+  }
+
+  std::vector<std::pair<std::string, const json*>> partial = {{"", &normalized}};
+  for (const PathStep& step : *steps) {
+    std::vector<std::pair<std::string, const json*>> next;
+    for (const auto& [path, node] : partial) {
+      if (!node->is_object()) Fail(field, path + " has no fields");
+      if (!node->contains(step.key)) {
+        std::string where = path.empty() ? "the trial spec" : path;
+        std::vector<std::string> keys;
+        for (auto item = node->begin(); item != node->end(); ++item) keys.push_back(item.key());
+        Fail(field, "unknown field '" + step.key + "' in " + where + "; expected one of " + Join(keys));
+      }
+      std::string child = ChildPath(path, step.key);
+      const json& value = (*node)[step.key];
+      if (step.index == PathStep::kNone) {
+        next.emplace_back(child, &value);
+        continue;
+      }
+      if (!value.is_array()) Fail(field, child + " is not a list");
+      if (step.index >= static_cast<int>(value.size())) {
+        Fail(field, "index " + std::to_string(step.index) + " is out of range: " + child + " has " +
+                        std::to_string(value.size()) + " entries");
+      }
+      size_t begin = step.index == PathStep::kEvery ? 0 : step.index;
+      size_t end = step.index == PathStep::kEvery ? value.size() : begin + 1;
+      for (size_t i = begin; i < end; ++i) next.emplace_back(ElementPath(child, i), &value[i]);
+    }
+    partial = std::move(next);
+  }
+  std::vector<std::string> paths;
+  for (const auto& [path, node] : partial) paths.push_back(path);
+  return paths;
+}
+
+// Applies each choice alone to the baseline: a trial-spec error inside the
+// part the choice writes means the choice itself is wrong. Errors elsewhere
+// are combinations (the coordinator filters those with WhyInvalid).
+void SpaceParser::CheckChoices(const SearchSpace& space, const Dimension& dim) const {
+  const std::string field = ChildPath("space", dim.name);
+  for (size_t i = 0; i < dim.choices.size(); ++i) {
+    const json& choice = dim.choices[i];
+    json spec = space.base;
+    for (const std::string& path : dim.paths) SetField(spec, path, choice);
+    try {
+      ParseTrialSpec(spec);
+    } catch (const SpecError& e) {
+      for (const std::string& path : dim.paths) {
+        if (e.path() == path) FailAt(ElementPath(field, i), field, Problem(e));
+        if (Within(e.path(), Target(path, choice))) FailAt(ElementPath(field, i), field, e.what());
+      }
+    }
+  }
+}
+
+// Two dimensions writing the same field (or one inside the other's) would
+// make a configuration's meaning depend on their order.
+void SpaceParser::CheckOverlaps(const SearchSpace& space) const {
+  std::vector<std::pair<std::string, std::string>> written;  // (target, dimension)
+  for (const Dimension& dim : space.dimensions) {
+    std::set<std::string> targets;
+    for (const std::string& path : dim.paths) {
+      for (const json& choice : dim.choices) targets.insert(Target(path, choice));
+    }
+    for (const std::string& target : targets) {
+      for (const auto& [other_target, other] : written) {
+        if (Within(target, other_target) || Within(other_target, target)) {
+          Fail(ChildPath("space", dim.name),
+               "overlaps dimension '" + other + "' (both set " + std::min(target, other_target) + ")");
+        }
+      }
+    }
+    for (const std::string& target : targets) written.emplace_back(target, dim.name);
+  }
+}
+
+std::string SpaceParser::Metric(const Fields& fields, bool quality_only) const {
+  std::string metric;
+  fields.String("metric", metric);
+  std::vector<std::string> known = kQualityMetrics;
+  if (!quality_only) {
+    known.clear();
+    for (const auto& [name, maximize] : KnownMetrics()) known.push_back(name);
+  }
+  if (std::find(known.begin(), known.end(), metric) == known.end()) {
+    Fail(fields.Field("metric"),
+         (quality_only ? "'" + metric + "' is not a quality metric" : "unknown metric '" + metric + "'") +
+             "; expected one of " + Join(known));
+  }
+  if (!quality_only && metric == "test_accuracy") {
+    Fail(fields.Field("metric"), "the test split is for the final report; select on val_accuracy");
+  }
+  return metric;
+}
+
+void SpaceParser::ParseObjectives(const YAML::Node& node, SearchSpace& space) const {
+  if (!node.IsSequence()) {
+    Fail("objectives", "expected a list of {metric, goal}, got " + Describe(YamlToJson(node)));
+  }
+  if (node.size() == 0) Fail("objectives", "needs at least one objective");
+  for (size_t i = 0; i < node.size(); ++i) {
+    Fields fields(*this, node[i], ElementPath("objectives", i), {"metric", "goal"});
+    fields.Required("metric");
+    Objective objective;
+    objective.metric = Metric(fields, false);
+    for (const auto& [name, maximize] : KnownMetrics()) {
+      if (name == objective.metric) objective.maximize = maximize;
+    }
+    std::string goal = objective.maximize ? "maximize" : "minimize";
+    fields.Choice("goal", goal, {"maximize", "minimize"});
+    objective.maximize = goal == "maximize";
+    for (const Objective& earlier : space.objectives) {
+      if (earlier.metric == objective.metric) {
+        Fail(fields.Field("metric"), "duplicate objective " + objective.metric);
+      }
+    }
+    space.objectives.push_back(objective);
+  }
+}
+
+void SpaceParser::ParseConstraints(const YAML::Node& node, SearchSpace& space) const {
+  if (!node.IsSequence()) {
+    Fail("constraints", "expected a list of {metric, max, min}, got " + Describe(YamlToJson(node)));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    Fields fields(*this, node[i], ElementPath("constraints", i), {"metric", "min", "max"});
+    fields.Required("metric");
+    Constraint constraint;
+    constraint.metric = Metric(fields, false);
+    constraint.min = fields.Number("min");
+    constraint.max = fields.Number("max");
+    if (!constraint.min && !constraint.max) Fail(fields.Field("metric"), "needs a min or a max");
+    if (constraint.min && constraint.max && *constraint.min > *constraint.max) {
+      Fail(fields.Field("min"), "is above max");
+    }
+    for (const Constraint& earlier : space.constraints) {
+      if (earlier.metric == constraint.metric) {
+        Fail(fields.Field("metric"),
+             "duplicate constraint on " + constraint.metric + "; put min and max in one entry");
+      }
+    }
+    space.constraints.push_back(constraint);
+  }
+}
+
+void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) const {
+  Fields fields(*this, node, "strategy", {"name", "trials", "seed"});
+  StrategySpec& strategy = space.strategy;
+  fields.Choice("name", strategy.name, {"grid", "random"});
+  if (strategy.name != "random") {
+    for (const char* key : {"trials", "seed"}) {
+      if (fields.Has(key)) Fail(fields.Field(key), "applies to strategy random only");
+    }
+  }
+  fields.Integer("trials", strategy.trials, 0, std::numeric_limits<int>::max());
+  fields.Integer("seed", strategy.seed, std::numeric_limits<int64_t>::min(),
+                 std::numeric_limits<int64_t>::max());
+}
+
+const Dimension& DimensionOf(const SearchSpace& space, const std::string& name, const json& choice) {
+  for (const Dimension& dim : space.dimensions) {
+    if (dim.name != name) continue;
+    if (std::find(dim.choices.begin(), dim.choices.end(), choice) == dim.choices.end()) {
+      std::vector<std::string> shown;
+      for (const json& c : dim.choices) shown.push_back(Show(c));
+      throw SpaceError(space.source, 0, "config." + name,
+                       "'" + Show(choice) + "' is not one of its choices (" + Join(shown) + ")");
+    }
+    return dim;
+  }
+  std::vector<std::string> names;
+  for (const Dimension& dim : space.dimensions) names.push_back(dim.name);
+  throw SpaceError(space.source, 0, "config." + name,
+                   "not a dimension of this space" + (names.empty() ? "" : " (" + Join(names) + ")"));
+}
+
+// Applies a configuration to `spec` (the baseline as written, or normalized).
+json Apply(const SearchSpace& space, const Config& config, json spec) {
+  if (!config.is_object()) {
+    throw SpaceError(space.source, 0, "config",
+                     "expected an object {dimension: choice}, got " + Describe(config));
+  }
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    for (const std::string& path : DimensionOf(space, it.key(), it.value()).paths) {
+      SetField(spec, path, it.value());
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+SpaceError::SpaceError(const std::string& file, int line, const std::string& field,
+                       const std::string& problem)
+    : std::runtime_error(file + (line > 0 ? ":" + std::to_string(line) : "") + ": " +
+                         (field.empty() ? "" : field + ": ") + problem),
+      file_(file),
+      line_(line),
+      field_(field) {}
+
+SearchSpace ParseSearchSpace(const std::string& yaml_text, const std::string& source) {
+  return SpaceParser(source).Parse(yaml_text);
+}
+
+SearchSpace LoadSearchSpaceFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SpaceError(path, 0, "", "cannot open the search-space file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseSearchSpace(ss.str(), path);
+}
+
+json ApplyConfig(const SearchSpace& space, const Config& config) { return Apply(space, config, space.base); }
+
+TrialSpec MakeTrialSpec(const SearchSpace& space, const Config& config, int64_t seed,
+                        const std::string& trial_id) {
+  json spec = ApplyConfig(space, config);
+  spec["seed"] = seed;
+  spec["trial_id"] = trial_id;
+  return ParseTrialSpec(spec);
+}
+
+std::optional<std::string> WhyInvalid(const SearchSpace& space, const Config& config) {
+  try {
+    ParseTrialSpec(ApplyConfig(space, config));
+  } catch (const SpecError& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+size_t GridSize(const SearchSpace& space) {
+  size_t size = 1;
+  for (const Dimension& dim : space.dimensions) {
+    if (dim.choices.empty()) return 0;
+    if (size > std::numeric_limits<size_t>::max() / dim.choices.size()) {
+      return std::numeric_limits<size_t>::max();
+    }
+    size *= dim.choices.size();
+  }
+  return size;
+}
+
+std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit) {
+  size_t size = GridSize(space);
+  if (size > limit) {
+    throw SpaceError(space.source, 0, "space",
+                     "the grid has " + std::to_string(size) + " configurations, more than the limit of " +
+                         std::to_string(limit));
+  }
+  std::vector<Config> grid;
+  grid.reserve(size);
+  std::vector<size_t> digits(space.dimensions.size(), 0);
+  for (size_t n = 0; n < size; ++n) {
+    Config config = json::object();
+    for (size_t d = 0; d < digits.size(); ++d) {
+      config[space.dimensions[d].name] = space.dimensions[d].choices[digits[d]];
+    }
+    grid.push_back(std::move(config));
+    for (size_t d = digits.size(); d-- > 0;) {  // the last dimension varies fastest
+      if (++digits[d] < space.dimensions[d].choices.size()) break;
+      digits[d] = 0;
+    }
+  }
+  return grid;
+}
+
+std::string ConfigKey(const Config& config) { return config.dump(); }
+
+bool IsBaseline(const SearchSpace& space, const Config& config) {
+  json normalized = NormalizedBaseline(space);
+  return Apply(space, config, normalized) == normalized;
+}
+
+}  // namespace frontier

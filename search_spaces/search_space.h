@@ -1,0 +1,118 @@
+// Search-space files (YAML): a baseline trial, the dimensions to vary, the
+// objectives, constraints, repeats, parity rule and strategy. Torch-free.
+// Format: docs/search-space.md. Parsing validates everything that can be
+// checked without running a trial, including every configuration's trial spec
+// (through ParseTrialSpec), so a worker never sees an invalid spec.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/trial_spec.h"
+
+namespace frontier {
+
+// An invalid search-space file. what() reads "<file>:<line>: <field>: <problem>"
+// (the line is omitted when unknown).
+class SpaceError : public std::runtime_error {
+ public:
+  SpaceError(const std::string& file, int line, const std::string& field, const std::string& problem);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::string field_;
+};
+
+struct Objective {
+  std::string metric;  // a result metric, e.g. val_accuracy, throughput, mfu, peak_memory_mb, params
+  bool maximize = true;
+};
+
+struct Constraint {
+  std::string metric;
+  std::optional<double> min, max;
+};
+
+// One dimension to vary. `name` is as written in the file (a path like
+// "stages[*].block" or "runtime.precision", or a shorthand like "attention");
+// `paths` are the concrete trial-spec fields it sets, e.g.
+// {"arch.stages[0].block", "arch.stages[1].block"}.
+struct Dimension {
+  std::string name;
+  std::vector<std::string> paths;
+  std::vector<nlohmann::json> choices;
+};
+
+struct ParityRule {
+  std::string metric = "val_accuracy";
+  double margin = 0.005;
+};
+
+struct StrategySpec {
+  std::string name = "grid";  // grid | random (more in later versions)
+  int trials = 0;             // random: how many configs to sample (0 = all)
+  int64_t seed = 0;           // random: sampling seed
+  nlohmann::json options = nlohmann::json::object();  // strategy-specific extras, kept verbatim
+};
+
+// A configuration: {dimension name: choice}; a dimension left out keeps the
+// baseline's value, so {} is the baseline itself.
+using Config = nlohmann::json;
+
+struct SearchSpace {
+  std::string name;
+  std::string description;
+  std::string source;     // file name used in messages
+  nlohmann::json base;    // the baseline trial spec JSON: {"schema", "task", "arch", "runtime"}
+  std::vector<Dimension> dimensions;
+  std::vector<Objective> objectives;
+  std::vector<Constraint> constraints;
+  int repeats = 1;        // seeds per configuration, the baseline included; seeds are 1..repeats
+  ParityRule parity;
+  StrategySpec strategy;
+  int max_attempts = 3;   // leases per trial before it fails for good
+};
+
+// Parses and validates YAML text; `source` names the file in messages.
+// Throws SpaceError.
+SearchSpace ParseSearchSpace(const std::string& yaml_text, const std::string& source);
+SearchSpace LoadSearchSpaceFile(const std::string& path);
+
+// The baseline spec with the configuration's choices applied (JSON, no seed or
+// trial id yet). Throws SpaceError for a dimension the space does not have,
+// or a choice that dimension does not list.
+nlohmann::json ApplyConfig(const SearchSpace& space, const Config& config);
+
+// The full trial spec of a configuration at a seed. Throws SpecError when the
+// combination is invalid (e.g. a window that does not divide the map).
+TrialSpec MakeTrialSpec(const SearchSpace& space, const Config& config, int64_t seed, const std::string& trial_id);
+
+// Why a configuration cannot run (the SpecError message), or nullopt when it can.
+std::optional<std::string> WhyInvalid(const SearchSpace& space, const Config& config);
+
+// Every configuration of the full grid in a fixed order (the first dimension
+// varies slowest), the baseline's own values included where they are choices.
+// Throws SpaceError when the grid has more than `limit` configurations.
+std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit = 100000);
+
+// Number of configurations of the full grid (may be large; saturates at SIZE_MAX).
+size_t GridSize(const SearchSpace& space);
+
+// Canonical text of a configuration (sorted keys), e.g.
+// {"runtime.precision":"bf16","stem.kind":"patchify"}; "{}" for the baseline.
+std::string ConfigKey(const Config& config);
+
+// True when the configuration equals the baseline: no dimension set, or
+// every set dimension at the baseline's value.
+bool IsBaseline(const SearchSpace& space, const Config& config);
+
+}  // namespace frontier

@@ -1,0 +1,66 @@
+// frontier-server's parts wired together: the store, the scheduler, the two
+// gRPC services (users' ExperimentService, workers' WorkerService) and the
+// standard health service, on one listening address. Used by frontier-server
+// and embedded by `frontier run`.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "server/clock.h"
+#include "server/scheduler.h"
+#include "server/store.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace frontier {
+
+struct CoordinatorOptions {
+  std::string listen = "127.0.0.1:50051";  // host:port; port 0 picks a free one
+  std::string store = "frontier.db";       // SQLite file path, "sqlite:PATH" or ":memory:"
+  SchedulerOptions scheduler;
+  int64_t max_lease_wait_ms = 30'000;      // cap on LeaseTrial long polls
+};
+
+// Opens the store a URL names. Throws StoreError (or std::invalid_argument for an unknown scheme).
+std::unique_ptr<Store> OpenStore(const std::string& url);
+
+class Coordinator {
+ public:
+  // Opens the store (migrating it) and builds the scheduler. Throws StoreError.
+  explicit Coordinator(CoordinatorOptions options);
+  ~Coordinator();
+
+  // Starts serving; returns the bound port. Throws std::runtime_error when
+  // the address cannot be bound.
+  int Start();
+  // Ends long polls and watches, then stops the server. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown.
+  void Wait();
+
+  Scheduler& scheduler() { return *scheduler_; }
+  int port() const { return port_; }
+
+ private:
+  class ExperimentServiceImpl;
+  class WorkerServiceImpl;
+  void RunDispatcher();
+
+  CoordinatorOptions options_;
+  SystemClock clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ExperimentServiceImpl> experiments_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread dispatcher_;
+  std::atomic<bool> stopping_{false};
+  int port_ = 0;
+};
+
+}  // namespace frontier

@@ -1,0 +1,60 @@
+// frontier-server: the coordinator. Thin main: flags -> CoordinatorOptions.
+#include <pthread.h>
+
+#include <csignal>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/coordinator.h"
+
+int main(int argc, char** argv) {
+  // Block the stop signals before any thread starts, so that every thread
+  // inherits the mask and only sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  CLI::App app{"frontier-server: the Frontier coordinator (experiments, trial leases, results, reports)"};
+  frontier::CoordinatorOptions options;
+  options.listen = "0.0.0.0:50051";
+  double lease_timeout_s = options.scheduler.lease_timeout_ms / 1000.0;
+  double heartbeat_s = options.scheduler.heartbeat_interval_ms / 1000.0;
+  double grace_s = options.scheduler.restart_grace_ms / 1000.0;
+  app.add_option("--listen", options.listen, "host:port to serve gRPC on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--store", options.store, "SQLite database file (or sqlite:PATH)")->capture_default_str();
+  app.add_option("--lease-timeout", lease_timeout_s, "seconds without heartbeat before a lease expires")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval", heartbeat_s, "seconds between worker heartbeats")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--restart-grace", grace_s, "seconds running trials keep their lease after a start")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  options.scheduler.lease_timeout_ms = static_cast<int64_t>(lease_timeout_s * 1000);
+  options.scheduler.heartbeat_interval_ms = static_cast<int64_t>(heartbeat_s * 1000);
+  options.scheduler.restart_grace_ms = static_cast<int64_t>(grace_s * 1000);
+  if (options.scheduler.heartbeat_interval_ms >= options.scheduler.lease_timeout_ms) {
+    std::cerr << "frontier-server: --heartbeat-interval must be shorter than --lease-timeout\n";
+    return 64;
+  }
+
+  try {
+    frontier::Coordinator coordinator(options);
+    const int port = coordinator.Start();
+    spdlog::info("frontier-server listening on {} (port {}), store {}", options.listen, port, options.store);
+    int received = 0;
+    sigwait(&signals, &received);
+    spdlog::info("signal {}: shutting down", received);
+    coordinator.Shutdown();
+  } catch (const std::exception& e) {
+    spdlog::error("frontier-server: {}", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,151 @@
+// Persistent state of the coordinator: experiments, trials, progress,
+// results and workers. One interface, one conformance suite
+// (tests/server/store_conformance.h); SQLite is the embedded default.
+//
+// Every state transition of a trial is one conditional update, so that two
+// workers can never hold the same trial and a report from a stale attempt
+// can never overwrite a newer one. Times are Unix milliseconds from the
+// caller's Clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace frontier {
+
+// The store could not be reached or a statement failed. Nothing was written
+// by the failed call (each call is one transaction).
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Trial states as stored (the names of proto TrialState without the prefix, lower case).
+namespace trial_state {
+inline constexpr const char* kPending = "pending";
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kCompleted = "completed";
+inline constexpr const char* kFailed = "failed";
+inline constexpr const char* kDiverged = "diverged";
+inline constexpr const char* kStopped = "stopped";
+inline constexpr const char* kCancelled = "cancelled";
+bool IsFinal(const std::string& state);
+}  // namespace trial_state
+
+namespace experiment_state {
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kCompleted = "completed";
+inline constexpr const char* kCancelled = "cancelled";
+}  // namespace experiment_state
+
+struct ExperimentRecord {
+  std::string id;  // assigned by CreateExperiment
+  std::string name;
+  std::string state = experiment_state::kRunning;
+  std::string space_yaml;
+  std::string source_name;
+  int64_t created_ms = 0;
+  std::vector<std::string> skipped;  // configurations filtered at submission, with reasons
+};
+
+struct TrialRow {
+  std::string id;  // assigned by CreateExperiment / AddTrials: "<experiment>-t<NNNN>"
+  std::string experiment_id;
+  std::string config_json;  // {} = baseline
+  bool is_baseline = false;
+  int64_t seed = 0;
+  int steps = 0;
+  std::string state = trial_state::kPending;
+  int attempt = 0;  // leases so far
+  int max_attempts = 3;
+  std::string worker_id;
+  int64_t lease_expires_ms = 0;
+  std::string spec_json;    // the full trial spec, trial_id and seed included
+  std::string result_json;  // completed / diverged / failed-with-result
+  std::string error;
+  int64_t created_ms = 0, started_ms = 0, finished_ms = 0;
+};
+
+struct TrialCountsRow {
+  int pending = 0, running = 0, completed = 0, failed = 0, diverged = 0, stopped = 0, cancelled = 0, total = 0;
+};
+
+struct WorkerRecord {
+  std::string id;  // assigned by RegisterWorker
+  std::string host, device, device_name, version;
+  int device_count = 1;
+  std::string peak_flops_json = "{}";
+  int64_t registered_ms = 0, last_heartbeat_ms = 0;
+};
+
+struct ProgressRow {
+  std::string trial_id;
+  int attempt = 0;
+  int step = 0;
+  std::string event_json;
+  int64_t at_ms = 0;
+};
+
+// What a conditional trial update did.
+enum class Transition {
+  kApplied,    // the state changed as asked
+  kDuplicate,  // already in that final state from the same attempt: nothing to do (idempotent)
+  kStale,      // the trial is not running this attempt (lease lost, re-queued, or finished otherwise)
+  kNotFound,
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Experiments and their first trials, atomically. Assigns and returns the experiment id
+  // and the trials' ids.
+  virtual std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
+                                       int64_t now_ms) = 0;
+  // More trials for an existing experiment (adaptive strategies).
+  virtual std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
+                                             int64_t now_ms) = 0;
+  virtual std::optional<ExperimentRecord> GetExperiment(const std::string& id) = 0;
+  virtual std::vector<ExperimentRecord> ListExperiments(int limit) = 0;  // newest first
+  virtual void SetExperimentState(const std::string& id, const std::string& state) = 0;
+
+  virtual std::vector<TrialRow> ListTrials(const std::string& experiment_id) = 0;  // creation order
+  virtual std::optional<TrialRow> GetTrial(const std::string& trial_id) = 0;
+  virtual TrialCountsRow CountTrials(const std::string& experiment_id) = 0;
+  // Experiments in state running whose trials are all final.
+  virtual std::vector<std::string> ExperimentsReadyToComplete() = 0;
+
+  // Leases the oldest pending trial of a running experiment to `worker_id`:
+  // state running, attempt + 1, lease until now + lease_ms. Never hands one
+  // trial to two callers, also under concurrent calls.
+  virtual std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) = 0;
+  // Extends the lease when the trial is running `attempt` for `worker_id`.
+  virtual bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
+                           int64_t expires_ms) = 0;
+  // Ends the running `attempt` with a final state (completed, diverged, failed, stopped, cancelled).
+  virtual Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
+                                 const std::string& result_json, const std::string& error, int64_t now_ms) = 0;
+  // The running `attempt` failed: back to pending when attempts remain and
+  // `retryable`, otherwise failed for good with `error`.
+  virtual Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error, bool retryable,
+                                 const std::string& result_json, int64_t now_ms) = 0;
+  // Running trials whose lease expired before now: re-queued, or failed once
+  // max_attempts leases were used. Returns them as they are after the change.
+  virtual std::vector<TrialRow> ExpireLeases(int64_t now_ms) = 0;
+  // Gives every running trial a lease until `expires_ms` (after a coordinator restart).
+  virtual void ExtendAllLeases(int64_t expires_ms) = 0;
+  // Cancels the experiment's pending trials; running ones keep their lease until they report.
+  virtual void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) = 0;
+
+  virtual void AddProgress(const ProgressRow& row) = 0;
+  virtual std::vector<ProgressRow> ListProgress(const std::string& trial_id) = 0;
+
+  virtual std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) = 0;
+  virtual bool TouchWorker(const std::string& worker_id, int64_t now_ms) = 0;  // false: unknown worker
+  virtual std::vector<WorkerRecord> ListWorkers() = 0;
+};
+
+}  // namespace frontier

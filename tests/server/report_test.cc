@@ -1,0 +1,574 @@
+#include "server/report.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+// Occurrences of `needle` in `text`.
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size()))
+    ++count;
+  return count;
+}
+
+std::vector<std::string> Split(const std::string& text, const std::string& separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t at = text.find(separator); at != std::string::npos; at = text.find(separator, start)) {
+    parts.push_back(text.substr(start, at - start));
+    start = at + separator.size();
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+MetricSummary Summary(const std::vector<double>& values) { return SummarizeMetric(values); }
+
+// ---------------------------------------------------------------------------
+// Student's t
+
+TEST(StudentTQuantileTest, MatchesTables) {
+  EXPECT_NEAR(StudentTQuantile(0.975, 1), 12.7062, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 2), 4.3027, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 4), 2.7764, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.95, 10), 1.8125, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 30), 2.0423, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 1e6), 1.95996, 1e-4);
+  EXPECT_NEAR(StudentTQuantile(0.975, 1e12), 1.959964, 1e-6);
+  EXPECT_NEAR(StudentTQuantile(0.975, std::numeric_limits<double>::infinity()), 1.959964, 1e-6);
+}
+
+TEST(StudentTQuantileTest, MatchesClosedFormsForOneAndTwoDegrees) {
+  for (double p : {0.6, 0.9, 0.99, 0.9999}) {
+    EXPECT_NEAR(StudentTQuantile(p, 1), std::tan(M_PI * (p - 0.5)), 1e-8 * std::tan(M_PI * (p - 0.5)));
+    EXPECT_NEAR(StudentTQuantile(p, 2), (2 * p - 1) / std::sqrt(2 * p * (1 - p)), 1e-8);
+  }
+}
+
+TEST(StudentTQuantileTest, HandlesFractionalDegreesOfFreedom) {
+  // Reference values from numerically integrating the t density.
+  EXPECT_NEAR(StudentTQuantile(0.975, 2.5), 3.574655, 1e-5);
+  EXPECT_NEAR(StudentTQuantile(0.9, 7.3), 1.408922, 1e-5);
+  EXPECT_NEAR(StudentTQuantile(0.975, 3.234718826405868), 3.055713, 1e-5);
+}
+
+TEST(StudentTQuantileTest, IsSymmetricAndRejectsBadArguments) {
+  EXPECT_DOUBLE_EQ(StudentTQuantile(0.5, 3), 0);
+  EXPECT_NEAR(StudentTQuantile(0.025, 4), -2.7764, 1e-3);
+  EXPECT_THROW(StudentTQuantile(0, 3), std::invalid_argument);
+  EXPECT_THROW(StudentTQuantile(1, 3), std::invalid_argument);
+  EXPECT_THROW(StudentTQuantile(0.9, 0), std::invalid_argument);
+  EXPECT_THROW(StudentTQuantile(std::nan(""), 3), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------
+// Summaries and metrics
+
+TEST(SummarizeMetricTest, MeanStdAndInterval) {
+  MetricSummary s = SummarizeMetric({1, 2, 3, 4, 5});
+  EXPECT_EQ(s.n, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_NEAR(s.std, std::sqrt(2.5), 1e-12);
+  const double half = 2.776445105 * std::sqrt(2.5) / std::sqrt(5.0);
+  EXPECT_NEAR(s.ci_low, 3 - half, 1e-8);
+  EXPECT_NEAR(s.ci_high, 3 + half, 1e-8);
+}
+
+TEST(SummarizeMetricTest, FewValues) {
+  MetricSummary one = SummarizeMetric({0.7});
+  EXPECT_EQ(one.n, 1);
+  EXPECT_DOUBLE_EQ(one.mean, 0.7);
+  EXPECT_DOUBLE_EQ(one.std, 0);
+  EXPECT_DOUBLE_EQ(one.ci_low, 0.7);
+  EXPECT_DOUBLE_EQ(one.ci_high, 0.7);
+  MetricSummary none = SummarizeMetric({});
+  EXPECT_EQ(none.n, 0);
+  MetricSummary same = SummarizeMetric({2, 2, 2});
+  EXPECT_DOUBLE_EQ(same.std, 0);
+  EXPECT_DOUBLE_EQ(same.ci_low, 2);
+  EXPECT_DOUBLE_EQ(same.ci_high, 2);
+}
+
+TEST(MetricOfTest, MapsReportNamesToResultFields) {
+  json result = json::parse(R"({
+    "step_time_ms": {"median": 12.5, "p90": 14},
+    "throughput": {"samples_per_s": 10240, "end_to_end_samples_per_s": 9000},
+    "mfu": 0.31, "peak_memory_mb": 812, "params": 1200000, "val_accuracy": 0.91, "test_accuracy": 0.9,
+    "val_loss": 0.28, "time_to_target_s": null, "device": "cpu"})");
+  EXPECT_EQ(MetricOf(result, "step_time_ms"), 12.5);
+  EXPECT_EQ(MetricOf(result, "throughput"), 10240);
+  EXPECT_EQ(MetricOf(result, "mfu"), 0.31);
+  EXPECT_EQ(MetricOf(result, "params"), 1200000);
+  EXPECT_EQ(MetricOf(result, "val_loss"), 0.28);
+  EXPECT_EQ(MetricOf(result, "time_to_target_s"), std::nullopt);
+  EXPECT_EQ(MetricOf(result, "missing"), std::nullopt);
+  EXPECT_EQ(MetricOf(result, "device"), std::nullopt);
+  EXPECT_EQ(MetricOf(result, "throughput.end_to_end_samples_per_s"), 9000);
+  EXPECT_EQ(MetricOf(json(nullptr), "mfu"), std::nullopt);
+  EXPECT_EQ(MetricOf(json::parse(R"({"throughput": 5})"), "throughput"), std::nullopt);
+  EXPECT_EQ(ReportMetrics().size(), 9u);
+}
+
+// ---------------------------------------------------------------------------
+// Pareto front and hypervolume
+
+TEST(ParetoFrontTest, MaximizeBoth) {
+  std::vector<std::vector<double>> points = {{1, 5}, {2, 4}, {1.5, 3}, {3, 1}, {0.5, 0.5}};
+  EXPECT_EQ(ParetoFront(points, {true, true}), (std::vector<size_t>{0, 1, 3}));
+}
+
+TEST(ParetoFrontTest, TiesAndDuplicates) {
+  // {2, 4} ties {1, 4} on the second objective and is better on the first:
+  // it dominates. Identical points do not dominate each other: both stay.
+  std::vector<std::vector<double>> points = {{1, 4}, {2, 4}, {3, 1}, {3, 1}, {3, 0.5}};
+  EXPECT_EQ(ParetoFront(points, {true, true}), (std::vector<size_t>{1, 2, 3}));
+}
+
+TEST(ParetoFrontTest, MinimizeDirections) {
+  // Maximize accuracy, minimize memory.
+  std::vector<std::vector<double>> points = {{0.9, 100}, {0.8, 50}, {0.85, 120}, {0.9, 90}, {0.7, 50}};
+  EXPECT_EQ(ParetoFront(points, {true, false}), (std::vector<size_t>{1, 3}));
+  // Minimize both.
+  EXPECT_EQ(ParetoFront({{1, 2}, {2, 1}, {2, 2}}, {false, false}), (std::vector<size_t>{0, 1}));
+}
+
+TEST(ParetoFrontTest, EdgeCases) {
+  EXPECT_TRUE(ParetoFront({}, {true, true}).empty());
+  EXPECT_EQ(ParetoFront({{1, 1, 1}}, {true, true, true}), (std::vector<size_t>{0}));
+  EXPECT_THROW(ParetoFront({{1, 2}, {1}}, {true, true}), std::invalid_argument);
+}
+
+TEST(HypervolumeTest, TwoObjectives) {
+  EXPECT_DOUBLE_EQ(Hypervolume({{1, 3}, {2, 2}, {3, 1}}, {0, 0}), 6);
+  // A dominated point adds nothing; a point below the reference adds nothing.
+  EXPECT_DOUBLE_EQ(Hypervolume({{1, 3}, {2, 2}, {3, 1}, {1, 1}, {5, -1}}, {0, 0}), 6);
+  EXPECT_DOUBLE_EQ(Hypervolume({{2, 2}}, {1, 1}), 1);
+  EXPECT_DOUBLE_EQ(Hypervolume({}, {0, 0}), 0);
+  EXPECT_DOUBLE_EQ(Hypervolume({{4}}, {1}), 3);
+}
+
+TEST(HypervolumeTest, ThreeObjectives) {
+  EXPECT_DOUBLE_EQ(Hypervolume({{1, 2, 3}}, {0, 0, 0}), 6);
+  EXPECT_DOUBLE_EQ(Hypervolume({{2, 1, 1}, {1, 2, 1}}, {0, 0, 0}), 3);
+  // Three boxes of volume 2 overlapping pairwise and all three in the unit cube.
+  EXPECT_DOUBLE_EQ(Hypervolume({{2, 1, 1}, {1, 2, 1}, {1, 1, 2}}, {0, 0, 0}), 4);
+  EXPECT_DOUBLE_EQ(Hypervolume({{2, 2, 2}, {1, 1, 1}}, {1, 1, 1}), 1);
+}
+
+// Exact hypervolume by inclusion-exclusion over all subsets (small sets only).
+double InclusionExclusion(const std::vector<std::vector<double>>& points,
+                          const std::vector<double>& reference) {
+  double total = 0;
+  for (size_t mask = 1; mask < (size_t{1} << points.size()); ++mask) {
+    std::vector<double> corner(reference.size(), std::numeric_limits<double>::infinity());
+    int members = 0;
+    for (size_t i = 0; i < points.size(); ++i) {
+      if (!(mask >> i & 1)) continue;
+      ++members;
+      for (size_t d = 0; d < reference.size(); ++d) corner[d] = std::min(corner[d], points[i][d]);
+    }
+    double volume = 1;
+    for (size_t d = 0; d < reference.size(); ++d) volume *= std::max(0.0, corner[d] - reference[d]);
+    total += (members % 2 == 1 ? 1 : -1) * volume;
+  }
+  return total;
+}
+
+TEST(HypervolumeTest, MatchesInclusionExclusionOnRandomSets) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  for (size_t dims : {2u, 3u, 4u}) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<std::vector<double>> points(8, std::vector<double>(dims));
+      for (auto& p : points) {
+        for (double& v : p) v = uniform(rng);
+      }
+      const std::vector<double> reference(dims, 0.1);
+      EXPECT_NEAR(Hypervolume(points, reference), InclusionExclusion(points, reference), 1e-12) << dims;
+    }
+  }
+}
+
+TEST(HypervolumeTest, RejectsMismatchedSizes) {
+  EXPECT_THROW(Hypervolume({{1, 2}}, {}), std::invalid_argument);
+  EXPECT_THROW(Hypervolume({{1, 2, 3}}, {0, 0}), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------
+// Comparisons with the baseline
+
+TEST(SpeedupIntervalTest, DeltaMethodWithWelchSatterthwaite) {
+  // Ratio 2; both relative variance terms 1/1200, so SE = 2 sqrt(2/1200) and df = 4.
+  std::optional<Interval> s = SpeedupInterval(Summary({200, 210, 190}), Summary({100, 105, 95}));
+  ASSERT_TRUE(s.has_value());
+  const double half = 2.776445105 * 2 * std::sqrt(2.0 / 1200);
+  EXPECT_NEAR(s->value, 2, 1e-12);
+  EXPECT_NEAR(s->low, 2 - half, 1e-8);
+  EXPECT_NEAR(s->high, 2 + half, 1e-8);
+  EXPECT_EQ(s->n_variant, 3);
+  EXPECT_EQ(s->n_baseline, 3);
+}
+
+TEST(SpeedupIntervalTest, DegenerateCases) {
+  std::optional<Interval> single = SpeedupInterval(Summary({300}), Summary({100, 105, 95}));
+  ASSERT_TRUE(single.has_value());
+  EXPECT_DOUBLE_EQ(single->value, 3);
+  EXPECT_DOUBLE_EQ(single->low, 3);
+  EXPECT_DOUBLE_EQ(single->high, 3);
+  EXPECT_EQ(single->n_variant, 1);
+  EXPECT_FALSE(SpeedupInterval(Summary({300}), Summary({0, 0})).has_value());
+  EXPECT_THROW(SpeedupInterval(Summary({}), Summary({1, 2})), std::invalid_argument);
+}
+
+TEST(DifferenceIntervalTest, WelchInterval) {
+  // Reference: diff -1.5, SE 1.3228757, Welch df 3.2347188, t(0.975) 3.0557127.
+  Interval d = DifferenceInterval(Summary({1, 2, 3, 4}), Summary({2, 4, 6}));
+  EXPECT_DOUBLE_EQ(d.value, -1.5);
+  EXPECT_NEAR(d.low, -5.542328, 1e-5);
+  EXPECT_NEAR(d.high, 2.542328, 1e-5);
+  EXPECT_EQ(d.n_variant, 4);
+  EXPECT_EQ(d.n_baseline, 3);
+}
+
+// Baseline accuracy 0.901 ± 0.001 over three seeds; one-sided Welch bound for
+// two such samples: t(0.95, 4) * sqrt(2e-6 / 3) = 0.00174.
+const std::vector<double> kBaselineAccuracy = {0.900, 0.901, 0.902};
+
+TEST(ParityVerdictTest, AtParity) {
+  // Difference -0.001: the lower bound -0.00274 is above -0.005.
+  EXPECT_EQ(ParityVerdict(Summary({0.899, 0.900, 0.901}), Summary(kBaselineAccuracy), 0.005, false),
+            "at parity");
+  // Better than the baseline is at parity too.
+  EXPECT_EQ(ParityVerdict(Summary({0.95, 0.951, 0.952}), Summary(kBaselineAccuracy), 0.005, false),
+            "at parity");
+}
+
+TEST(ParityVerdictTest, Worse) {
+  // Difference -0.02: the upper bound -0.01826 is below -0.005.
+  EXPECT_EQ(ParityVerdict(Summary({0.880, 0.881, 0.882}), Summary(kBaselineAccuracy), 0.005, false), "worse");
+}
+
+TEST(ParityVerdictTest, Inconclusive) {
+  // Difference -0.006: bounds -0.00774 and -0.00426 straddle -0.005.
+  EXPECT_EQ(ParityVerdict(Summary({0.894, 0.895, 0.896}), Summary(kBaselineAccuracy), 0.005, false),
+            "inconclusive");
+  // Noisy seeds: the same mean difference as AtParity, but a wide interval.
+  EXPECT_EQ(ParityVerdict(Summary({0.88, 0.90, 0.92}), Summary(kBaselineAccuracy), 0.005, false),
+            "inconclusive");
+  // A single seed on either side gives no variance: inconclusive whatever the means.
+  EXPECT_EQ(ParityVerdict(Summary({0.95}), Summary(kBaselineAccuracy), 0.005, false), "inconclusive");
+  EXPECT_EQ(ParityVerdict(Summary({0.5, 0.5}), Summary({0.9}), 0.005, false), "inconclusive");
+}
+
+TEST(ParityVerdictTest, LowerIsBetterFlipsTheSign) {
+  const std::vector<double> baseline_loss = {0.300, 0.301, 0.302};
+  EXPECT_EQ(ParityVerdict(Summary({0.302, 0.303, 0.304}), Summary(baseline_loss), 0.005, true), "at parity");
+  EXPECT_EQ(ParityVerdict(Summary({0.280, 0.281, 0.282}), Summary(baseline_loss), 0.005, true), "at parity");
+  EXPECT_EQ(ParityVerdict(Summary({0.320, 0.321, 0.322}), Summary(baseline_loss), 0.005, true), "worse");
+  // Read as accuracy, a lower value would be worse.
+  EXPECT_EQ(ParityVerdict(Summary({0.280, 0.281, 0.282}), Summary(baseline_loss), 0.005, false), "worse");
+}
+
+TEST(ParityVerdictTest, ExactRepeatsDecideOnTheMeans) {
+  EXPECT_EQ(ParityVerdict(Summary({0.9, 0.9}), Summary({0.901, 0.901}), 0.005, false), "at parity");
+  EXPECT_EQ(ParityVerdict(Summary({0.8, 0.8}), Summary({0.901, 0.901}), 0.005, false), "worse");
+}
+
+// ---------------------------------------------------------------------------
+// BuildReport end to end
+
+json Result(double val_accuracy, double throughput, double peak_memory_mb) {
+  return {{"status", "completed"},
+          {"val_accuracy", val_accuracy},
+          {"test_accuracy", val_accuracy - 0.01},
+          {"val_loss", 1 - val_accuracy},
+          {"throughput", {{"samples_per_s", throughput}, {"end_to_end_samples_per_s", throughput * 0.9}}},
+          {"step_time_ms", {{"median", 128000 / throughput}, {"p10", 1}, {"p90", 2}}},
+          {"mfu", 0.25},
+          {"peak_memory_mb", peak_memory_mb},
+          {"params", 1.5e6},
+          {"time_to_target_s", nullptr}};
+}
+
+const char* const kPatchify = R"({"stem.kind":"patchify"})";
+const char* const kBf16 = R"({"runtime.precision":"bf16"})";
+const char* const kConvnext = R"({"stages[*].block":"convnext"})";
+
+SearchSpace TestSpace() {
+  SearchSpace space;
+  space.name = "quickstart";
+  space.objectives = {{"val_accuracy", true}, {"throughput", true}};
+  space.constraints = {{"peak_memory_mb", std::nullopt, 4096.0}};
+  space.repeats = 3;
+  space.parity = {"val_accuracy", 0.005};
+  return space;
+}
+
+// Baseline and three variants over three seeds: patchify is twice as fast at
+// parity, bf16 dominates everything but breaks the memory constraint, and
+// convnext only failed.
+std::vector<TrialRecord> TestTrials() {
+  std::vector<TrialRecord> trials;
+  auto add = [&trials](const std::string& key, int64_t seed, const std::string& state, json result) {
+    TrialRecord t;
+    t.trial_id = key + "#" + std::to_string(seed) + state;
+    t.config_key = key;
+    t.config = json::parse(key);
+    t.is_baseline = key == "{}";
+    t.seed = seed;
+    t.state = state;
+    t.result = std::move(result);
+    trials.push_back(std::move(t));
+  };
+  const double baseline_acc[] = {0.900, 0.901, 0.902}, baseline_thr[] = {100, 105, 95};
+  const double patch_acc[] = {0.899, 0.900, 0.901}, patch_thr[] = {200, 210, 190};
+  for (int seed = 1; seed <= 3; ++seed) {
+    add(kPatchify, seed, "completed", Result(patch_acc[seed - 1], patch_thr[seed - 1], 900));
+    add("{}", seed, "completed", Result(baseline_acc[seed - 1], baseline_thr[seed - 1], 1000));
+    add(kBf16, seed, "completed", Result(0.95, 300 + seed, 5000));
+    add(kConvnext, seed, "failed", {{"status", "failed"}, {"error_kind", "runtime"}});
+  }
+  // A diverged run is counted as failed and left out of the summaries.
+  json diverged = Result(0.1, 1000, 900);
+  diverged["status"] = "diverged";
+  add(kPatchify, 4, "diverged", diverged);
+  return trials;
+}
+
+TEST(BuildReportTest, EndToEnd) {
+  Report report = BuildReport("exp-1", TestSpace(), TestTrials());
+  EXPECT_EQ(report.experiment_id, "exp-1");
+  EXPECT_EQ(report.name, "quickstart");
+  ASSERT_EQ(report.configs.size(), 4u);
+  const ConfigSummary& baseline = report.configs[0];
+  const ConfigSummary& bf16 = report.configs[1];
+  const ConfigSummary& convnext = report.configs[2];
+  const ConfigSummary& patchify = report.configs[3];
+  EXPECT_EQ(baseline.config_key, "{}");
+  EXPECT_EQ(bf16.config_key, kBf16);
+  EXPECT_EQ(convnext.config_key, kConvnext);
+  EXPECT_EQ(patchify.config_key, kPatchify);
+
+  EXPECT_TRUE(baseline.is_baseline);
+  EXPECT_EQ(baseline.seeds_completed, 3);
+  EXPECT_EQ(baseline.parity, "baseline");
+  EXPECT_NEAR(baseline.metrics.at("val_accuracy").mean, 0.901, 1e-12);
+  EXPECT_NEAR(baseline.metrics.at("step_time_ms").mean, (1280 + 128000 / 105.0 + 128000 / 95.0) / 3, 1e-9);
+  EXPECT_EQ(baseline.metrics.count("time_to_target_s"), 0u);  // null in every result
+  EXPECT_DOUBLE_EQ(baseline.speedup->value, 1);
+
+  EXPECT_EQ(patchify.seeds_completed, 3);
+  EXPECT_EQ(patchify.trials_total, 4);
+  EXPECT_EQ(patchify.trials_failed, 1);
+  EXPECT_EQ(patchify.metrics.at("throughput").n, 3);
+  EXPECT_DOUBLE_EQ(patchify.metrics.at("throughput").mean, 200);
+  ASSERT_TRUE(patchify.speedup.has_value());
+  const double half = 2.776445105 * 2 * std::sqrt(2.0 / 1200);
+  EXPECT_NEAR(patchify.speedup->value, 2, 1e-12);
+  EXPECT_NEAR(patchify.speedup->low, 2 - half, 1e-8);
+  EXPECT_NEAR(patchify.speedup->high, 2 + half, 1e-8);
+  ASSERT_TRUE(patchify.quality_delta.has_value());
+  EXPECT_NEAR(patchify.quality_delta->value, -0.001, 1e-12);
+  EXPECT_EQ(patchify.quality_delta->n_variant, 3);
+  EXPECT_EQ(patchify.quality_delta->n_baseline, 3);
+  EXPECT_EQ(patchify.parity, "at parity");
+
+  EXPECT_FALSE(bf16.feasible);
+  EXPECT_EQ(bf16.infeasible_reason, "peak_memory_mb mean 5000 > max 4096");
+  EXPECT_FALSE(bf16.on_front);
+  EXPECT_EQ(bf16.parity, "at parity");
+
+  EXPECT_EQ(convnext.seeds_completed, 0);
+  EXPECT_EQ(convnext.trials_failed, 3);
+  EXPECT_TRUE(convnext.metrics.empty());
+  EXPECT_EQ(convnext.parity, "no data");
+  EXPECT_FALSE(convnext.feasible);
+  EXPECT_FALSE(convnext.speedup.has_value());
+  EXPECT_FALSE(convnext.on_front);
+
+  // The baseline is the most accurate feasible config, patchify the fastest.
+  EXPECT_TRUE(baseline.on_front);
+  EXPECT_TRUE(patchify.on_front);
+  // Normalized: baseline (1, 1), patchify (0.9/0.901, 2).
+  EXPECT_NEAR(report.hypervolume, 1 + 0.9 / 0.901, 1e-12);
+  EXPECT_EQ(report.reference_point, (std::vector<double>{0, 0}));
+  EXPECT_NE(report.hypervolume_note.find("baseline alone scores 1"), std::string::npos);
+}
+
+TEST(BuildReportTest, MinimizedObjectivesAreInvertedInTheHypervolume) {
+  SearchSpace space = TestSpace();
+  space.objectives = {{"val_accuracy", true}, {"peak_memory_mb", false}};
+  space.constraints.clear();
+  Report report = BuildReport("exp-2", space, TestTrials());
+  // Accuracy against memory: bf16 is the most accurate, patchify the leanest,
+  // the baseline in between on both; all three are on the front.
+  EXPECT_TRUE(report.configs[0].on_front);
+  EXPECT_TRUE(report.configs[1].on_front);
+  EXPECT_TRUE(report.configs[3].on_front);
+  // Normalized: baseline (1, 1), bf16 (0.95/0.901, 1000/5000), patchify (0.9/0.901, 1000/900).
+  const double bf16_acc = 0.95 / 0.901, bf16_mem = 0.2, patch_acc = 0.9 / 0.901, patch_mem = 1000 / 900.0;
+  EXPECT_NEAR(report.hypervolume, bf16_acc * bf16_mem + 1 * (1 - bf16_mem) + patch_acc * (patch_mem - 1),
+              1e-12);
+}
+
+TEST(BuildReportTest, WithoutBaselineDataThereIsNoHypervolume) {
+  std::vector<TrialRecord> trials;
+  for (TrialRecord& t : TestTrials()) {
+    if (t.is_baseline) t.state = "failed";
+    trials.push_back(t);
+  }
+  Report report = BuildReport("exp-3", TestSpace(), trials);
+  EXPECT_EQ(report.configs[0].parity, "no data");
+  EXPECT_DOUBLE_EQ(report.hypervolume, 0);
+  EXPECT_NE(report.hypervolume_note.find("no baseline data"), std::string::npos);
+  EXPECT_EQ(report.configs[3].parity, "inconclusive");
+  EXPECT_FALSE(report.configs[3].speedup.has_value());
+  EXPECT_TRUE(report.configs[3].on_front);
+}
+
+TEST(BuildReportTest, ParityOnALossUsesItsDirection) {
+  SearchSpace space = TestSpace();
+  space.parity = {"val_loss", 0.005};
+  Report report = BuildReport("exp-4", space, TestTrials());
+  EXPECT_EQ(report.configs[3].parity, "at parity");  // loss 0.001 higher, within the margin
+  EXPECT_NEAR(report.configs[3].quality_delta->value, 0.001, 1e-12);
+  EXPECT_EQ(report.configs[1].parity, "at parity");  // lower loss
+}
+
+// ---------------------------------------------------------------------------
+// Outputs
+
+TEST(ReportOutputTest, JsonHasEveryField) {
+  json j = ReportToJson(BuildReport("exp-1", TestSpace(), TestTrials()));
+  for (const char* key : {"experiment_id", "name", "objectives", "constraints", "parity", "configs",
+                          "hypervolume", "reference_point", "hypervolume_note"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["objectives"][1], json::parse(R"({"metric": "throughput", "goal": "maximize"})"));
+  EXPECT_EQ(j["constraints"][0], json::parse(R"({"metric": "peak_memory_mb", "min": null, "max": 4096.0})"));
+  EXPECT_EQ(j["reference_point"], json::parse("[0.0, 0.0]"));
+  ASSERT_EQ(j["configs"].size(), 4u);
+  const json& patchify = j["configs"][3];
+  for (const char* key :
+       {"config_key", "config", "is_baseline", "seeds_completed", "trials_total", "trials_failed", "metrics",
+        "feasible", "infeasible_reason", "on_front", "speedup", "quality_delta", "parity"}) {
+    EXPECT_TRUE(patchify.contains(key)) << key;
+  }
+  EXPECT_EQ(patchify["config"], json::parse(kPatchify));
+  EXPECT_EQ(patchify["metrics"]["throughput"]["n"], 3);
+  EXPECT_EQ(patchify["speedup"]["n_baseline"], 3);
+  EXPECT_TRUE(j["configs"][2]["speedup"].is_null());
+}
+
+TEST(ReportOutputTest, CsvIsOneQuotedRowPerConfig) {
+  const std::string csv = RenderCsv(BuildReport("exp-1", TestSpace(), TestTrials()));
+  ASSERT_EQ(csv.substr(csv.size() - 2), "\r\n");
+  std::vector<std::string> lines = Split(csv.substr(0, csv.size() - 2), "\r\n");
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0].rfind("config_key,is_baseline,seeds_completed,", 0), 0u);
+  EXPECT_NE(lines[0].find(",throughput_mean,"), std::string::npos);
+  EXPECT_NE(lines[0].find(",speedup,speedup_low,speedup_high,"), std::string::npos);
+  // Keys contain quotes: quoted, quotes doubled.
+  EXPECT_EQ(lines[4].rfind(R"("{""stem.kind"":""patchify""}",false,3,4,1,true,,true,)", 0), 0u);
+  EXPECT_EQ(lines[1].rfind("{},true,3,3,0,true,,true,", 0), 0u);
+  // Same number of fields on every line (no field here holds a comma inside quotes).
+  const size_t fields = Count(lines[0], ",");
+  for (const std::string& line : lines) EXPECT_EQ(Count(line, ","), fields) << line;
+  EXPECT_NE(lines[4].find(",at parity"), std::string::npos);
+}
+
+TEST(ReportOutputTest, CsvQuotesCommas) {
+  std::vector<TrialRecord> trials = TestTrials();
+  for (TrialRecord& t : trials) {
+    if (t.config_key == kPatchify) t.config_key = R"({"a":"x,y"})";
+  }
+  const std::string csv = RenderCsv(BuildReport("exp-1", TestSpace(), trials));
+  EXPECT_NE(csv.find("\r\n\"{\"\"a\"\":\"\"x,y\"\"}\",false,"), std::string::npos);
+}
+
+TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
+  const std::string table = RenderTable(BuildReport("exp-1", TestSpace(), TestTrials()));
+  EXPECT_NE(table.find("experiment exp-1 (quickstart)"), std::string::npos);
+  for (const char* text :
+       {"config", "seeds", "val acc", "speed-up [95% CI]", "parity", "front", "baseline", kPatchify, kBf16,
+        kConvnext, "3 (1 failed)", "0 (3 failed)", "2.00x [1.77, 2.23]", "-0.0010\u00b1", "at parity",
+        "no data", "0.9010\u00b10.0025",
+        "infeasible: {\"runtime.precision\":\"bf16\"}: peak_memory_mb mean 5000 > max 4096",
+        "hypervolume: 1.99889"}) {
+    EXPECT_NE(table.find(text), std::string::npos) << text;
+  }
+  // Aligned: every column starts at the same display position on every row
+  // (the rule line's dashes show where). Positions count code points, as "±" and "Δ" are two bytes.
+  auto display_column = [](const std::string& line, size_t byte) {
+    size_t column = 0;
+    for (size_t i = 0; i < byte; ++i) column += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+    return column;
+  };
+  std::vector<std::string> lines = Split(table, "\n");
+  const std::string& rule = lines[3];
+  ASSERT_EQ(rule.rfind("---", 0), 0u);
+  const size_t parity_start = rule.rfind("  ", rule.rfind("  ") - 1) + 2;  // the next-to-last column
+  EXPECT_EQ(display_column(lines[2], lines[2].find("parity")), parity_start);
+  const std::vector<std::string> verdicts = {"baseline", "at parity", "no data", "at parity"};
+  std::vector<std::string> markers;
+  for (size_t row = 0; row < verdicts.size(); ++row) {
+    const std::string& line = lines[4 + row];
+    const size_t verdict = line.rfind(verdicts[row]);
+    EXPECT_EQ(display_column(line, verdict), parity_start) << line;
+    const std::string rest = line.substr(verdict + verdicts[row].size());
+    markers.push_back(rest.empty() ? "" : rest.substr(rest.find_first_not_of(' ')));
+  }
+  EXPECT_EQ(markers, (std::vector<std::string>{"*", "infeasible", "", "*"}));
+}
+
+TEST(ReportOutputTest, HtmlIsSelfContainedWithOneCirclePerConfigWithData) {
+  const std::string html = RenderHtml(BuildReport("exp-1", TestSpace(), TestTrials()));
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(Count(html, "<svg"), 1u);
+  EXPECT_EQ(Count(html, "<circle class=\"config\""), 3u);  // convnext has no data
+  EXPECT_EQ(Count(html, "<polyline class=\"front\""), 1u);
+  EXPECT_EQ(Count(html, "<circle class=\"baseline\""), 1u);
+  EXPECT_NE(html.find("data-config=\"{&quot;stem.kind&quot;:&quot;patchify&quot;}\""), std::string::npos);
+  EXPECT_NE(html.find("<table>"), std::string::npos);
+  EXPECT_NE(html.find("throughput (samples/s)"), std::string::npos);
+  EXPECT_NE(html.find("class=\"legend\""), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("href="), std::string::npos);
+  EXPECT_EQ(html.find("{\"stem"), std::string::npos);  // escaped everywhere
+}
+
+TEST(ReportOutputTest, HtmlFrontRunsThroughFrontPointsByThroughput) {
+  const std::string html = RenderHtml(BuildReport("exp-1", TestSpace(), TestTrials()));
+  const size_t start = html.find("<polyline class=\"front\" points=\"");
+  ASSERT_NE(start, std::string::npos);
+  const size_t from = start + std::string("<polyline class=\"front\" points=\"").size();
+  const std::vector<std::string> vertices = Split(html.substr(from, html.find('"', from) - from), " ");
+  ASSERT_EQ(vertices.size(), 2u);  // baseline and patchify
+  EXPECT_LT(std::stod(vertices[0]), std::stod(vertices[1]));
+}
+
+TEST(ReportOutputTest, EmptyReportRenders) {
+  Report report = BuildReport("empty", TestSpace(), {});
+  EXPECT_TRUE(report.configs.empty());
+  const std::string html = RenderHtml(report);
+  EXPECT_EQ(Count(html, "<circle class=\"config\""), 0u);
+  EXPECT_EQ(Count(html, "<polyline class=\"front\""), 1u);
+  EXPECT_EQ(Split(RenderCsv(report), "\r\n").size(), 2u);  // header and the empty rest
+  EXPECT_NE(RenderTable(report).find("0 configs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frontier

@@ -1,0 +1,647 @@
+// The worker agent against an in-process fake coordinator and fake
+// frontier-trial binaries (shell scripts that print JSON lines, fail, crash
+// or hang). No LibTorch, no GPU; intervals are milliseconds.
+#include "worker/agent.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "frontier/v1/frontier.grpc.pb.h"
+#include "worker/trial_process.h"
+
+namespace frontier {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+constexpr const char* kSpec =
+    R"({"schema":1,"seed":1,"task":{"dataset":"synthetic","input":{"channels":1,"height":8,"width":8,"classes":3},)"
+    R"("batch_size":8,"steps":4,"warmup_steps":1,"eval_every":0},)"
+    R"("arch":{"stem":{"kind":"conv3x3","width":8,"stride":1},"stages":[{"block":"basic","width":8,"depth":1}]},)"
+    R"("runtime":{"threads":0}})";
+constexpr const char* kResultLine =
+    R"({"event":"result","schema":1,"status":"completed","trial_id":"t1","step_time_ms":{"median":1.5},)"
+    R"("val_accuracy":0.5})";
+constexpr milliseconds kEventually{10000};
+
+// Polls `condition` until it holds or `timeout` passes.
+bool Eventually(const std::function<bool()>& condition, milliseconds timeout = kEventually) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+// A WorkerService that hands out scripted trials and records every call.
+class FakeCoordinator final : public v1::WorkerService::Service {
+ public:
+  void AddTrial(const std::string& trial_id, const std::string& spec_json = kSpec, int attempt = 1) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    v1::LeaseTrialResponse lease;
+    lease.set_has_trial(true);
+    lease.set_trial_id(trial_id);
+    lease.set_attempt(attempt);
+    lease.set_spec_json(spec_json);
+    lease.set_lease_timeout_ms(1000);
+    queue_.push_back(lease);
+    added_.notify_all();
+  }
+  void SetHeartbeat(bool lease_valid, bool stop) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lease_valid_ = lease_valid;
+    heartbeat_stop_ = stop;
+  }
+  void StopOnProgress(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_stop_reason_ = reason;
+  }
+  // Behaves like a restarted coordinator that lost its worker table.
+  void ForgetWorkers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    known_workers_.clear();
+  }
+
+  std::vector<v1::RegisterWorkerRequest> Registrations() const { return Locked(registrations_); }
+  std::vector<std::string> Leased() const { return Locked(leased_); }
+  std::vector<v1::HeartbeatRequest> Heartbeats() const { return Locked(heartbeats_); }
+  std::vector<v1::ReportProgressRequest> Progress() const { return Locked(progress_); }
+  std::vector<v1::CompleteTrialRequest> Completions() const { return Locked(completions_); }
+  std::vector<v1::FailTrialRequest> Failures() const { return Locked(failures_); }
+  size_t Reports() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completions_.size() + failures_.size();
+  }
+
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* request,
+                              v1::RegisterWorkerResponse* response) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    registrations_.push_back(*request);
+    const std::string id = "worker-" + std::to_string(registrations_.size());
+    known_workers_.insert(id);
+    response->set_worker_id(id);
+    response->set_lease_timeout_ms(1000);
+    response->set_heartbeat_interval_ms(50);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status LeaseTrial(grpc::ServerContext* context, const v1::LeaseTrialRequest* request,
+                          v1::LeaseTrialResponse* response) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!known_workers_.count(request->worker_id())) return UnknownWorker();
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(request->wait_ms());
+    while (queue_.empty() && std::chrono::steady_clock::now() < deadline && !context->IsCancelled()) {
+      added_.wait_for(lock, milliseconds(20));
+    }
+    if (queue_.empty() || context->IsCancelled()) return grpc::Status::OK;
+    *response = queue_.front();
+    queue_.pop_front();
+    leased_.push_back(response->trial_id());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!known_workers_.count(request->worker_id())) return UnknownWorker();
+    heartbeats_.push_back(*request);
+    response->set_lease_valid(lease_valid_);
+    response->set_stop(heartbeat_stop_);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest* request,
+                              v1::ReportProgressResponse* response) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!known_workers_.count(request->worker_id())) return UnknownWorker();
+    progress_.push_back(*request);
+    response->set_stop(!progress_stop_reason_.empty());
+    response->set_reason(progress_stop_reason_);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CompleteTrial(grpc::ServerContext*, const v1::CompleteTrialRequest* request,
+                             v1::CompleteTrialResponse* response) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!known_workers_.count(request->worker_id())) return UnknownWorker();
+    completions_.push_back(*request);
+    response->set_accepted(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status FailTrial(grpc::ServerContext*, const v1::FailTrialRequest* request,
+                         v1::FailTrialResponse* response) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!known_workers_.count(request->worker_id())) return UnknownWorker();
+    failures_.push_back(*request);
+    response->set_accepted(true);
+    return grpc::Status::OK;
+  }
+
+ private:
+  static grpc::Status UnknownWorker() { return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker"); }
+
+  template <typename T>
+  T Locked(const T& value) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return value;
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable added_;
+  std::deque<v1::LeaseTrialResponse> queue_;
+  std::set<std::string> known_workers_;
+  bool lease_valid_ = true;
+  bool heartbeat_stop_ = false;
+  std::string progress_stop_reason_;
+  std::vector<v1::RegisterWorkerRequest> registrations_;
+  std::vector<std::string> leased_;
+  std::vector<v1::HeartbeatRequest> heartbeats_;
+  std::vector<v1::ReportProgressRequest> progress_;
+  std::vector<v1::CompleteTrialRequest> completions_;
+  std::vector<v1::FailTrialRequest> failures_;
+};
+
+// Agent::Run on its own thread; stops the agent if a test leaves it running.
+class RunningAgent {
+ public:
+  explicit RunningAgent(std::unique_ptr<Agent> agent)
+      : agent_(std::move(agent)), run_(std::async(std::launch::async, [this] { return agent_->Run(); })) {}
+  ~RunningAgent() {
+    if (run_.valid() && run_.wait_for(milliseconds(0)) != std::future_status::ready) {
+      agent_->RequestStop();
+      run_.wait();
+    }
+  }
+  Agent& agent() { return *agent_; }
+  // True when Run returned OK within `timeout`.
+  bool Finished(milliseconds timeout = kEventually) {
+    if (run_.wait_for(timeout) != std::future_status::ready) return false;
+    const grpc::Status status = run_.get();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return status.ok();
+  }
+
+ private:
+  std::unique_ptr<Agent> agent_;
+  std::future<grpc::Status> run_;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "frontier-agent-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    std::filesystem::create_directories(dir_ + "/work");
+    port_ = StartCoordinator("127.0.0.1:0");
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + milliseconds(100));
+    std::filesystem::remove_all(dir_);
+  }
+
+  int StartCoordinator(const std::string& address) {
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&coordinator_);
+    server_ = builder.BuildAndStart();
+    return port;
+  }
+
+  AgentOptions Options() const {
+    AgentOptions options;
+    options.host = "test-host";
+    options.device_name = "cpu: test";
+    options.work_dir = dir_ + "/work";
+    options.threads_per_trial = 3;
+    options.progress_every = 1;
+    options.max_trials = 1;
+    options.trial_timeout = milliseconds(10000);
+    options.drain_timeout = milliseconds(5000);
+    options.kill_grace = milliseconds(100);
+    options.lease_wait = milliseconds(200);
+    options.rpc_timeout = milliseconds(2000);
+    options.progress_interval = milliseconds(10000);
+    options.retry_initial_backoff = milliseconds(20);
+    options.retry_max_backoff = milliseconds(200);
+    return options;
+  }
+
+  // A fake frontier-trial: `body` runs under /bin/sh with $2 the spec file.
+  std::string Script(const std::string& name, const std::string& body) const {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    chmod(path.c_str(), 0755);
+    return path;
+  }
+
+  std::unique_ptr<RunningAgent> Start(const AgentOptions& options, const std::string& trial_binary) {
+    auto channel = MakeCoordinatorChannel("127.0.0.1:" + std::to_string(port_), milliseconds(200));
+    return std::make_unique<RunningAgent>(std::make_unique<Agent>(
+        options, v1::WorkerService::NewStub(channel), std::make_unique<ProcessTrialLauncher>(trial_binary)));
+  }
+
+  // Runs `trial_binary` on one trial "t1" and returns once it is reported.
+  void RunOneTrial(const std::string& trial_binary, const AgentOptions& options) {
+    coordinator_.AddTrial("t1");
+    auto agent = Start(options, trial_binary);
+    ASSERT_TRUE(agent->Finished());
+    ASSERT_EQ(coordinator_.Reports(), 1u);
+  }
+
+  v1::FailTrialRequest OnlyFailure() const {
+    const auto failures = coordinator_.Failures();
+    EXPECT_THAT(failures, SizeIs(1));
+    EXPECT_THAT(coordinator_.Completions(), SizeIs(0));
+    return failures.empty() ? v1::FailTrialRequest() : failures[0];
+  }
+
+  std::string ReadFile(const std::string& name) const {
+    std::ifstream file(dir_ + "/" + name);
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+  }
+
+  // True when the process whose pid the script wrote to `name` is gone (or a zombie).
+  bool ProcessGone(const std::string& name) const {
+    const std::string pid = ReadFile(name);
+    std::ifstream stat("/proc/" + pid.substr(0, pid.find('\n')) + "/stat");
+    std::string line;
+    if (pid.empty() || !std::getline(stat, line)) return true;
+    return line.find(") Z") != std::string::npos;
+  }
+
+  std::string dir_;
+  FakeCoordinator coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(AgentTest, CompletedResultIsForwardedVerbatimWithThrottledProgress) {
+  const std::string trial =
+      Script("ok.sh", "cp \"$2\" " + dir_ +
+                          "/seen-spec.json\n"
+                          "echo '{\"event\":\"start\",\"trial_id\":\"t1\"}'\n"
+                          "echo 'a stray line that is not JSON'\n"
+                          "echo '{\"event\":\"progress\",\"step\":1,\"loss\":2.0}'\n"
+                          "echo '{\"event\":\"progress\",\"step\":2,\"loss\":1.5}'\n"
+                          "echo '{\"event\":\"eval\",\"step\":2,\"val_accuracy\":0.5}'\n"
+                          "echo '" +
+                          std::string(kResultLine) + "'\n");
+  RunOneTrial(trial, Options());
+
+  const auto registrations = coordinator_.Registrations();
+  ASSERT_THAT(registrations, SizeIs(1));
+  EXPECT_EQ(registrations[0].host(), "test-host");
+  EXPECT_EQ(registrations[0].device(), "cpu");
+  EXPECT_EQ(registrations[0].device_count(), 1);
+  EXPECT_EQ(registrations[0].version(), kWorkerVersion);
+
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  EXPECT_EQ(completions[0].worker_id(), "worker-1");
+  EXPECT_EQ(completions[0].trial_id(), "t1");
+  EXPECT_EQ(completions[0].attempt(), 1);
+  EXPECT_EQ(completions[0].result_json(), kResultLine);
+
+  // The second progress event came within progress_interval of the first; evaluations always go.
+  const auto progress = coordinator_.Progress();
+  ASSERT_THAT(progress, SizeIs(2));
+  EXPECT_EQ(progress[0].event_json(), R"({"event":"progress","step":1,"loss":2.0})");
+  EXPECT_EQ(progress[1].event_json(), R"({"event":"eval","step":2,"val_accuracy":0.5})");
+  EXPECT_EQ(progress[1].trial_id(), "t1");
+
+  const auto spec = nlohmann::json::parse(ReadFile("seen-spec.json"));
+  EXPECT_EQ(spec["runtime"]["threads"], 3);
+  EXPECT_EQ(spec["runtime"]["device"], "cpu");
+  EXPECT_EQ(spec["arch"]["stem"]["width"], 8);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/work")) << "spec files are removed after the trial";
+}
+
+TEST_F(AgentTest, DivergedResultIsAResult) {
+  const std::string line =
+      R"({"event":"result","schema":1,"status":"diverged","error":"loss is nan at step 3"})";
+  RunOneTrial(Script("diverged.sh", "echo '" + line + "'\nexit 3"), Options());
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  EXPECT_EQ(completions[0].result_json(), line);
+}
+
+TEST_F(AgentTest, FailedResultIsRetryableUnlessSpecOrPrecision) {
+  const struct {
+    const char* error_kind;
+    bool retryable;
+  } cases[] = {
+      {"spec", false}, {"precision", false}, {"out_of_memory", true}, {"runtime", true}, {"data", true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.error_kind);
+    const std::string trial_id = std::string("t-") + c.error_kind;
+    const std::string line = std::string(R"({"event":"result","schema":1,"status":"failed","error_kind":")") +
+                             c.error_kind + R"(","error":"arch.stages: broken"})";
+    coordinator_.AddTrial(trial_id);
+    auto agent = Start(Options(), Script("failed.sh", "echo '" + line + "'\nexit 2"));
+    ASSERT_TRUE(agent->Finished());
+    const auto failures = coordinator_.Failures();
+    ASSERT_FALSE(failures.empty());
+    EXPECT_EQ(failures.back().trial_id(), trial_id);
+    EXPECT_EQ(failures.back().error(), "arch.stages: broken");
+    EXPECT_EQ(failures.back().retryable(), c.retryable);
+    EXPECT_EQ(failures.back().result_json(), line);
+  }
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(0));
+}
+
+TEST_F(AgentTest, CrashIsRetryableAndNamesTheSignalAndStderr) {
+  RunOneTrial(Script("crash.sh",
+                     "echo '{\"event\":\"progress\",\"step\":1}'\n"
+                     "echo 'CUDA error: an illegal memory access' >&2\n"
+                     "kill -SEGV $$"),
+              Options());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_THAT(failure.error(), HasSubstr("frontier-trial crashed: signal SIGSEGV"));
+  EXPECT_THAT(failure.error(), HasSubstr("stderr: CUDA error: an illegal memory access"));
+  EXPECT_EQ(failure.result_json(), "");
+}
+
+TEST_F(AgentTest, ExitWithoutResultIsACrash) {
+  RunOneTrial(Script("usage.sh", "echo 'frontier-trial: bad flag' >&2\nexit 64"), Options());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_THAT(failure.error(),
+              HasSubstr("frontier-trial crashed: exit code 64; stderr: frontier-trial: bad flag"));
+}
+
+TEST_F(AgentTest, ResultPrintedBeforeACrashAtExitStillCounts) {
+  RunOneTrial(Script("crash-at-exit.sh", "echo '" + std::string(kResultLine) + "'\nkill -ABRT $$"),
+              Options());
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  EXPECT_EQ(completions[0].result_json(), kResultLine);
+}
+
+TEST_F(AgentTest, HungTrialIsKilledWithItsProcessGroupAfterTheTimeout) {
+  // Ignores SIGTERM (so only the SIGKILL after the grace ends it) and leaves a grandchild holding stdout.
+  const std::string trial = Script("hang.sh",
+                                   "trap '' TERM\n"
+                                   "echo '{\"event\":\"progress\",\"step\":1}'\n"
+                                   "sleep 1000 &\n"
+                                   "echo $! > " +
+                                       dir_ +
+                                       "/grandchild.pid\n"
+                                       "while :; do wait; done");
+  AgentOptions options = Options();
+  options.trial_timeout = milliseconds(500);
+  const auto started = std::chrono::steady_clock::now();
+  RunOneTrial(trial, options);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(5000));
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_EQ(failure.error(), "timed out after 0.5 s");
+  EXPECT_TRUE(ProcessGone("grandchild.pid"));
+}
+
+TEST_F(AgentTest, LostLeaseKillsTheTrialAndReportsNothing) {
+  coordinator_.SetHeartbeat(/*lease_valid=*/false, /*stop=*/false);
+  coordinator_.AddTrial("t1");
+  auto agent = Start(
+      Options(), Script("forever.sh", "echo $$ > " + dir_ +
+                                          "/trial.pid\n"
+                                          "while :; do echo '{\"event\":\"progress\"}'; sleep 0.05; done"));
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Heartbeats(), SizeIs(1));
+  EXPECT_EQ(coordinator_.Heartbeats()[0].trial_id(), "t1");
+  EXPECT_EQ(coordinator_.Reports(), 0u);
+  EXPECT_TRUE(ProcessGone("trial.pid"));
+}
+
+TEST_F(AgentTest, HeartbeatStopFailsTheTrialAsStopped) {
+  coordinator_.SetHeartbeat(/*lease_valid=*/true, /*stop=*/true);
+  RunOneTrial(Script("forever.sh", "while :; do sleep 0.05; done"), Options());
+  const auto failure = OnlyFailure();
+  EXPECT_FALSE(failure.retryable());
+  EXPECT_THAT(failure.error(), HasSubstr("stopped: "));
+}
+
+TEST_F(AgentTest, ProgressReplyStopFailsTheTrialWithTheReason) {
+  coordinator_.StopOnProgress("asha: below the rung's top third");
+  RunOneTrial(Script("forever.sh", "while :; do echo '{\"event\":\"eval\",\"step\":1}'; sleep 0.05; done"),
+              Options());
+  const auto failure = OnlyFailure();
+  EXPECT_FALSE(failure.retryable());
+  EXPECT_EQ(failure.error(), "stopped: asha: below the rung's top third");
+}
+
+TEST_F(AgentTest, RegistersOnceTheCoordinatorComesUp) {
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
+  coordinator_.AddTrial("t1");
+  auto agent = Start(Options(), Script("ok.sh", "echo '" + std::string(kResultLine) + "'"));
+  std::this_thread::sleep_for(milliseconds(600));
+  EXPECT_THAT(coordinator_.Registrations(), SizeIs(0));
+  ASSERT_EQ(StartCoordinator("127.0.0.1:" + std::to_string(port_)), port_);
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Registrations(), SizeIs(1));
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(1));
+}
+
+TEST_F(AgentTest, RegistersAgainWhenTheCoordinatorForgetsTheWorker) {
+  coordinator_.AddTrial("t1");
+  auto agent = Start(Options(), Script("slow.sh", "sleep 0.3\necho '" + std::string(kResultLine) + "'"));
+  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  coordinator_.ForgetWorkers();
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Registrations(), SizeIs(2));
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  EXPECT_EQ(completions[0].worker_id(), "worker-2");
+}
+
+TEST_F(AgentTest, SlotsRunTrialsConcurrently) {
+  // Each trial succeeds only if it sees the other one running.
+  const std::string trial = Script("pair.sh", "touch " + dir_ +
+                                                  "/running-$$\n"
+                                                  "for i in $(seq 100); do\n"
+                                                  "  [ $(ls " +
+                                                  dir_ +
+                                                  " | grep -c running-) -ge 2 ] && break\n"
+                                                  "  sleep 0.05\n"
+                                                  "done\n"
+                                                  "[ $(ls " +
+                                                  dir_ +
+                                                  " | grep -c running-) -ge 2 ] || exit 1\n"
+                                                  "echo '" +
+                                                  std::string(kResultLine) + "'");
+  coordinator_.AddTrial("t1");
+  coordinator_.AddTrial("t2");
+  AgentOptions options = Options();
+  options.slots = 2;
+  options.max_trials = 2;
+  auto agent = Start(options, trial);
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(2));
+  EXPECT_EQ(coordinator_.Registrations()[0].device_count(), 2);
+}
+
+TEST_F(AgentTest, CudaSlotsGetTheirDeviceAndGpu) {
+  AgentOptions options = Options();
+  options.device = "cuda";
+  RunOneTrial(Script("env.sh", "cp \"$2\" " + dir_ +
+                                   "/seen-spec.json\n"
+                                   "echo \"$CUDA_VISIBLE_DEVICES\" > " +
+                                   dir_ +
+                                   "/gpu\n"
+                                   "echo '" +
+                                   std::string(kResultLine) + "'"),
+              options);
+  EXPECT_EQ(ReadFile("gpu"), "0\n");
+  EXPECT_EQ(nlohmann::json::parse(ReadFile("seen-spec.json"))["runtime"]["device"], "cuda");
+}
+
+TEST_F(AgentTest, DrainFinishesTheRunningTrialAndLeasesNoMore) {
+  coordinator_.AddTrial("t1");
+  coordinator_.AddTrial("t2");
+  AgentOptions options = Options();
+  options.max_trials = 0;
+  auto agent = Start(options, Script("slow.sh", "sleep 0.3\necho '" + std::string(kResultLine) + "'"));
+  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  agent->agent().RequestDrain();
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Leased(), SizeIs(1));
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  EXPECT_EQ(completions[0].trial_id(), "t1");
+}
+
+TEST_F(AgentTest, IdleDrainReturnsPromptly) {
+  AgentOptions options = Options();
+  options.max_trials = 0;
+  options.lease_wait = milliseconds(30000);
+  auto agent = Start(options, Script("unused.sh", "exit 1"));
+  ASSERT_TRUE(Eventually([&] { return coordinator_.Registrations().size() == 1; }));
+  agent->agent().RequestDrain();
+  EXPECT_TRUE(agent->Finished(milliseconds(2000))) << "the pending long poll is cancelled";
+}
+
+TEST_F(AgentTest, DrainTimeoutKillsTheTrialAsRetryable) {
+  AgentOptions options = Options();
+  options.drain_timeout = milliseconds(200);
+  coordinator_.AddTrial("t1");
+  auto agent = Start(options, Script("forever.sh", "while :; do sleep 0.05; done"));
+  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  agent->agent().RequestDrain();
+  ASSERT_TRUE(agent->Finished());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_EQ(failure.error(), "worker shutting down");
+}
+
+TEST_F(AgentTest, StopKillsTheTrialAtOnce) {
+  coordinator_.AddTrial("t1");
+  auto agent = Start(Options(), Script("forever.sh", "trap '' TERM\nwhile :; do sleep 0.05; done"));
+  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  agent->agent().RequestDrain();
+  agent->agent().RequestStop();
+  ASSERT_TRUE(agent->Finished(milliseconds(2000)));
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_EQ(failure.error(), "worker shutting down");
+}
+
+TEST_F(AgentTest, MissingTrialBinaryFailsTheTrialAsRetryable) {
+  RunOneTrial(dir_ + "/no-such-trial-binary", Options());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_THAT(failure.error(), HasSubstr("cannot start " + dir_ + "/no-such-trial-binary"));
+}
+
+TEST_F(AgentTest, SpecThatIsNotJsonFailsForGood) {
+  coordinator_.AddTrial("t1", "{not json");
+  auto agent = Start(Options(), Script("unused.sh", "exit 1"));
+  ASSERT_TRUE(agent->Finished());
+  const auto failure = OnlyFailure();
+  EXPECT_FALSE(failure.retryable());
+  EXPECT_THAT(failure.error(), HasSubstr("spec_json"));
+}
+
+// The real runner, when FRONTIER_TRIAL_BINARY names it (a LibTorch build).
+TEST_F(AgentTest, RealTrialRunnerCompletes) {
+  const char* binary = std::getenv("FRONTIER_TRIAL_BINARY");
+  if (binary == nullptr) GTEST_SKIP() << "set FRONTIER_TRIAL_BINARY to run frontier-trial for real";
+  AgentOptions options = Options();
+  options.threads_per_trial = 1;
+  options.progress_interval = milliseconds(0);
+  RunOneTrial(binary, options);
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  const auto result = nlohmann::json::parse(completions[0].result_json());
+  EXPECT_EQ(result["status"], "completed");
+  EXPECT_EQ(result["threads"], 1);
+  EXPECT_FALSE(coordinator_.Progress().empty());
+}
+
+TEST(ProcessExitTest, Describe) {
+  EXPECT_EQ((ProcessExit{false, 2, 0}).Describe(), "exit code 2");
+  EXPECT_EQ((ProcessExit{true, 0, SIGKILL}).Describe(), "signal SIGKILL (Killed)");
+}
+
+TEST(ProcessTrialLauncherTest, StreamsLinesAndKeepsTheStderrTail) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "frontier-launcher-test-XXXXXX").string();
+  ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+  const std::string script = pattern + "/trial.sh";
+  std::ofstream(script) << "#!/bin/sh\n"
+                           "echo \"spec=$2 every=$4 var=$FRONTIER_TEST_VAR\"\n"
+                           "for i in $(seq 20); do echo \"warning $i\" >&2; done\n"
+                           "printf 'no newline at the end'\n"
+                           "exit 3\n";
+  chmod(script.c_str(), 0755);
+  ProcessTrialLauncher launcher(script);
+  std::string error;
+  auto process = launcher.Start(TrialCommand{"spec.json", 7, {{"FRONTIER_TEST_VAR", "x"}}}, &error);
+  ASSERT_NE(process, nullptr) << error;
+  std::vector<std::string> lines;
+  std::string line;
+  TrialProcess::ReadStatus status;
+  while ((status = process->ReadLine(milliseconds(5000), &line)) == TrialProcess::ReadStatus::kLine) {
+    lines.push_back(line);
+  }
+  EXPECT_EQ(status, TrialProcess::ReadStatus::kEnd);
+  EXPECT_THAT(lines, ::testing::ElementsAre("spec=spec.json every=7 var=x", "no newline at the end"));
+  const auto exit = process->Wait(milliseconds(5000));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->Describe(), "exit code 3");
+  EXPECT_EQ(process->StderrTail(),
+            "warning 13 | warning 14 | warning 15 | warning 16 | warning 17 | warning 18 | warning 19 | "
+            "warning 20");
+  std::filesystem::remove_all(pattern);
+}
+
+}  // namespace
+}  // namespace frontier

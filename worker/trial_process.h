@@ -1,0 +1,94 @@
+// Running frontier-trial as a child process: the seam between the worker
+// agent and the operating system. The agent talks to TrialLauncher and
+// TrialProcess only, so its tests can swap in fake trial binaries (or a fake
+// launcher) and need no LibTorch.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace frontier {
+
+// What to run: `<trial binary> --spec <spec_path> --progress-every <progress_every>`.
+struct TrialCommand {
+  std::string spec_path;    // trial spec file (docs/trial-spec.md)
+  int progress_every = 10;  // a progress event every this many steps; 0: none
+  // Variables set in the child's environment on top of the worker's own
+  // (e.g. CUDA_VISIBLE_DEVICES for the slot's GPU).
+  std::vector<std::pair<std::string, std::string>> environment;
+};
+
+// How a child process ended.
+struct ProcessExit {
+  bool signaled = false;  // true: killed by `signal`; false: exited with `exit_code`
+  int exit_code = 0;
+  int signal = 0;
+
+  // For people: "exit code 2" or "signal SIGSEGV (Segmentation fault)".
+  std::string Describe() const;
+};
+
+// One running frontier-trial. Not thread-safe: one thread supervises it.
+// The destructor kills the process (its whole process group) if it has not
+// been reaped yet, so a TrialProcess never leaks a child.
+class TrialProcess {
+ public:
+  enum class ReadStatus {
+    kLine,     // *line holds the next line of standard output, without its newline
+    kTimeout,  // no complete line within the timeout
+    kEnd,      // standard output is closed and every line has been read
+  };
+
+  virtual ~TrialProcess() = default;
+
+  // Waits up to `timeout` for the next line of the child's standard output.
+  // Standard error is collected meanwhile (see StderrTail).
+  virtual ReadStatus ReadLine(std::chrono::milliseconds timeout, std::string* line) = 0;
+
+  // Waits up to `timeout` for the child to exit and reaps it; nullopt if it
+  // is still running. Anything left in the child's process group is killed.
+  virtual std::optional<ProcessExit> Wait(std::chrono::milliseconds timeout) = 0;
+
+  // Sends SIGTERM to the child's process group, waits up to `grace` for the
+  // child to exit, then sends SIGKILL to the group; reaps the child.
+  virtual ProcessExit Terminate(std::chrono::milliseconds grace) = 0;
+
+  // The last lines the child wrote to standard error (at most a few KiB),
+  // joined with " | ".
+  virtual std::string StderrTail() const = 0;
+};
+
+// Starts trial processes. Thread-safe: every slot of the agent starts its
+// trials through the same launcher.
+class TrialLauncher {
+ public:
+  virtual ~TrialLauncher() = default;
+
+  // Starts `command`; on failure returns nullptr and sets *error.
+  virtual std::unique_ptr<TrialProcess> Start(const TrialCommand& command, std::string* error) = 0;
+};
+
+// Runs the real binary with posix_spawn: standard output and error are pipes
+// to the worker, standard input is /dev/null, the child leads its own
+// process group (so a kill reaches everything it started) and starts with no
+// blocked signals and default signal dispositions.
+class ProcessTrialLauncher final : public TrialLauncher {
+ public:
+  // `trial_binary` is a path, or a bare name looked up in PATH.
+  explicit ProcessTrialLauncher(std::string trial_binary);
+
+  std::unique_ptr<TrialProcess> Start(const TrialCommand& command, std::string* error) override;
+
+ private:
+  const std::string trial_binary_;
+};
+
+// frontier-trial next to the running executable (/proc/self/exe) when it is
+// there, else the bare name "frontier-trial" for a PATH lookup.
+std::string DefaultTrialBinary();
+
+}  // namespace frontier

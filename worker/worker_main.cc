@@ -1,0 +1,227 @@
+// frontier-worker: the long-running agent for one machine's devices. Parses
+// flags into AgentOptions, wires the agent to the coordinator and to
+// frontier-trial, and turns SIGTERM/SIGINT into a drain (the first) and a
+// stop (the second). See docs/worker.md.
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "worker/agent.h"
+#include "worker/trial_process.h"
+
+namespace {
+
+constexpr int kExitUsage = 64;
+constexpr int kExitFailure = 1;
+
+constexpr const char* kUsage =
+    "usage: frontier-worker --coordinator HOST:PORT [flags]\n"
+    "  --coordinator HOST:PORT   the coordinator's address (required)\n"
+    "  --slots N                 trials run at once, one per device (default 1)\n"
+    "  --device cpu|cuda         device kind (default cpu); on cuda slot i runs on GPU i\n"
+    "  --trial-binary PATH       frontier-trial to run (default: next to this executable, else PATH)\n"
+    "  --trial-timeout SECONDS   kill a trial running longer than this (default 3600)\n"
+    "  --threads-per-trial N     runtime.threads for specs that leave it at 0 (default cores / slots)\n"
+    "  --progress-every N        frontier-trial --progress-every (default 10)\n"
+    "  --work-dir DIR            folder for spec files (default: a fresh temporary folder)\n"
+    "  --max-trials N            exit after N trials (default 0: run until stopped)\n"
+    "  --drain-timeout SECONDS   on SIGTERM/SIGINT, wait this long for running trials (default 600)\n"
+    "  --name NAME               this worker's label for people (default: the host name)\n"
+    "exit status: 0 done or drained, 1 registration refused or no work folder, 64 usage error\n";
+
+int Usage(const std::string& problem) {
+  std::cerr << "frontier-worker: " << problem << "\n" << kUsage;
+  return kExitUsage;
+}
+
+int UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::optional<long> ParseWhole(const std::string& text, long min) {
+  try {
+    size_t used = 0;
+    const long value = std::stol(text, &used);
+    if (used == text.size() && value >= min) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::milliseconds> ParseSeconds(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double seconds = std::stod(text, &used);
+    if (used == text.size() && seconds > 0)
+      return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// True when `binary` (a path, or a bare name for PATH) names an executable.
+bool Executable(const std::string& binary) {
+  if (binary.find('/') != std::string::npos) return access(binary.c_str(), X_OK) == 0;
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = dirs.substr(begin, end - begin);
+    if (!dir.empty() && access((dir + "/" + binary).c_str(), X_OK) == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  frontier::AgentOptions options;
+  std::string coordinator;
+  std::string trial_binary;
+  std::optional<long> threads_per_trial;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::optional<std::string> value;
+    if (const size_t equals = flag.find('='); flag.rfind("--", 0) == 0 && equals != std::string::npos) {
+      value = flag.substr(equals + 1);
+      flag.resize(equals);
+    }
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!value) {
+      if (i + 1 >= argc) return Usage("unknown or incomplete argument '" + flag + "'");
+      value = argv[++i];
+    }
+    const std::string bad = flag + " does not take '" + *value + "'";
+    if (flag == "--coordinator") {
+      coordinator = *value;
+    } else if (flag == "--slots") {
+      const auto slots = ParseWhole(*value, 1);
+      if (!slots) return Usage(bad + ": a whole number >= 1");
+      options.slots = static_cast<int>(*slots);
+    } else if (flag == "--device") {
+      if (*value != "cpu" && *value != "cuda") return Usage(bad + ": cpu or cuda");
+      options.device = *value;
+    } else if (flag == "--trial-binary") {
+      trial_binary = *value;
+    } else if (flag == "--trial-timeout") {
+      const auto timeout = ParseSeconds(*value);
+      if (!timeout) return Usage(bad + ": seconds > 0");
+      options.trial_timeout = *timeout;
+    } else if (flag == "--threads-per-trial") {
+      threads_per_trial = ParseWhole(*value, 1);
+      if (!threads_per_trial) return Usage(bad + ": a whole number >= 1");
+    } else if (flag == "--progress-every") {
+      const auto every = ParseWhole(*value, 0);
+      if (!every) return Usage(bad + ": a whole number >= 0");
+      options.progress_every = static_cast<int>(*every);
+    } else if (flag == "--work-dir") {
+      options.work_dir = *value;
+    } else if (flag == "--max-trials") {
+      const auto max_trials = ParseWhole(*value, 0);
+      if (!max_trials) return Usage(bad + ": a whole number >= 0");
+      options.max_trials = static_cast<int>(*max_trials);
+    } else if (flag == "--drain-timeout") {
+      const auto timeout = ParseSeconds(*value);
+      if (!timeout) return Usage(bad + ": seconds > 0");
+      options.drain_timeout = *timeout;
+    } else if (flag == "--name") {
+      options.host = *value;
+    } else {
+      return Usage("unknown argument '" + flag + "'");
+    }
+  }
+  if (coordinator.empty()) return Usage("--coordinator is required");
+  if (trial_binary.empty()) trial_binary = frontier::DefaultTrialBinary();
+  if (!Executable(trial_binary)) {
+    return Usage("frontier-trial not found or not executable: '" + trial_binary + "' (use --trial-binary)");
+  }
+  if (options.host.empty()) options.host = HostName();
+  options.threads_per_trial =
+      static_cast<int>(threads_per_trial.value_or(std::max(1, UsableCores() / options.slots)));
+  options.device_name = frontier::DetectDeviceName(options.device);
+
+  std::optional<std::filesystem::path> temporary_work_dir;
+  if (options.work_dir.empty()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "frontier-worker-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::cerr << "frontier-worker: cannot create a work folder: " << std::strerror(errno) << "\n";
+      return kExitFailure;
+    }
+    options.work_dir = pattern;
+    temporary_work_dir = pattern;
+  } else {
+    std::error_code error;
+    std::filesystem::create_directories(options.work_dir, error);
+    if (error) return Usage("--work-dir '" + options.work_dir + "': " + error.message());
+  }
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("frontier-worker"));
+
+  // Signals are taken synchronously by one thread; block them before any
+  // other thread (gRPC's included) exists so none of those receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  frontier::Agent agent(options,
+                        frontier::v1::WorkerService::NewStub(
+                            frontier::MakeCoordinatorChannel(coordinator, std::chrono::seconds(5))),
+                        std::make_unique<frontier::ProcessTrialLauncher>(trial_binary));
+  std::atomic<bool> done{false};
+  std::thread signal_thread([&] {
+    int received = 0;
+    const timespec poll_interval{0, 200'000'000L};
+    while (!done) {
+      const int signal = sigtimedwait(&signals, nullptr, &poll_interval);
+      if (signal < 0) continue;
+      spdlog::info("received SIG{}", sigabbrev_np(signal));
+      if (++received == 1) {
+        agent.RequestDrain();
+      } else {
+        agent.RequestStop();
+      }
+    }
+  });
+
+  spdlog::info("frontier-worker {}: coordinator {}, trial binary {}, work dir {}", frontier::kWorkerVersion,
+               coordinator, trial_binary, options.work_dir);
+  const grpc::Status status = agent.Run();
+  done = true;
+  signal_thread.join();
+  if (temporary_work_dir) {
+    std::error_code ignored;
+    std::filesystem::remove_all(*temporary_work_dir, ignored);
+  }
+  if (!status.ok()) {
+    std::cerr << "frontier-worker: " << status.error_message() << "\n";
+    return kExitFailure;
+  }
+  return 0;
+}
