@@ -154,7 +154,14 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
 
 Transition Scheduler::Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
                            const std::string& error, bool retryable, const std::string& result_json) {
-  const Transition t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
+  // A trial the coordinator asked to stop ends as stopped (or cancelled with
+  // its experiment), not as a failure.
+  const bool stopped = !retryable && error.rfind("stopped:", 0) == 0;
+  const Transition t =
+      stopped ? store_.FinishTrial(trial_id, attempt,
+                                   ExperimentCancelled(trial_id) ? trial_state::kCancelled : trial_state::kStopped,
+                                   result_json, error, clock_.NowMs())
+              : store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
   if (t == Transition::kApplied) {
     CompleteFinishedExperiments();
     Changed();

@@ -141,6 +141,9 @@ TEST_F(SchedulerTest, CancelStopsRunningAndCancelsPending) {
   EXPECT_FALSE(scheduler_.Lease("w2").has_value());
   EXPECT_EQ(store_.CountTrials(id).cancelled, 3);
   EXPECT_EQ(store_.GetExperiment(id)->state, "cancelled");
+  // The worker stops the running trial and says so: it ends cancelled too.
+  EXPECT_EQ(scheduler_.Fail("w1", running->id, 1, "stopped: experiment cancelled", false, ""), Transition::kApplied);
+  EXPECT_EQ(store_.CountTrials(id).cancelled, 4);
 }
 
 TEST_F(SchedulerTest, RestartGivesRunningTrialsAGracePeriod) {
