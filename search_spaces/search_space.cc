@@ -585,18 +585,99 @@ void SpaceParser::ParseConstraints(const YAML::Node& node, SearchSpace& space) c
   }
 }
 
+// The fields each strategy takes, besides its name.
+const std::map<std::string, std::vector<std::string>>& StrategyFields() {
+  static const std::map<std::string, std::vector<std::string>> fields = {
+      {"grid", {}},
+      {"random", {"trials", "seed"}},
+      {"sobol", {"trials", "seed"}},
+      {"nsga2", {"trials", "seed", "population", "generations"}},
+      {"asha", {"proposer", "min_steps", "eta", "trials", "seed", "population", "generations"}},
+      {"ablation", {"cumulative", "metric"}}};
+  return fields;
+}
+
 void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) const {
-  Fields fields(*this, node, "strategy", {"name", "trials", "seed"});
+  const std::vector<std::string> names = {"grid", "random", "sobol", "nsga2", "asha", "ablation"};
   StrategySpec& strategy = space.strategy;
-  fields.Choice("name", strategy.name, {"grid", "random"});
-  if (strategy.name != "random") {
-    for (const char* key : {"trials", "seed"}) {
-      if (fields.Has(key)) Fail(fields.Field(key), "applies to strategy random only");
+  if (node.IsMap() && node["name"]) {
+    const json name = YamlToJson(node["name"]);
+    if (!name.is_string()) Fail("strategy.name", "expected a string, got " + Describe(name));
+    strategy.name = name.get<std::string>();
+    if (std::find(names.begin(), names.end(), strategy.name) == names.end()) {
+      Fail("strategy.name", "unknown choice '" + strategy.name + "'; expected one of " + Join(names));
     }
   }
+  std::vector<std::string> known = {"name"};
+  for (const std::string& field : StrategyFields().at(strategy.name)) known.push_back(field);
+  if (node.IsMap()) {
+    // A field of another strategy says which strategies take it; any other is unknown.
+    for (const auto& entry : node) {
+      const std::string& key = entry.first.Scalar();
+      if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+      std::vector<std::string> takers;
+      for (const auto& [name, fields] : StrategyFields()) {
+        if (std::find(fields.begin(), fields.end(), key) != fields.end()) takers.push_back(name);
+      }
+      if (!takers.empty()) {
+        Fail("strategy." + key,
+             "applies to strateg" + std::string(takers.size() == 1 ? "y " : "ies ") + Join(takers) + " only");
+      }
+    }
+  }
+  Fields fields(*this, node, "strategy", known);
   fields.Integer("trials", strategy.trials, 0, std::numeric_limits<int>::max());
   fields.Integer("seed", strategy.seed, std::numeric_limits<int64_t>::min(),
                  std::numeric_limits<int64_t>::max());
+  fields.Integer("population", strategy.population, 2, 100000);
+  fields.Integer("generations", strategy.generations, 1, 100000);
+  fields.Choice("proposer", strategy.proposer, {"random", "sobol", "nsga2"});
+  if (fields.Has("cumulative")) {
+    const json cumulative = fields.Value("cumulative");
+    if (!cumulative.is_boolean())
+      Fail(fields.Field("cumulative"), "expected true or false, got " + Describe(cumulative));
+    strategy.cumulative = cumulative.get<bool>();
+  }
+  if (fields.Has("metric")) {
+    fields.String("metric", strategy.metric);
+    if (!strategy.cumulative) Fail(fields.Field("metric"), "applies to a cumulative ablation only");
+    const bool is_objective = std::any_of(space.objectives.begin(), space.objectives.end(),
+                                          [&](const Objective& o) { return o.metric == strategy.metric; });
+    if (!is_objective) Fail(fields.Field("metric"), "'" + strategy.metric + "' is not one of the objectives");
+  }
+  if (strategy.name == "sobol" && strategy.trials == 0 && GridSize(space) > kMaxGridForGridStrategy) {
+    Fail("strategy", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
+                         std::to_string(kMaxGridForGridStrategy) + "; set trials");
+  }
+  if (strategy.name != "asha") return;
+  for (const char* key : {"population", "generations"}) {
+    if (fields.Has(key) && strategy.proposer != "nsga2")
+      Fail(fields.Field(key), "applies to proposer nsga2 only");
+  }
+  // ASHA compares trials at evaluations: every rung must be an evaluation step.
+  const TaskSpec task = ParseTrialSpec(space.base).task;
+  if (task.eval_every <= 0)
+    Fail("task.eval_every", "strategy asha needs evaluations during training (eval_every > 0)");
+  strategy.min_steps = task.eval_every;
+  fields.Integer("min_steps", strategy.min_steps, 1, std::numeric_limits<int>::max());
+  fields.Integer("eta", strategy.eta, 2, 1000);
+  if (strategy.min_steps % task.eval_every != 0) {
+    Fail(fields.Field("min_steps"), "must be a multiple of task.eval_every (" +
+                                        std::to_string(task.eval_every) +
+                                        ") so that every rung is an evaluation");
+  }
+  if (strategy.min_steps >= task.steps) {
+    Fail(fields.Field("min_steps"), "must be below task.steps (" + std::to_string(task.steps) + ")");
+  }
+  const std::vector<std::string> measured = {"val_accuracy", "val_loss", "throughput", "step_time_ms"};
+  const bool comparable =
+      std::any_of(space.objectives.begin(), space.objectives.end(), [&](const Objective& o) {
+        return std::find(measured.begin(), measured.end(), o.metric) != measured.end();
+      });
+  if (!comparable) {
+    Fail("objectives", "strategy asha compares trials during training, on " + Join(measured) +
+                           "; name at least one of them as an objective");
+  }
 }
 
 const Dimension& DimensionOf(const SearchSpace& space, const std::string& name, const json& choice) {

@@ -57,10 +57,21 @@ struct ParityRule {
   double margin = 0.005;
 };
 
+// How configurations are chosen (docs/strategies.md). Each field applies to
+// the strategies named in its comment; the parser rejects it elsewhere.
 struct StrategySpec {
-  std::string name = "grid";  // grid | random (more in later versions)
-  int trials = 0;             // random: how many configs to sample (0 = all)
-  int64_t seed = 0;           // random: sampling seed
+  std::string name = "grid";        // grid | random | sobol | nsga2 | asha | ablation
+  int trials = 0;                   // random, sobol, nsga2, asha: at most this many configs (0 = all;
+                                    //   nsga2: population x generations)
+  int64_t seed = 0;                 // random, sobol, nsga2, asha: the seed of every draw
+  int population = 16;              // nsga2 (and asha over nsga2): parents, and children per generation
+  int generations = 10;             // nsga2 (and asha over nsga2): generations, the initial one included
+  std::string proposer = "random";  // asha: what proposes the configs it stops early: random | sobol | nsga2
+  int min_steps = 0;                // asha: the first rung, a multiple of task.eval_every (set by the parser)
+  int eta = 3;                      // asha: reduction factor (>= 2)
+  bool cumulative = false;          // ablation: after the one-factor round, keep the best change and go on
+  std::string metric;               // ablation, cumulative: the objective that picks the best change
+                                    //   (empty = the first objective)
   nlohmann::json options = nlohmann::json::object();  // strategy-specific extras, kept verbatim
 };
 

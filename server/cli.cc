@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "frontier/v1/frontier.grpc.pb.h"
+#include "metrics/endpoint.h"
 #include "server/coordinator.h"
 
 namespace frontier {
@@ -216,7 +217,8 @@ class LocalWorkers {
  public:
   ~LocalWorkers() { Stop(std::chrono::seconds(5)); }
 
-  void Start(int count, const std::string& coordinator, const fs::path& log_dir) {
+  // `metrics_listen` is each worker's --metrics-listen (HOST:0 gives each a free port; "0": none).
+  void Start(int count, const std::string& coordinator, const fs::path& log_dir, const std::string& metrics_listen) {
     const std::string binary = SiblingBinary("frontier-worker");
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(count)));
@@ -237,9 +239,11 @@ class LocalWorkers {
         sigprocmask(SIG_SETMASK, &none, nullptr);
         setpgid(0, 0);  // Ctrl-C reaches the CLI, which stops the workers itself
         execl(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
-              threads.c_str(), "--name", name.c_str(), static_cast<char*>(nullptr));
+              threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
+              static_cast<char*>(nullptr));
         execlp(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
-               threads.c_str(), "--name", name.c_str(), static_cast<char*>(nullptr));
+               threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
+               static_cast<char*>(nullptr));
         std::fprintf(stderr, "cannot execute %s\n", binary.c_str());
         _exit(127);
       }
@@ -296,6 +300,7 @@ struct RunOptions {
   std::string resume;
   std::string html;
   std::string output = "table";
+  std::string metrics_listen = "127.0.0.1:0";  // the embedded coordinator's /metrics; "0": none
 };
 
 int Run(const RunOptions& o) {
@@ -321,6 +326,11 @@ int Run(const RunOptions& o) {
   // Trials an interrupted earlier run left running are re-queued now.
   coordinator.scheduler().store().ExpireLeases(std::numeric_limits<int64_t>::max());
   const std::string address = "127.0.0.1:" + std::to_string(coordinator.Start());
+  std::string workers_metrics = "0";
+  if (!MetricsDisabled(o.metrics_listen)) {
+    coordinator.ServeMetrics(o.metrics_listen);
+    workers_metrics = o.metrics_listen.substr(0, o.metrics_listen.rfind(':')) + ":0";
+  }
   Client client(address);
 
   std::string id = o.resume;
@@ -340,11 +350,15 @@ int Run(const RunOptions& o) {
     std::cout << "\n";
     for (const auto& skipped : resp.experiment().skipped()) std::cout << "  skipped " << skipped << "\n";
   }
-  std::cout << "store " << db << ", coordinator " << address << " (/metrics: not in this build), " << o.workers
+  std::cout << "store " << db << ", coordinator " << address << ", " << o.workers
             << " local workers (logs in " << (fs::path(o.runs_dir) / id).string() << ")\n";
+  if (!coordinator.metrics_url().empty()) {
+    std::cout << "metrics: coordinator " << coordinator.metrics_url()
+              << ", each worker's /metrics address is in its log\n";
+  }
 
   LocalWorkers workers;
-  workers.Start(o.workers, address, fs::path(o.runs_dir) / id);
+  workers.Start(o.workers, address, fs::path(o.runs_dir) / id, workers_metrics);
   struct sigaction sa = {};
   sa.sa_handler = [](int) { g_interrupted = true; };
   sigaction(SIGINT, &sa, nullptr);
@@ -482,6 +496,9 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--db", run.db, "SQLite store (default RUNS_DIR/frontier.db)");
   run_cmd->add_option("--resume", run.resume, "continue an interrupted experiment of the store");
   run_cmd->add_option("--html", run.html, "where to write the HTML report (default RUNS_DIR/EXP.html)");
+  run_cmd->add_option("--metrics-listen", run.metrics_listen,
+                      "host:port for the coordinator's Prometheus /metrics (port 0: any free port; 0: none)")
+      ->capture_default_str();
   run_cmd->add_option("--output,-o", run.output, "report format: table, json or csv")
       ->check(CLI::IsMember(formats))
       ->capture_default_str();

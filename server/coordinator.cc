@@ -10,7 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
+#include "metrics/coordinator_metrics.h"
+#include "metrics/endpoint.h"
+#include "metrics/measured_store.h"
 #include "search_spaces/search_space.h"
+#include "server/postgres_store.h"
 #include "server/report.h"
 #include "server/sqlite_store.h"
 
@@ -22,11 +26,12 @@ using grpc::StatusCode;
 std::unique_ptr<Store> OpenStore(const std::string& url) {
   const std::string sqlite_prefix = "sqlite:";
   if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
-    throw std::invalid_argument("store '" + url + "': the PostgreSQL store is not in this build yet; use a SQLite path");
+    return std::make_unique<PostgresStore>(url);
   }
   if (url.rfind(sqlite_prefix, 0) == 0) return std::make_unique<SqliteStore>(url.substr(sqlite_prefix.size()));
   if (url.find("://") != std::string::npos) {
-    throw std::invalid_argument("store '" + url + "': unknown scheme; expected a SQLite path or sqlite:PATH");
+    throw std::invalid_argument("store '" + url +
+                                "': unknown scheme; expected postgresql://USER@HOST:PORT/DB, a SQLite path or sqlite:PATH");
   }
   return std::make_unique<SqliteStore>(url);
 }
@@ -277,7 +282,8 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
 // deadline passes.
 class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms) : scheduler_(scheduler), max_wait_ms_(max_wait_ms) {}
+  WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms, CoordinatorMetrics& metrics)
+      : scheduler_(scheduler), max_wait_ms_(max_wait_ms), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx, const v1::RegisterWorkerRequest* req,
                                            v1::RegisterWorkerResponse* resp) override {
@@ -292,6 +298,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
                                                                        req->peak_flops().end()))
                               .dump();
       resp->set_worker_id(scheduler_.RegisterWorker(w));
+      metrics_.WorkerSeen(resp->worker_id());
       resp->set_lease_timeout_ms(scheduler_.options().lease_timeout_ms);
       resp->set_heartbeat_interval_ms(scheduler_.options().heartbeat_interval_ms);
       spdlog::info("worker {} registered: {} x{} ({})", resp->worker_id(), req->device_name(), w.device_count,
@@ -303,6 +310,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
   grpc::ServerUnaryReactor* LeaseTrial(grpc::CallbackServerContext* ctx, const v1::LeaseTrialRequest* req,
                                        v1::LeaseTrialResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
+    metrics_.WorkerSeen(req->worker_id());
     Status status = Guarded("LeaseTrial", [&] { return TryLease(req->worker_id(), resp) ? Status::OK : Parked(); });
     if (status.error_code() == StatusCode::ABORTED) {  // parked: the dispatcher answers it
       const int64_t wait = std::clamp<int64_t>(req->wait_ms(), 0, max_wait_ms_);
@@ -317,6 +325,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("Heartbeat", [&] {
       const HeartbeatReply r = scheduler_.Heartbeat(req->worker_id(), req->trial_id(), req->attempt());
       resp->set_lease_valid(r.lease_valid);
@@ -327,6 +336,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx, const v1::ReportProgressRequest* req,
                                            v1::ReportProgressResponse* resp) override {
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("ReportProgress", [&] {
       const ProgressReply r = scheduler_.Progress(req->worker_id(), req->trial_id(), req->attempt(), req->event_json());
       resp->set_stop(r.stop);
@@ -337,6 +347,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* CompleteTrial(grpc::CallbackServerContext* ctx, const v1::CompleteTrialRequest* req,
                                           v1::CompleteTrialResponse* resp) override {
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("CompleteTrial", [&] {
       const Transition t = scheduler_.Complete(req->worker_id(), req->trial_id(), req->attempt(), req->result_json());
       resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
@@ -349,6 +360,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* FailTrial(grpc::CallbackServerContext* ctx, const v1::FailTrialRequest* req,
                                       v1::FailTrialResponse* resp) override {
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("FailTrial", [&] {
       const Transition t = scheduler_.Fail(req->worker_id(), req->trial_id(), req->attempt(), req->error(),
                                            req->retryable(), req->result_json());
@@ -360,6 +372,14 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
       }
       return Status::OK;
     }));
+  }
+
+  // The workers whose LeaseTrial polls are parked now.
+  std::vector<std::string> ParkedWorkers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> ids;
+    for (const Waiter& w : waiters_) ids.push_back(w.worker_id);
+    return ids;
   }
 
   // Answers parked polls: with a trial when one can be leased, empty at their deadline, or all when `closing`.
@@ -416,15 +436,19 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   Scheduler& scheduler_;
   int64_t max_wait_ms_;
+  CoordinatorMetrics& metrics_;
   std::mutex mu_;
   std::deque<Waiter> waiters_;
 };
 
 Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(options)) {
-  store_ = OpenStore(options_.store);
+  CoordinatorMetricsOptions metrics_options;
+  metrics_options.worker_connected_within = std::chrono::milliseconds(options_.scheduler.lease_timeout_ms);
+  metrics_ = std::make_unique<CoordinatorMetrics>(metrics_options);
+  store_ = std::make_unique<MeasuredStore>(OpenStore(options_.store), *metrics_);
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, options_.scheduler);
   experiments_ = std::make_unique<ExperimentServiceImpl>(*scheduler_, stopping_);
-  workers_ = std::make_unique<WorkerServiceImpl>(*scheduler_, options_.max_lease_wait_ms);
+  workers_ = std::make_unique<WorkerServiceImpl>(*scheduler_, options_.max_lease_wait_ms, *metrics_);
 }
 
 Coordinator::~Coordinator() { Shutdown(); }
@@ -436,6 +460,9 @@ int Coordinator::Start() {
   builder.RegisterService(experiments_.get());
   builder.RegisterService(workers_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(metrics_->MakeRpcInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) throw std::runtime_error("cannot listen on " + options_.listen);
   dispatcher_ = std::thread([this] { RunDispatcher(); });
@@ -445,6 +472,7 @@ int Coordinator::Start() {
 void Coordinator::RunDispatcher() {
   uint64_t changes = scheduler_->change_count();
   auto last_tick = std::chrono::steady_clock::now();
+  auto last_metrics = last_tick;
   while (!stopping_) {
     changes = scheduler_->WaitForChange(changes, 100);
     const auto now = std::chrono::steady_clock::now();
@@ -456,9 +484,30 @@ void Coordinator::RunDispatcher() {
       }
       last_tick = now;
     }
+    if (metrics_served_ && now - last_metrics >= std::chrono::seconds(1)) {
+      RefreshMetrics();
+      last_metrics = now;
+    }
     workers_->ServeWaiters(false);
   }
 }
+
+void Coordinator::RefreshMetrics() {
+  try {
+    metrics_->Refresh(*store_, workers_->ParkedWorkers());
+  } catch (const std::exception& e) {
+    spdlog::warn("metrics refresh failed: {}", e.what());
+  }
+}
+
+int Coordinator::ServeMetrics(const std::string& address) {
+  metrics_endpoint_ = std::make_unique<MetricsEndpoint>(address, metrics_->registry());
+  RefreshMetrics();  // the first scrape already sees the store
+  metrics_served_ = true;
+  return metrics_endpoint_->port();
+}
+
+std::string Coordinator::metrics_url() const { return metrics_endpoint_ ? metrics_endpoint_->url() : ""; }
 
 void Coordinator::Shutdown() {
   if (stopping_.exchange(true)) return;

@@ -19,9 +19,12 @@ class Server;
 
 namespace frontier {
 
+class CoordinatorMetrics;
+class MetricsEndpoint;
+
 struct CoordinatorOptions {
   std::string listen = "127.0.0.1:50051";  // host:port; port 0 picks a free one
-  std::string store = "frontier.db";       // SQLite file path, "sqlite:PATH" or ":memory:"
+  std::string store = "frontier.db";  // postgresql://USER@HOST:PORT/DB, a SQLite path, sqlite:PATH or ":memory:"
   SchedulerOptions scheduler;
   int64_t max_lease_wait_ms = 30'000;      // cap on LeaseTrial long polls
 };
@@ -43,6 +46,14 @@ class Coordinator {
   // Blocks until Shutdown.
   void Wait();
 
+  // Serves Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; port 0
+  // picks a free one) and starts refreshing the store gauges; returns the
+  // bound port. Call once, after Start. Throws std::runtime_error when the
+  // address cannot be bound. docs/metrics.md lists the metrics.
+  int ServeMetrics(const std::string& address);
+  // "http://HOST:PORT/metrics" once ServeMetrics succeeded, else empty.
+  std::string metrics_url() const;
+
   Scheduler& scheduler() { return *scheduler_; }
   int port() const { return port_; }
 
@@ -50,14 +61,18 @@ class Coordinator {
   class ExperimentServiceImpl;
   class WorkerServiceImpl;
   void RunDispatcher();
+  void RefreshMetrics();
 
   CoordinatorOptions options_;
   SystemClock clock_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;  // before store_: the store reports to it
   std::unique_ptr<Store> store_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ExperimentServiceImpl> experiments_;
   std::unique_ptr<WorkerServiceImpl> workers_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  std::atomic<bool> metrics_served_{false};
   std::thread dispatcher_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;

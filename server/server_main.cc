@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "metrics/endpoint.h"
 #include "server/coordinator.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,11 @@ int main(int argc, char** argv) {
   double grace_s = options.scheduler.restart_grace_ms / 1000.0;
   app.add_option("--listen", options.listen, "host:port to serve gRPC on (port 0: any free port)")
       ->capture_default_str();
+  std::string metrics_listen = "127.0.0.1:9464";
+  auto* metrics_flag =
+      app.add_option("--metrics-listen", metrics_listen,
+                     "host:port to serve Prometheus /metrics on (port 0: any free port; 0 or empty: none)")
+          ->capture_default_str();
   app.add_option("--store", options.store, "SQLite database file (or sqlite:PATH)")->capture_default_str();
   app.add_option("--lease-timeout", lease_timeout_s, "seconds without heartbeat before a lease expires")
       ->check(CLI::PositiveNumber)
@@ -35,7 +41,18 @@ int main(int argc, char** argv) {
   app.add_option("--restart-grace", grace_s, "seconds running trials keep their lease after a start")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  auto* migrate = app.add_subcommand("migrate", "apply the store's schema migrations and exit");
   CLI11_PARSE(app, argc, argv);
+  if (migrate->parsed()) {
+    try {
+      frontier::OpenStore(options.store);
+      spdlog::info("store {} is at the latest schema", options.store);
+      return 0;
+    } catch (const std::exception& e) {
+      spdlog::error("frontier-server migrate: {}", e.what());
+      return 1;
+    }
+  }
   options.scheduler.lease_timeout_ms = static_cast<int64_t>(lease_timeout_s * 1000);
   options.scheduler.heartbeat_interval_ms = static_cast<int64_t>(heartbeat_s * 1000);
   options.scheduler.restart_grace_ms = static_cast<int64_t>(grace_s * 1000);
@@ -48,6 +65,15 @@ int main(int argc, char** argv) {
     frontier::Coordinator coordinator(options);
     const int port = coordinator.Start();
     spdlog::info("frontier-server listening on {} (port {}), store {}", options.listen, port, options.store);
+    if (!frontier::MetricsDisabled(metrics_listen)) {
+      try {
+        coordinator.ServeMetrics(metrics_listen);
+        spdlog::info("metrics at {}", coordinator.metrics_url());
+      } catch (const std::exception& e) {
+        if (metrics_flag->count() > 0) throw;  // asked for explicitly: a failure is fatal
+        spdlog::warn("{}; running without /metrics (choose an address with --metrics-listen)", e.what());
+      }
+    }
     int received = 0;
     sigwait(&signals, &received);
     spdlog::info("signal {}: shutting down", received);

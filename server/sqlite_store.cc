@@ -8,8 +8,6 @@
 
 namespace frontier {
 
-bool trial_state::IsFinal(const std::string& s) { return s != kPending && s != kRunning; }
-
 namespace {
 
 // Versioned schema: migration i brings the schema from version i to i + 1.
@@ -261,13 +259,7 @@ std::vector<std::string> SqliteStore::InsertTrials(const std::string& experiment
   }
   std::vector<std::string> ids;
   for (TrialRow& t : trials) {
-    char id[64];
-    std::snprintf(id, sizeof id, "%s-t%04lld", experiment_id.c_str(), static_cast<long long>(++next));
-    t.id = id;
-    // The stored spec carries the trial's own id.
-    nlohmann::json spec = nlohmann::json::parse(t.spec_json);
-    spec["trial_id"] = t.id;
-    t.spec_json = spec.dump();
+    NameTrial(experiment_id, ++next, t);
     Statement s(db_, Sql("INSERT INTO trials (", kTrialColumns,
                          ") VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', 0, ?, '', '', ?, 0, 0)")
                          .c_str());
@@ -292,9 +284,8 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
       .Bind(5, now_ms)
       .Bind(6, skipped.dump())
       .Run();
-  char id[32];
-  std::snprintf(id, sizeof id, "exp-%06lld", static_cast<long long>(sqlite3_last_insert_rowid(db_)));
   const int64_t seq = sqlite3_last_insert_rowid(db_);
+  const std::string id = ExperimentIdFor(seq);
   Statement(db_, "UPDATE experiments SET id = ? WHERE seq = ?").Bind(1, id).Bind(2, seq).Run();
   InsertTrials(id, trials, now_ms);
   tx.Commit();
@@ -540,8 +531,7 @@ std::string SqliteStore::RegisterWorker(WorkerRecord w, int64_t now_ms) {
       .Bind(8, now_ms)
       .Run();
   const int64_t seq = sqlite3_last_insert_rowid(db_);
-  char id[32];
-  std::snprintf(id, sizeof id, "worker-%04lld", static_cast<long long>(seq));
+  const std::string id = WorkerIdFor(seq);
   Statement(db_, "UPDATE workers SET id = ? WHERE seq = ?").Bind(1, id).Bind(2, seq).Run();
   tx.Commit();
   return id;

@@ -97,6 +97,12 @@ enum class Transition {
   kNotFound,
 };
 
+// Identifiers and messages every Store implementation shares.
+std::string ExperimentIdFor(int64_t seq);  // "exp-000042"
+std::string WorkerIdFor(int64_t seq);      // "worker-0007"
+// Sets trial.id to "<experiment>-t<NNNN>" and writes it into the trial's spec.
+void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial);
+
 class Store {
  public:
   virtual ~Store() = default;

@@ -13,6 +13,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "metrics/worker_metrics.h"
+
 namespace frontier {
 namespace {
 
@@ -294,6 +296,7 @@ void Agent::RunSlot(int slot) {
 
 void Agent::RunTrial(int slot, const Lease& lease) {
   spdlog::info("slot {}: leased {} (attempt {})", slot, lease.trial_id, lease.attempt);
+  if (options_.metrics) options_.metrics->TrialStarted(slot, lease.trial_id, lease.spec_json);
   json spec = json::parse(lease.spec_json, nullptr, /*allow_exceptions=*/false);
   if (!spec.is_object()) {
     Report(lease, Outcome{Outcome::Kind::kFail, "spec_json is not a JSON object", /*retryable=*/false, ""});
@@ -422,6 +425,7 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
     }
     const std::string kind = StringField(event, "event");
     if (kind == "result") result_line = line;
+    if (options_.metrics) options_.metrics->TrialEvent(lease.trial_id, event);
     if (kind != "progress" && kind != "eval") continue;
     if (kind == "progress") {
       if (Clock::now() - last_progress < options_.progress_interval) continue;
@@ -454,10 +458,16 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
 void Agent::Report(const Lease& lease, const Outcome& outcome) {
   switch (outcome.kind) {
     case Outcome::Kind::kLeaseLost:
+      if (options_.metrics) options_.metrics->TrialEnded(lease.trial_id, "lease_lost");
       spdlog::warn("trial {} (attempt {}): lease lost; trial killed, nothing reported", lease.trial_id,
                    lease.attempt);
       return;
     case Outcome::Kind::kFail:
+      if (options_.metrics) {
+        const bool stopped = outcome.error.rfind("stopped:", 0) == 0;
+        const bool interrupted = outcome.error == "worker shutting down";
+        options_.metrics->TrialEnded(lease.trial_id, stopped ? "stopped" : interrupted ? "interrupted" : "failed");
+      }
       spdlog::warn("trial {} (attempt {}) failed ({}): {}", lease.trial_id, lease.attempt,
                    outcome.retryable ? "retryable" : "final", outcome.error);
       Fail(lease, outcome.error, outcome.retryable, outcome.result_json);
@@ -466,6 +476,7 @@ void Agent::Report(const Lease& lease, const Outcome& outcome) {
       break;
   }
   const json result = json::parse(outcome.result_json);
+  if (options_.metrics) options_.metrics->TrialEnded(lease.trial_id, StringField(result, "status"));
   spdlog::info("trial {} (attempt {}) {}: median step {} ms, val acc {}", lease.trial_id, lease.attempt,
                StringField(result, "status"), NumberAt(result, "/step_time_ms/median", "{:.2f}"),
                NumberAt(result, "/val_accuracy", "{:.4f}"));

@@ -18,6 +18,8 @@
 
 namespace frontier {
 
+class WorkerMetrics;
+
 // Sent in RegisterWorker.
 inline constexpr const char* kWorkerVersion = "0.1.0";
 
@@ -48,6 +50,9 @@ struct AgentOptions {
   // the initial to the maximum delay, with jitter.
   std::chrono::milliseconds retry_initial_backoff{std::chrono::milliseconds(200)};
   std::chrono::milliseconds retry_max_backoff{std::chrono::seconds(10)};
+  // Told about every trial's start, output events and end (frontier-worker's
+  // /metrics); null: no metrics.
+  std::shared_ptr<WorkerMetrics> metrics;
 };
 
 // Runs trials for one coordinator. Run blocks; RequestDrain and RequestStop

@@ -18,6 +18,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "metrics/endpoint.h"
+#include "metrics/worker_metrics.h"
 #include "worker/agent.h"
 #include "worker/trial_process.h"
 
@@ -39,7 +41,9 @@ constexpr const char* kUsage =
     "  --max-trials N            exit after N trials (default 0: run until stopped)\n"
     "  --drain-timeout SECONDS   on SIGTERM/SIGINT, wait this long for running trials (default 600)\n"
     "  --name NAME               this worker's label for people (default: the host name)\n"
-    "exit status: 0 done or drained, 1 registration refused or no work folder, 64 usage error\n";
+    "  --metrics-listen HOST:PORT  serve Prometheus /metrics there (default 127.0.0.1:9465; port 0: any\n"
+    "                            free port; 0 or empty: none)\n"
+    "exit status: 0 done or drained, 1 registration refused, no work folder or no /metrics address, 64 usage error\n";
 
 int Usage(const std::string& problem) {
   std::cerr << "frontier-worker: " << problem << "\n" << kUsage;
@@ -101,6 +105,8 @@ int main(int argc, char** argv) {
   std::string coordinator;
   std::string trial_binary;
   std::optional<long> threads_per_trial;
+  std::string metrics_listen = "127.0.0.1:9465";
+  bool metrics_listen_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     std::optional<std::string> value;
@@ -151,6 +157,9 @@ int main(int argc, char** argv) {
       options.drain_timeout = *timeout;
     } else if (flag == "--name") {
       options.host = *value;
+    } else if (flag == "--metrics-listen") {
+      metrics_listen = *value;
+      metrics_listen_given = true;
     } else {
       return Usage("unknown argument '" + flag + "'");
     }
@@ -181,6 +190,24 @@ int main(int argc, char** argv) {
   }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("frontier-worker"));
+
+  std::unique_ptr<frontier::MetricsEndpoint> metrics_endpoint;
+  if (!frontier::MetricsDisabled(metrics_listen)) {
+    options.metrics = std::make_shared<frontier::WorkerMetrics>(options.slots, options.device, options.device_name,
+                                                                frontier::kWorkerVersion);
+    try {
+      metrics_endpoint = std::make_unique<frontier::MetricsEndpoint>(metrics_listen, options.metrics->registry());
+      spdlog::info("metrics at {}", metrics_endpoint->url());
+    } catch (const std::exception& e) {
+      if (metrics_listen_given) {  // asked for explicitly: a failure is fatal
+        std::cerr << "frontier-worker: " << e.what() << "\n";
+        if (temporary_work_dir) std::filesystem::remove_all(*temporary_work_dir);
+        return kExitFailure;
+      }
+      spdlog::warn("{}; running without /metrics (choose an address with --metrics-listen)", e.what());
+      options.metrics.reset();
+    }
+  }
 
   // Signals are taken synchronously by one thread; block them before any
   // other thread (gRPC's included) exists so none of those receives them.

@@ -1,8 +1,12 @@
-// The scheduler's lease, attempt, idempotency and cancellation semantics,
-// driven by a fake clock over an in-memory SQLite store: no sleeps.
+// The scheduler's lease, attempt, idempotency and cancellation semantics, and
+// its search (adaptive strategies, ASHA's early stopping, rebuilding after a
+// restart), driven by a fake clock over an in-memory SQLite store: no sleeps.
 #include "server/scheduler.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -107,7 +111,8 @@ TEST_F(SchedulerTest, ExpiredLeaseRequeuesWithTheNextAttempt) {
 TEST_F(SchedulerTest, AttemptsRunOutAfterMaxAttempts) {
   Submit();
   auto t = scheduler_.Lease("w1");
-  EXPECT_EQ(scheduler_.Fail("w1", t->id, 1, "frontier-trial crashed: SIGSEGV", true, ""), Transition::kApplied);
+  EXPECT_EQ(scheduler_.Fail("w1", t->id, 1, "frontier-trial crashed: SIGSEGV", true, ""),
+            Transition::kApplied);
   t = scheduler_.Lease("w1");
   ASSERT_EQ(t->attempt, 2);
   clock_.now += 10'001;
@@ -142,7 +147,8 @@ TEST_F(SchedulerTest, CancelStopsRunningAndCancelsPending) {
   EXPECT_EQ(store_.CountTrials(id).cancelled, 3);
   EXPECT_EQ(store_.GetExperiment(id)->state, "cancelled");
   // The worker stops the running trial and says so: it ends cancelled too.
-  EXPECT_EQ(scheduler_.Fail("w1", running->id, 1, "stopped: experiment cancelled", false, ""), Transition::kApplied);
+  EXPECT_EQ(scheduler_.Fail("w1", running->id, 1, "stopped: experiment cancelled", false, ""),
+            Transition::kApplied);
   EXPECT_EQ(store_.CountTrials(id).cancelled, 4);
 }
 
@@ -167,6 +173,208 @@ TEST_F(SchedulerTest, ProgressIsRecordedPerAttempt) {
   auto rows = store_.ListProgress(t->id);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].step, 3);
+}
+
+// ---------------------------------------------------------------- the search
+
+// 4 x 4 x 3 = 48 configurations on a synthetic task; strategy and repeats are appended.
+constexpr const char* kSearchSpace = R"(
+name: search
+task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
+       batch_size: 8, steps: 40, warmup_steps: 1, eval_every: 10}
+baseline:
+  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}
+  runtime: {threads: 1}
+space:
+  stem.width: [8, 12, 16, 20]
+  stages[0].width: [8, 12, 16, 20]
+  activation: [relu, gelu, silu]
+objectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]
+)";
+
+std::string SearchSpaceWith(const std::string& strategy, int repeats = 2) {
+  return std::string(kSearchSpace) + "strategy: " + strategy + "\nrepeats: " + std::to_string(repeats) + "\n";
+}
+
+// A made-up outcome that depends only on the configuration: wider is more
+// accurate and slower.
+std::string ResultFor(const std::string& config_json) {
+  const nlohmann::json config = nlohmann::json::parse(config_json);
+  const double width = config.value("stem.width", 8) + config.value("stages[0].width", 8);
+  const double bonus = config.value("activation", "relu") == "gelu" ? 0.02 : 0.0;
+  return nlohmann::json{{"event", "result"},
+                        {"status", "completed"},
+                        {"val_accuracy", 0.5 + width / 100 + bonus},
+                        {"throughput", {{"samples_per_s", 10000 / width}}}}
+      .dump();
+}
+
+// Leases and completes trials in queue order until none is pending, or
+// `limit` trials were completed; returns how many were.
+int CompleteAll(Scheduler& scheduler, FakeClock& clock, int limit = 1 << 30) {
+  int done = 0;
+  while (done < limit) {
+    auto t = scheduler.Lease("w1");
+    if (!t) break;
+    clock.now += 1000;
+    EXPECT_EQ(scheduler.Complete("w1", t->id, t->attempt, ResultFor(t->config_json)), Transition::kApplied);
+    ++done;
+  }
+  return done;
+}
+
+// config key -> its seeds, in creation order of the configurations.
+std::vector<std::pair<std::string, std::vector<int64_t>>> ConfigsOf(Store& store, const std::string& id) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> configs;
+  std::map<std::string, size_t> index;
+  for (const TrialRow& t : store.ListTrials(id)) {
+    auto [it, added] = index.emplace(t.config_json, configs.size());
+    if (added) configs.push_back({t.config_json, {}});
+    configs[it->second].second.push_back(t.seed);
+  }
+  return configs;
+}
+
+TEST_F(SchedulerTest, Nsga2AddsGenerationsAsOutcomesArriveAtEverySeed) {
+  const std::string id =
+      scheduler_
+          .Submit(SearchSpaceWith("{name: nsga2, population: 4, generations: 3, seed: 5}"), "search.yaml")
+          .id;
+  EXPECT_EQ(store_.ListTrials(id).size(), 10u);  // the baseline and 4 configurations, 2 seeds each
+  // Until the whole first generation and the baseline are in, nothing new.
+  EXPECT_EQ(CompleteAll(scheduler_, clock_, 9), 9);
+  EXPECT_EQ(store_.ListTrials(id).size(), 10u);
+  EXPECT_EQ(CompleteAll(scheduler_, clock_, 1), 1);
+  EXPECT_EQ(store_.ListTrials(id).size(), 18u);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "running");
+  CompleteAll(scheduler_, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  const auto configs = ConfigsOf(store_, id);
+  ASSERT_EQ(configs.size(), 13u);  // the baseline and 3 generations of 4, none twice
+  EXPECT_EQ(configs[0].first, "{}");
+  for (const auto& [config, seeds] : configs) EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
+}
+
+TEST_F(SchedulerTest, ARestartedCoordinatorContinuesTheSameSearch) {
+  const std::string yaml = SearchSpaceWith("{name: nsga2, population: 4, generations: 4, seed: 7}");
+  // Uninterrupted.
+  SqliteStore other(":memory:");
+  FakeClock other_clock;
+  Scheduler uninterrupted(other, other_clock, Options());
+  const std::string reference = uninterrupted.Submit(yaml, "search.yaml").id;
+  CompleteAll(uninterrupted, other_clock);
+  // Restarted twice: mid-generation, and right after a generation was added.
+  const std::string id = scheduler_.Submit(yaml, "search.yaml").id;
+  CompleteAll(scheduler_, clock_, 13);
+  auto restarted = std::make_unique<Scheduler>(store_, clock_, Options());
+  CompleteAll(*restarted, clock_, 5);  // completes generation 1: generation 2 is added
+  restarted = std::make_unique<Scheduler>(store_, clock_, Options());
+  CompleteAll(*restarted, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  EXPECT_EQ(ConfigsOf(store_, id), ConfigsOf(other, reference));
+  EXPECT_EQ(ConfigsOf(store_, id).size(), 17u);
+}
+
+TEST_F(SchedulerTest, AblationRunsTheOneFactorSetAndTheBaselineAtEverySeed) {
+  const std::string id = scheduler_.Submit(SearchSpaceWith("{name: ablation}"), "search.yaml").id;
+  const auto configs = ConfigsOf(store_, id);
+  std::set<std::string> keys;
+  for (const auto& [config, seeds] : configs) {
+    keys.insert(config);
+    EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"{}", R"({"stem.width":12})", R"({"stem.width":16})",
+                                         R"({"stem.width":20})", R"({"stages[0].width":12})",
+                                         R"({"stages[0].width":16})", R"({"stages[0].width":20})",
+                                         R"({"activation":"gelu"})", R"({"activation":"silu"})"}));
+}
+
+TEST_F(SchedulerTest, CumulativeAblationAddsRoundsUntilNothingImproves) {
+  const std::string id =
+      scheduler_.Submit(SearchSpaceWith("{name: ablation, cumulative: true}"), "search.yaml").id;
+  CompleteAll(scheduler_, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  std::set<std::string> keys;
+  for (const auto& [config, seeds] : ConfigsOf(store_, id)) keys.insert(config);
+  // Round 1: 8 one-factor changes; the widest stem wins. Round 2 from it: 5; the
+  // widest stage wins. Round 3: gelu and silu; gelu wins. Then nothing is left.
+  EXPECT_EQ(keys.size(), 1u + 8 + 5 + 2);
+  EXPECT_TRUE(keys.count(R"({"activation":"gelu","stages[0].width":20,"stem.width":20})"));
+}
+
+// An eval event at `step` with `accuracy`; every trial runs 10 ms steps.
+std::string Eval(int step, double accuracy) {
+  return nlohmann::json{{"event", "eval"},
+                        {"step", step},
+                        {"val_accuracy", accuracy},
+                        {"val_loss", 1.0},
+                        {"train_time_s", step * 0.01}}
+      .dump();
+}
+
+TEST_F(SchedulerTest, AshaStopsTrialsAtRungsButNeverTheBaseline) {
+  const std::string id =
+      scheduler_
+          .Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 3, seed: 1}", 1),
+                  "search.yaml")
+          .id;
+  ASSERT_EQ(store_.ListTrials(id).size(), 4u);
+  std::vector<std::string> states;
+  const std::vector<double> accuracy = {0.2, 0.6, 0.4, 0.7};  // baseline first, in queue order
+  for (double acc : accuracy) {
+    auto t = scheduler_.Lease("w1");
+    ASSERT_TRUE(t.has_value());
+    clock_.now += 1000;
+    const ProgressReply reply = scheduler_.Progress("w1", t->id, t->attempt, Eval(10, acc));
+    if (reply.stop) {
+      EXPECT_EQ(reply.reason.rfind("asha: at step 10", 0), 0u) << reply.reason;
+      EXPECT_EQ(scheduler_.Fail("w1", t->id, t->attempt, "stopped: " + reply.reason, false, ""),
+                Transition::kApplied);
+    } else {
+      EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, Eval(20, acc)).stop);
+      EXPECT_EQ(scheduler_.Complete("w1", t->id, t->attempt, ResultFor(t->config_json)),
+                Transition::kApplied);
+    }
+    states.push_back(store_.GetTrial(t->id)->state);
+  }
+  // The worst baseline continues; 0.6 is best of 2; 0.4 is 2nd of 3 (1 continues); 0.7 is best of 4.
+  EXPECT_EQ(states, (std::vector<std::string>{"completed", "completed", "stopped", "completed"}));
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+}
+
+TEST_F(SchedulerTest, AshaDecisionsAreRebuiltAfterARestart) {
+  const std::string id =
+      scheduler_
+          .Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 3, seed: 1}", 1),
+                  "search.yaml")
+          .id;
+  for (double acc : {0.5, 0.6}) {
+    auto t = scheduler_.Lease("w1");
+    clock_.now += 1000;
+    EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, Eval(10, acc)).stop);
+  }
+  Scheduler restarted(store_, clock_, Options());
+  auto t = restarted.Lease("w1");
+  clock_.now += 1000;
+  // 0.55 is 2nd of 3 at the rung: stopped, as before the restart. A fresh
+  // ASHA would have let it through as the first at the rung.
+  EXPECT_TRUE(restarted.Progress("w1", t->id, t->attempt, Eval(10, 0.55)).stop);
+  EXPECT_EQ(store_.ListTrials(id).size(), 4u);
+}
+
+TEST_F(SchedulerTest, ACancelledSearchProposesNothingMore) {
+  const std::string id =
+      scheduler_
+          .Submit(SearchSpaceWith("{name: nsga2, population: 4, generations: 3, seed: 5}"), "search.yaml")
+          .id;
+  CompleteAll(scheduler_, clock_, 9);
+  auto last = scheduler_.Lease("w1");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_TRUE(scheduler_.Cancel(id));
+  EXPECT_EQ(scheduler_.Complete("w1", last->id, last->attempt, ResultFor(last->config_json)),
+            Transition::kApplied);
+  EXPECT_EQ(store_.ListTrials(id).size(), 10u);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "cancelled");
 }
 
 }  // namespace

@@ -8,7 +8,8 @@ namespace frontier {
 namespace {
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformanceTest,
-                         ::testing::Values([] { return std::make_unique<SqliteStore>(":memory:"); }));
+                         ::testing::Values([] { return std::make_unique<SqliteStore>(":memory:"); }),
+                         [](const auto&) { return std::string("store"); });
 
 TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
   const auto path = std::filesystem::temp_directory_path() / "frontier_store_test.db";

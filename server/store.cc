@@ -1,0 +1,32 @@
+#include "server/store.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace frontier {
+
+bool trial_state::IsFinal(const std::string& s) { return s != kPending && s != kRunning; }
+
+std::string ExperimentIdFor(int64_t seq) {
+  char id[32];
+  std::snprintf(id, sizeof id, "exp-%06lld", static_cast<long long>(seq));
+  return id;
+}
+
+std::string WorkerIdFor(int64_t seq) {
+  char id[32];
+  std::snprintf(id, sizeof id, "worker-%04lld", static_cast<long long>(seq));
+  return id;
+}
+
+void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial) {
+  char id[96];
+  std::snprintf(id, sizeof id, "%s-t%04lld", experiment_id.c_str(), static_cast<long long>(number));
+  trial.id = id;
+  nlohmann::json spec = nlohmann::json::parse(trial.spec_json);
+  spec["trial_id"] = trial.id;
+  trial.spec_json = spec.dump();
+}
+
+}  // namespace frontier

@@ -1,0 +1,64 @@
+#include "server/strategies/asha.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+namespace frontier {
+namespace {
+
+Fitness MeanFitness(const std::map<int64_t, Fitness>& seeds) {
+  Fitness mean;
+  for (const auto& [seed, fitness] : seeds) {
+    if (mean.objectives.empty()) mean.objectives.assign(fitness.objectives.size(), 0.0);
+    for (size_t i = 0; i < fitness.objectives.size() && i < mean.objectives.size(); ++i) {
+      mean.objectives[i] += fitness.objectives[i] / static_cast<double>(seeds.size());
+    }
+    mean.violation += fitness.violation / static_cast<double>(seeds.size());
+  }
+  return mean;
+}
+
+}  // namespace
+
+std::vector<int> AshaRungs(const AshaOptions& options) {
+  if (options.min_steps < 1 || options.eta < 2) {
+    throw std::invalid_argument("AshaRungs: needs min_steps >= 1 and eta >= 2");
+  }
+  std::vector<int> rungs;
+  for (int64_t step = options.min_steps; step < options.max_steps; step *= options.eta) {
+    rungs.push_back(static_cast<int>(step));
+  }
+  return rungs;
+}
+
+AshaStopper::AshaStopper(AshaOptions options) : options_(options), rungs_(AshaRungs(options)) {}
+
+StopDecision AshaStopper::Report(const std::string& config, int64_t seed, int step, const Fitness& fitness,
+                                 bool may_stop) {
+  if (std::find(rungs_.begin(), rungs_.end(), step) == rungs_.end()) return {};
+  Rung& rung = by_step_[step];
+  auto [it, first] = rung.index.emplace(config, rung.entries.size());
+  if (first) rung.entries.push_back(Entry{config, {}, {}});
+  Entry& entry = rung.entries[it->second];
+  entry.seeds[seed] = fitness;
+  if (!first) return entry.decision;
+
+  std::vector<Fitness> points;
+  points.reserve(rung.entries.size());
+  for (const Entry& e : rung.entries) points.push_back(MeanFitness(e.seeds));
+  const std::vector<size_t> order = RankOrder(points);
+  const size_t n = points.size();
+  const size_t quota = std::max<size_t>(1, n / static_cast<size_t>(options_.eta));
+  const size_t position =
+      static_cast<size_t>(std::find(order.begin(), order.end(), it->second) - order.begin());
+  if (may_stop && position >= quota) {
+    entry.decision.stop = true;
+    entry.decision.reason = "asha: at step " + std::to_string(step) + " ranked " +
+                            std::to_string(position + 1) + " of " + std::to_string(n) +
+                            " configurations; the best " + std::to_string(quota) + " continue";
+  }
+  return entry.decision;
+}
+
+}  // namespace frontier

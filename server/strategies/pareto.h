@@ -1,0 +1,42 @@
+// Ranking of evaluated configurations for multi-objective selection: Deb's
+// constraint-domination, fast non-dominated sorting and crowding distance
+// (Deb et al., "A fast and elitist multiobjective genetic algorithm:
+// NSGA-II", 2002). Shared by NSGA-II and ASHA's promotions. Pure functions.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace frontier {
+
+// How good one evaluated configuration is, for selection.
+struct Fitness {
+  std::vector<double> objectives;  // every objective to minimize (a maximized metric is negated)
+  double violation = 0;            // summed relative constraint violation: 0 when feasible;
+                                   // +infinity when there is no usable result (failed, stopped, ...)
+  bool feasible() const { return violation == 0; }
+};
+
+// Constraint-domination: `a` dominates `b` when a is feasible and b is not;
+// when both are infeasible and a violates less; when both are feasible and a
+// is no worse in every objective and better in one. Feasible points must
+// have objective vectors of equal size (std::invalid_argument otherwise).
+bool ConstrainedDominates(const Fitness& a, const Fitness& b);
+
+// The fronts of the fast non-dominated sort under ConstrainedDominates: front
+// 0 is every point nothing dominates, front 1 what only front 0 dominates,
+// and so on. Indices ascend within each front.
+std::vector<std::vector<size_t>> NonDominatedFronts(const std::vector<Fitness>& points);
+
+// Crowding distance of each member of `front` (indices into `points`), in
+// the front's order: per objective, the boundary members get +infinity and
+// the others the gap between their neighbours divided by the objective's
+// span (an objective without span adds nothing); the distances are summed.
+// An infeasible front (no comparable objectives) gets 0 everywhere.
+std::vector<double> CrowdingDistances(const std::vector<Fitness>& points, const std::vector<size_t>& front);
+
+// Every index, best first: by front, then by larger crowding distance, then
+// by smaller index (so callers break ties by the order of `points`).
+std::vector<size_t> RankOrder(const std::vector<Fitness>& points);
+
+}  // namespace frontier

@@ -1,0 +1,163 @@
+// The conformance tests themselves (one translation unit; the fixture is in
+// store_conformance.h, the instantiations in each store's test file).
+#include "tests/server/store_conformance.h"
+
+namespace frontier {
+
+TEST_P(StoreConformanceTest, CreatesExperimentsWithTrials) {
+  const std::string id = NewExperiment(3);
+  auto e = store_->GetExperiment(id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->name, "x");
+  EXPECT_EQ(e->state, "running");
+  EXPECT_EQ(e->skipped, std::vector<std::string>{"{\"a\":1}: reason"});
+  EXPECT_EQ(e->created_ms, 1000);
+  auto trials = store_->ListTrials(id);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].id, id + "-t0001");
+  EXPECT_EQ(trials[2].seed, 3);
+  EXPECT_TRUE(trials[0].is_baseline);
+  EXPECT_EQ(nlohmann::json::parse(trials[1].spec_json)["trial_id"], id + "-t0002");  // the spec knows its id
+  EXPECT_EQ(store_->CountTrials(id).pending, 3);
+  const std::string second = NewExperiment(1);
+  EXPECT_NE(second, id);
+  EXPECT_EQ(store_->ListExperiments(10).front().id, second);  // newest first
+  EXPECT_FALSE(store_->GetExperiment("exp-999999").has_value());
+}
+
+TEST_P(StoreConformanceTest, NamesAreStoredVerbatim) {
+  ExperimentRecord e;
+  e.name = "x'); DROP TABLE trials; --";
+  e.space_yaml = "name: \"x'); DROP TABLE trials; --\"";
+  e.source_name = "weird 'name'.yaml";
+  const std::string id = store_->CreateExperiment(e, {Trial(1)}, 5);
+  EXPECT_EQ(store_->GetExperiment(id)->name, e.name);
+  EXPECT_EQ(store_->ListTrials(id).size(), 1u);
+}
+
+TEST_P(StoreConformanceTest, LeasesInOrderAndOnlyOnce) {
+  const std::string id = NewExperiment(2);
+  auto a = store_->LeaseNextTrial("w1", 2000, 500);
+  auto b = store_->LeaseNextTrial("w2", 2000, 500);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->id, id + "-t0001");
+  EXPECT_EQ(b->id, id + "-t0002");
+  EXPECT_EQ(a->attempt, 1);
+  EXPECT_EQ(a->state, "running");
+  EXPECT_EQ(a->worker_id, "w1");
+  EXPECT_EQ(a->lease_expires_ms, 2500);
+  EXPECT_FALSE(store_->LeaseNextTrial("w3", 2000, 500).has_value());
+}
+
+TEST_P(StoreConformanceTest, ConcurrentLeasesNeverCollide) {
+  const std::string id = NewExperiment(40);
+  std::vector<std::vector<std::string>> got(4);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      while (auto t = store_->LeaseNextTrial("w" + std::to_string(w), 2000, 500)) got[w].push_back(t->id);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::string> all;
+  size_t n = 0;
+  for (const auto& g : got) {
+    n += g.size();
+    all.insert(g.begin(), g.end());
+  }
+  EXPECT_EQ(n, 40u);
+  EXPECT_EQ(all.size(), 40u);
+}
+
+TEST_P(StoreConformanceTest, FinishIsIdempotentAndRejectsStaleAttempts) {
+  const std::string id = NewExperiment(1);
+  auto t = store_->LeaseNextTrial("w1", 2000, 500);
+  EXPECT_EQ(store_->FinishTrial(t->id, 2, "completed", "{}", "", 2100), Transition::kStale);
+  EXPECT_EQ(store_->FinishTrial(t->id, 1, "completed", R"({"status":"completed"})", "", 2100), Transition::kApplied);
+  EXPECT_EQ(store_->FinishTrial(t->id, 1, "completed", R"({"status":"completed"})", "", 2200), Transition::kDuplicate);
+  EXPECT_EQ(store_->FinishTrial("nope", 1, "completed", "{}", "", 2200), Transition::kNotFound);
+  auto row = store_->GetTrial(t->id);
+  EXPECT_EQ(row->state, "completed");
+  EXPECT_EQ(row->finished_ms, 2100);
+  EXPECT_EQ(row->result_json, R"({"status":"completed"})");
+  EXPECT_EQ(store_->ExperimentsReadyToComplete(), std::vector<std::string>{id});
+}
+
+TEST_P(StoreConformanceTest, ExpiredLeasesRequeueUntilMaxAttempts) {
+  const std::string id = NewExperiment(1, /*max_attempts=*/2);
+  auto first = store_->LeaseNextTrial("w1", 2000, 500);
+  EXPECT_TRUE(store_->ExpireLeases(2400).empty());  // not yet
+  EXPECT_TRUE(store_->ExtendLease(first->id, 1, "w1", 3000));
+  EXPECT_FALSE(store_->ExtendLease(first->id, 1, "w2", 9000));  // not its lease
+  auto expired = store_->ExpireLeases(3001);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].state, "pending");
+  // The old attempt can no longer report.
+  EXPECT_EQ(store_->FinishTrial(first->id, 1, "completed", "{}", "", 3002), Transition::kStale);
+  auto second = store_->LeaseNextTrial("w2", 3003, 500);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->attempt, 2);
+  expired = store_->ExpireLeases(4000);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].state, "failed");
+  EXPECT_NE(expired[0].error.find("lease expired (attempt 2 of 2"), std::string::npos) << expired[0].error;
+  EXPECT_FALSE(store_->LeaseNextTrial("w3", 4001, 500).has_value());
+}
+
+TEST_P(StoreConformanceTest, FailedAttemptsRetryThenFail) {
+  NewExperiment(1, /*max_attempts=*/2);
+  auto t = store_->LeaseNextTrial("w1", 2000, 500);
+  EXPECT_EQ(store_->FailAttempt(t->id, 1, "crashed: SIGSEGV", true, "", 2100), Transition::kApplied);
+  EXPECT_EQ(store_->FailAttempt(t->id, 1, "crashed: SIGSEGV", true, "", 2101), Transition::kDuplicate);
+  EXPECT_EQ(store_->GetTrial(t->id)->state, "pending");
+  t = store_->LeaseNextTrial("w1", 2200, 500);
+  EXPECT_EQ(store_->FailAttempt(t->id, 2, "crashed again", true, "", 2300), Transition::kApplied);
+  auto row = store_->GetTrial(t->id);
+  EXPECT_EQ(row->state, "failed");
+  EXPECT_EQ(row->error, "crashed again");
+}
+
+TEST_P(StoreConformanceTest, NonRetryableFailureIsFinal) {
+  NewExperiment(1);
+  auto t = store_->LeaseNextTrial("w1", 2000, 500);
+  EXPECT_EQ(store_->FailAttempt(t->id, 1, "spec: bad", false, R"({"status":"failed"})", 2100), Transition::kApplied);
+  EXPECT_EQ(store_->GetTrial(t->id)->state, "failed");
+}
+
+TEST_P(StoreConformanceTest, CancelAndRestartGrace) {
+  const std::string id = NewExperiment(3);
+  auto running = store_->LeaseNextTrial("w1", 2000, 500);
+  store_->SetExperimentState(id, "cancelled");
+  store_->CancelPendingTrials(id, 2100);
+  const TrialCountsRow c = store_->CountTrials(id);
+  EXPECT_EQ(c.cancelled, 2);
+  EXPECT_EQ(c.running, 1);
+  EXPECT_FALSE(store_->LeaseNextTrial("w2", 2200, 500).has_value());
+  store_->ExtendAllLeases(10000);
+  EXPECT_TRUE(store_->ExpireLeases(9999).empty());
+  EXPECT_EQ(store_->GetTrial(running->id)->lease_expires_ms, 10000);
+}
+
+TEST_P(StoreConformanceTest, ProgressAndWorkers) {
+  NewExperiment(1);
+  auto t = store_->LeaseNextTrial("w1", 2000, 500);
+  store_->AddProgress({t->id, 1, 20, R"({"event":"progress","step":20})", 2100});
+  store_->AddProgress({t->id, 1, 10, R"({"event":"progress","step":10})", 2050});
+  auto p = store_->ListProgress(t->id);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].step, 10);
+  WorkerRecord w;
+  w.host = "node1";
+  w.device = "cuda";
+  w.device_name = "NVIDIA H200";
+  w.device_count = 8;
+  const std::string wid = store_->RegisterWorker(w, 3000);
+  EXPECT_TRUE(store_->TouchWorker(wid, 3500));
+  EXPECT_FALSE(store_->TouchWorker("worker-unknown", 3500));
+  auto workers = store_->ListWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].device_count, 8);
+  EXPECT_EQ(workers[0].last_heartbeat_ms, 3500);
+}
+
+}  // namespace frontier
