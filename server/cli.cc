@@ -80,9 +80,9 @@ std::string Duration(double seconds) {
 // failed call becomes a message on stderr and an exit code.
 class Client {
  public:
-  explicit Client(const std::string& address)
+  Client(const std::string& address, const ClientSecurity& security)
       : address_(address),
-        channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+        channel_(MakeClientChannel(address, security)),
         stub_(v1::ExperimentService::NewStub(channel_)) {}
 
   v1::ExperimentService::Stub& stub() { return *stub_; }
@@ -101,6 +101,9 @@ class Client {
     }
     std::cerr << "\n";
     if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return kCliInvalid;
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED || s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return kCliDenied;
+    }
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) return kCliNotFound;
     return kCliFailed;
   }
@@ -331,7 +334,7 @@ int Run(const RunOptions& o) {
     coordinator.ServeMetrics(o.metrics_listen);
     workers_metrics = o.metrics_listen.substr(0, o.metrics_listen.rfind(':')) + ":0";
   }
-  Client client(address);
+  Client client(address, ClientSecurity{});
 
   std::string id = o.resume;
   if (id.empty()) {
@@ -479,8 +482,14 @@ int RunCli(int argc, char** argv) {
   std::string server = "127.0.0.1:50051";
   std::string output = "table";
   const std::vector<std::string> formats = {"table", "json", "csv"};
+  std::string token_file;
+  ClientSecurity security;
   auto add_server = [&](CLI::App* cmd) {
     cmd->add_option("--server", server, "coordinator address host:port")->capture_default_str();
+    cmd->add_option("--token-file", token_file, "user token for a coordinator that requires one (else $FRONTIER_TOKEN)");
+    cmd->add_option("--tls-ca", security.tls_ca_file, "connect with TLS, trusting this CA (PEM)");
+    cmd->add_option("--tls-cert", security.tls_cert_file, "client certificate for mutual TLS (PEM)");
+    cmd->add_option("--tls-key", security.tls_key_file, "the client certificate's key (PEM)");
   };
   auto add_output = [&](CLI::App* cmd) {
     cmd->add_option("--output,-o", output, "table, json or csv")->check(CLI::IsMember(formats))->capture_default_str();
@@ -543,7 +552,8 @@ int RunCli(int argc, char** argv) {
 
   try {
     if (run_cmd->parsed()) return Run(run);
-    Client client(server);
+    security.token = ReadToken(token_file, "FRONTIER_TOKEN");
+    Client client(server, security);
     if (submit->parsed()) {
       v1::SubmitExperimentRequest req;
       req.set_space_yaml(ReadFile(space_file));

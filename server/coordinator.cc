@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
+#include "proto/auth.h"
 #include "metrics/coordinator_metrics.h"
 #include "metrics/endpoint.h"
 #include "metrics/measured_store.h"
@@ -142,11 +143,21 @@ std::vector<TrialRecord> TrialRecordsOf(const std::vector<TrialRow>& rows) {
 
 class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::Service {
  public:
-  ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping)
-      : scheduler_(scheduler), store_(scheduler.store()), stopping_(stopping) {}
+  ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping, const ServerSecurity& security)
+      : security_(security), scheduler_(scheduler), store_(scheduler.store()), stopping_(stopping) {}
 
-  Status SubmitExperiment(grpc::ServerContext*, const v1::SubmitExperimentRequest* req,
+  Status SubmitExperiment(grpc::ServerContext* ctx, const v1::SubmitExperimentRequest* req,
                           v1::SubmitExperimentResponse* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+    // Bounds on what the network may hand us; the parser bounds the rest (grid size).
+    constexpr size_t kMaxSpaceBytes = 1 << 20, kMaxSourceName = 1024;
+    if (req->space_yaml().size() > kMaxSpaceBytes) {
+      return Status(StatusCode::INVALID_ARGUMENT, "search-space file of " + std::to_string(req->space_yaml().size()) +
+                                                      " bytes; the limit is 1 MiB");
+    }
+    if (req->source_name().size() > kMaxSourceName) {
+      return Status(StatusCode::INVALID_ARGUMENT, "source name longer than 1024 characters");
+    }
     return Guarded("SubmitExperiment", [&] {
       const std::string source = req->source_name().empty() ? "<submitted>" : req->source_name();
       ExperimentRecord e = scheduler_.Submit(req->space_yaml(), source);
@@ -157,7 +168,8 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     });
   }
 
-  Status GetExperiment(grpc::ServerContext*, const v1::GetExperimentRequest* req, v1::Experiment* resp) override {
+  Status GetExperiment(grpc::ServerContext* ctx, const v1::GetExperimentRequest* req, v1::Experiment* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
     return Guarded("GetExperiment", [&] {
       auto e = store_.GetExperiment(req->experiment_id());
       if (!e) return NotFound(req->experiment_id());
@@ -166,8 +178,9 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     });
   }
 
-  Status ListExperiments(grpc::ServerContext*, const v1::ListExperimentsRequest* req,
+  Status ListExperiments(grpc::ServerContext* ctx, const v1::ListExperimentsRequest* req,
                          v1::ListExperimentsResponse* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
     return Guarded("ListExperiments", [&] {
       const int limit = req->limit() > 0 ? std::min(req->limit(), 10000) : 100;
       for (const auto& e : store_.ListExperiments(limit)) FillExperiment(store_, e, resp->add_experiments(), false);
@@ -175,8 +188,9 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     });
   }
 
-  Status CancelExperiment(grpc::ServerContext*, const v1::CancelExperimentRequest* req,
+  Status CancelExperiment(grpc::ServerContext* ctx, const v1::CancelExperimentRequest* req,
                           v1::Experiment* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
     return Guarded("CancelExperiment", [&] {
       if (!scheduler_.Cancel(req->experiment_id())) return NotFound(req->experiment_id());
       FillExperiment(store_, *store_.GetExperiment(req->experiment_id()), resp, false);
@@ -187,6 +201,7 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
 
   Status WatchExperiment(grpc::ServerContext* ctx, const v1::WatchExperimentRequest* req,
                          grpc::ServerWriter<v1::ExperimentEvent>* writer) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
     return Guarded("WatchExperiment", [&] {
       const std::string& id = req->experiment_id();
       if (!store_.GetExperiment(id)) return NotFound(id);
@@ -224,7 +239,8 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     });
   }
 
-  Status ListTrials(grpc::ServerContext*, const v1::ListTrialsRequest* req, v1::ListTrialsResponse* resp) override {
+  Status ListTrials(grpc::ServerContext* ctx, const v1::ListTrialsRequest* req, v1::ListTrialsResponse* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
     return Guarded("ListTrials", [&] {
       if (!store_.GetExperiment(req->experiment_id())) return NotFound(req->experiment_id());
       for (const TrialRow& t : store_.ListTrials(req->experiment_id())) FillTrial(t, resp->add_trials(), true);
@@ -232,7 +248,8 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     });
   }
 
-  Status GetReport(grpc::ServerContext*, const v1::GetReportRequest* req, v1::GetReportResponse* resp) override {
+  Status GetReport(grpc::ServerContext* ctx, const v1::GetReportRequest* req, v1::GetReportResponse* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
     return Guarded("GetReport", [&] {
       auto e = store_.GetExperiment(req->experiment_id());
       if (!e) return NotFound(req->experiment_id());
@@ -271,6 +288,7 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     return Status(StatusCode::NOT_FOUND, "no experiment '" + id + "'");
   }
 
+  const ServerSecurity& security_;
   Scheduler& scheduler_;
   Store& store_;
   std::atomic<bool>& stopping_;
@@ -282,11 +300,13 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
 // deadline passes.
 class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms, CoordinatorMetrics& metrics)
-      : scheduler_(scheduler), max_wait_ms_(max_wait_ms), metrics_(metrics) {}
+  WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms, CoordinatorMetrics& metrics,
+                    const ServerSecurity& security)
+      : security_(security), scheduler_(scheduler), max_wait_ms_(max_wait_ms), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx, const v1::RegisterWorkerRequest* req,
                                            v1::RegisterWorkerResponse* resp) override {
+    if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
     return Respond(ctx, Guarded("RegisterWorker", [&] {
       WorkerRecord w;
       w.host = req->host();
@@ -310,6 +330,10 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
   grpc::ServerUnaryReactor* LeaseTrial(grpc::CallbackServerContext* ctx, const v1::LeaseTrialRequest* req,
                                        v1::LeaseTrialResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
+    if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) {
+      reactor->Finish(denied);
+      return reactor;
+    }
     metrics_.WorkerSeen(req->worker_id());
     Status status = Guarded("LeaseTrial", [&] { return TryLease(req->worker_id(), resp) ? Status::OK : Parked(); });
     if (status.error_code() == StatusCode::ABORTED) {  // parked: the dispatcher answers it
@@ -326,6 +350,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
     metrics_.WorkerSeen(req->worker_id());
+    if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
     return Respond(ctx, Guarded("Heartbeat", [&] {
       const HeartbeatReply r = scheduler_.Heartbeat(req->worker_id(), req->trial_id(), req->attempt());
       resp->set_lease_valid(r.lease_valid);
@@ -337,6 +362,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
   grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx, const v1::ReportProgressRequest* req,
                                            v1::ReportProgressResponse* resp) override {
     metrics_.WorkerSeen(req->worker_id());
+    if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
     return Respond(ctx, Guarded("ReportProgress", [&] {
       const ProgressReply r = scheduler_.Progress(req->worker_id(), req->trial_id(), req->attempt(), req->event_json());
       resp->set_stop(r.stop);
@@ -348,6 +374,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
   grpc::ServerUnaryReactor* CompleteTrial(grpc::CallbackServerContext* ctx, const v1::CompleteTrialRequest* req,
                                           v1::CompleteTrialResponse* resp) override {
     metrics_.WorkerSeen(req->worker_id());
+    if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
     return Respond(ctx, Guarded("CompleteTrial", [&] {
       const Transition t = scheduler_.Complete(req->worker_id(), req->trial_id(), req->attempt(), req->result_json());
       resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
@@ -361,6 +388,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
   grpc::ServerUnaryReactor* FailTrial(grpc::CallbackServerContext* ctx, const v1::FailTrialRequest* req,
                                       v1::FailTrialResponse* resp) override {
     metrics_.WorkerSeen(req->worker_id());
+    if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
     return Respond(ctx, Guarded("FailTrial", [&] {
       const Transition t = scheduler_.Fail(req->worker_id(), req->trial_id(), req->attempt(), req->error(),
                                            req->retryable(), req->result_json());
@@ -434,6 +462,7 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
     return true;
   }
 
+  const ServerSecurity& security_;
   Scheduler& scheduler_;
   int64_t max_wait_ms_;
   CoordinatorMetrics& metrics_;
@@ -447,8 +476,8 @@ Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(option
   metrics_ = std::make_unique<CoordinatorMetrics>(metrics_options);
   store_ = std::make_unique<MeasuredStore>(OpenStore(options_.store), *metrics_);
   scheduler_ = std::make_unique<Scheduler>(*store_, clock_, options_.scheduler);
-  experiments_ = std::make_unique<ExperimentServiceImpl>(*scheduler_, stopping_);
-  workers_ = std::make_unique<WorkerServiceImpl>(*scheduler_, options_.max_lease_wait_ms, *metrics_);
+  experiments_ = std::make_unique<ExperimentServiceImpl>(*scheduler_, stopping_, options_.security);
+  workers_ = std::make_unique<WorkerServiceImpl>(*scheduler_, options_.max_lease_wait_ms, *metrics_, options_.security);
 }
 
 Coordinator::~Coordinator() { Shutdown(); }
@@ -456,10 +485,10 @@ Coordinator::~Coordinator() { Shutdown(); }
 int Coordinator::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen, MakeServerCredentials(options_.security), &port_);
   builder.RegisterService(experiments_.get());
   builder.RegisterService(workers_.get());
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxReceiveMessageSize(4 << 20);  // results and specs are kilobytes; a space file at most 1 MiB
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(metrics_->MakeRpcInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "proto/auth.h"
 #include "server/clock.h"
 #include "server/scheduler.h"
 #include "server/store.h"
@@ -27,6 +28,7 @@ struct CoordinatorOptions {
   std::string store = "frontier.db";  // postgresql://USER@HOST:PORT/DB, a SQLite path, sqlite:PATH or ":memory:"
   SchedulerOptions scheduler;
   int64_t max_lease_wait_ms = 30'000;      // cap on LeaseTrial long polls
+  ServerSecurity security;                 // tokens and TLS; default: none
 };
 
 // Opens the store a URL names. Throws StoreError (or std::invalid_argument for an unknown scheme).

@@ -41,6 +41,15 @@ int main(int argc, char** argv) {
   app.add_option("--restart-grace", grace_s, "seconds running trials keep their lease after a start")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  std::string user_token_file, worker_token_file;
+  app.add_option("--user-token-file", user_token_file,
+                 "file with the token users must present (else $FRONTIER_USER_TOKEN; neither: no user token)");
+  app.add_option("--worker-token-file", worker_token_file,
+                 "file with the token workers must present (else $FRONTIER_WORKER_TOKEN)");
+  app.add_option("--tls-cert", options.security.tls_cert_file, "serve TLS with this certificate (PEM)");
+  app.add_option("--tls-key", options.security.tls_key_file, "the certificate's private key (PEM)");
+  app.add_option("--tls-client-ca", options.security.tls_client_ca_file,
+                 "require client certificates signed by this CA (mutual TLS)");
   auto* migrate = app.add_subcommand("migrate", "apply the store's schema migrations and exit");
   CLI11_PARSE(app, argc, argv);
   if (migrate->parsed()) {
@@ -52,6 +61,17 @@ int main(int argc, char** argv) {
       spdlog::error("frontier-server migrate: {}", e.what());
       return 1;
     }
+  }
+  try {
+    options.security.user_token = frontier::ReadToken(user_token_file, "FRONTIER_USER_TOKEN");
+    options.security.worker_token = frontier::ReadToken(worker_token_file, "FRONTIER_WORKER_TOKEN");
+  } catch (const std::exception& e) {
+    std::cerr << "frontier-server: " << e.what() << "\n";
+    return 64;
+  }
+  if (options.security.user_token.empty() != options.security.worker_token.empty()) {
+    std::cerr << "frontier-server: set both a user and a worker token, or neither\n";
+    return 64;
   }
   options.scheduler.lease_timeout_ms = static_cast<int64_t>(lease_timeout_s * 1000);
   options.scheduler.heartbeat_interval_ms = static_cast<int64_t>(heartbeat_s * 1000);

@@ -522,15 +522,15 @@ void Agent::Fail(const Lease& lease, const std::string& error, bool retryable,
   }
 }
 
-std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address,
-                                                      milliseconds max_reconnect_backoff) {
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address, milliseconds max_reconnect_backoff,
+                                                      const ClientSecurity& security) {
   grpc::ChannelArguments arguments;
   const int max_ms = static_cast<int>(max_reconnect_backoff.count());
   const int initial_ms = std::min(max_ms, 1000);
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_ms);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial_ms);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+  return MakeClientChannel(address, security, arguments);
 }
 
 std::string DetectDeviceName(const std::string& device) {

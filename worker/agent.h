@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "frontier/v1/frontier.grpc.pb.h"
+#include "proto/auth.h"
 #include "worker/trial_process.h"
 
 namespace frontier {
@@ -135,9 +136,11 @@ class Agent {
 };
 
 // A channel to the coordinator at `address` (HOST:PORT) that reconnects
-// within `max_reconnect_backoff` after the coordinator comes back.
+// within `max_reconnect_backoff` after the coordinator comes back, with TLS
+// and a bearer token as `security` says.
 std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address,
-                                                      std::chrono::milliseconds max_reconnect_backoff);
+                                                      std::chrono::milliseconds max_reconnect_backoff,
+                                                      const ClientSecurity& security = {});
 
 // "cpu: <model name from /proc/cpuinfo>" for cpu, the first GPU's name from
 // nvidia-smi for cuda; the bare device when neither is available.

@@ -41,6 +41,8 @@ constexpr const char* kUsage =
     "  --max-trials N            exit after N trials (default 0: run until stopped)\n"
     "  --drain-timeout SECONDS   on SIGTERM/SIGINT, wait this long for running trials (default 600)\n"
     "  --name NAME               this worker's label for people (default: the host name)\n"
+    "  --token-file FILE         worker token for a coordinator that requires one (else $FRONTIER_TOKEN)\n"
+    "  --tls-ca FILE             connect with TLS, trusting this CA; --tls-cert/--tls-key FILE for mutual TLS\n"
     "  --metrics-listen HOST:PORT  serve Prometheus /metrics there (default 127.0.0.1:9465; port 0: any\n"
     "                            free port; 0 or empty: none)\n"
     "exit status: 0 done or drained, 1 registration refused, no work folder or no /metrics address, 64 usage error\n";
@@ -103,6 +105,8 @@ std::string HostName() {
 int main(int argc, char** argv) {
   frontier::AgentOptions options;
   std::string coordinator;
+  std::string token_file;
+  frontier::ClientSecurity security;
   std::string trial_binary;
   std::optional<long> threads_per_trial;
   std::string metrics_listen = "127.0.0.1:9465";
@@ -155,6 +159,14 @@ int main(int argc, char** argv) {
       const auto timeout = ParseSeconds(*value);
       if (!timeout) return Usage(bad + ": seconds > 0");
       options.drain_timeout = *timeout;
+    } else if (flag == "--token-file") {
+      token_file = *value;
+    } else if (flag == "--tls-ca") {
+      security.tls_ca_file = *value;
+    } else if (flag == "--tls-cert") {
+      security.tls_cert_file = *value;
+    } else if (flag == "--tls-key") {
+      security.tls_key_file = *value;
     } else if (flag == "--name") {
       options.host = *value;
     } else if (flag == "--metrics-listen") {
@@ -165,6 +177,11 @@ int main(int argc, char** argv) {
     }
   }
   if (coordinator.empty()) return Usage("--coordinator is required");
+  try {
+    security.token = frontier::ReadToken(token_file, "FRONTIER_TOKEN");
+  } catch (const std::exception& e) {
+    return Usage(e.what());
+  }
   if (trial_binary.empty()) trial_binary = frontier::DefaultTrialBinary();
   if (!Executable(trial_binary)) {
     return Usage("frontier-trial not found or not executable: '" + trial_binary + "' (use --trial-binary)");
@@ -219,7 +236,7 @@ int main(int argc, char** argv) {
 
   frontier::Agent agent(options,
                         frontier::v1::WorkerService::NewStub(
-                            frontier::MakeCoordinatorChannel(coordinator, std::chrono::seconds(5))),
+                            frontier::MakeCoordinatorChannel(coordinator, std::chrono::seconds(5), security)),
                         std::make_unique<frontier::ProcessTrialLauncher>(trial_binary));
   std::atomic<bool> done{false};
   std::thread signal_thread([&] {

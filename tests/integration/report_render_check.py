@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Checks of the HTML report as headless Chromium rendered it (report_render_test.sh).
+
+  report_render_check.py probe REPORT.html PROBE.html
+      writes PROBE.html: the report plus a script that records, after layout, where Chromium drew every
+      circle.config and the polyline.front (screen coordinates, computed colors) into
+      <script type="application/json" id="frontier-layout"> (display: none; the layout is unchanged)
+  report_render_check.py check DOM.html SCREENSHOT.png --configs N
+      DOM.html is `chromium --dump-dom` of PROBE.html, SCREENSHOT.png `chromium --screenshot` of REPORT.html at
+      the same window size: one circle.config per configuration with data, the front drawn through the
+      front's circles, and in the picture each circle's center in its fill color and the dashed front line in
+      its stroke color.
+"""
+import argparse
+import json
+import re
+import struct
+import sys
+import zlib
+
+PROBE = r"""
+<script>
+(function () {
+  function rgb(css) { var m = css.match(/[\d.]+/g); return m ? m.slice(0, 3).map(Number) : null; }
+  var out = {dpr: window.devicePixelRatio, viewport: [window.innerWidth, window.innerHeight], circles: [], front: null};
+  document.querySelectorAll('svg circle.config').forEach(function (c) {
+    var r = c.getBoundingClientRect();
+    out.circles.push({x: r.left + r.width / 2, y: r.top + r.height / 2, d: r.width, fill: rgb(getComputedStyle(c).fill),
+                      front: c.getAttribute('data-front'), baseline: c.getAttribute('data-baseline'),
+                      config: c.getAttribute('data-config')});
+  });
+  var p = document.querySelector('svg polyline.front');
+  if (p) {
+    var m = p.getScreenCTM(), pts = [];
+    for (var i = 0; i < p.points.numberOfItems; i++) {
+      var q = p.points.getItem(i).matrixTransform(m);
+      pts.push([q.x, q.y]);
+    }
+    var s = getComputedStyle(p);
+    out.front = {points: pts, stroke: rgb(s.stroke), width: parseFloat(s.strokeWidth), visibility: s.visibility,
+                 display: s.display};
+  }
+  var node = document.createElement('script');
+  node.type = 'application/json';
+  node.id = 'frontier-layout';
+  node.textContent = JSON.stringify(out);
+  document.body.appendChild(node);
+})();
+</script>
+"""
+
+FAILURES = []
+
+
+def fail(message):
+    FAILURES.append(message)
+    print("FAIL " + message, flush=True)
+
+
+def ok(message):
+    print("ok   " + message, flush=True)
+
+
+def read_png(path):
+    """(width, height, rows of (r, g, b) tuples) of an 8-bit, non-interlaced RGB or RGBA PNG."""
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path} is not a PNG")
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        elif kind == b"IEND":
+            break
+    width, height, depth, color, _, _, interlace = header
+    if depth != 8 or color not in (2, 6) or interlace:
+        raise ValueError(f"unsupported PNG: depth {depth}, color type {color}, interlace {interlace}")
+    channels = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up = previous[i]
+            up_left = previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - up_left
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - up_left)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else up_left)) & 255
+        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
+        previous = line
+    return width, height, rows
+
+
+def close(a, b, tolerance=40):
+    return a is not None and b is not None and all(abs(x - y) <= tolerance for x, y in zip(a, b))
+
+
+def cmd_probe(a):
+    html = open(a.report).read()
+    if "</body>" not in html:
+        raise SystemExit(f"{a.report}: no </body>")
+    open(a.probe, "w").write(html.replace("</body>", PROBE + "</body>", 1))
+
+
+def cmd_check(a):
+    dom = open(a.dom).read()
+    # The DOM as Chromium parsed it.
+    circles = re.findall(r'<circle class="config"[^>]*>', dom)
+    if len(circles) != a.configs:
+        fail(f"{len(circles)} circle.config in the rendered DOM, expected one per configuration ({a.configs})")
+    else:
+        ok(f"{len(circles)} circle.config for {a.configs} configurations")
+    fronts = re.findall(r'<polyline class="front" points="([^"]*)"', dom)
+    if len(fronts) != 1 or not fronts[0].strip():
+        fail(f"polyline.front missing or without points: {fronts}")
+    match = re.search(r'<script type="application/json" id="frontier-layout">(.*?)</script>', dom, re.S)
+    if not match:
+        fail("the probe script did not run (no layout in the dumped DOM)")
+        return finish()
+    layout = json.loads(match.group(1))
+    width, height, pixels = read_png(a.screenshot)
+    ok(f"screenshot {width}x{height}, viewport {layout['viewport']}, device pixel ratio {layout['dpr']}")
+    scale = layout["dpr"]
+    colors = {pixels[y][x] for y in range(0, height, 7) for x in range(0, width, 7)}
+    if len(colors) < 8:
+        fail(f"the screenshot is nearly blank ({len(colors)} colors)")
+
+    def pixel(x, y):
+        px, py = int(round(x * scale)), int(round(y * scale))
+        return pixels[py][px] if 0 <= px < width and 0 <= py < height else None
+
+    # Every circle is drawn, in the screenshot, at the place and in the color Chromium laid it out with.
+    if len(layout["circles"]) != a.configs:
+        fail(f"{len(layout['circles'])} circles laid out, expected {a.configs}")
+    for c in layout["circles"]:
+        seen = pixel(c["x"], c["y"])
+        label = "baseline" if c["baseline"] == "true" else c["config"]
+        if seen is None:
+            fail(f"circle {label} at ({c['x']:.0f}, {c['y']:.0f}) is outside the screenshot")
+        elif c["d"] < 4:
+            fail(f"circle {label} is {c['d']:.1f} px wide")
+        elif not any(close(seen, other["fill"]) for other in layout["circles"]):
+            fail(f"circle {label}: pixel {seen} at its center, expected its fill {c['fill']}")
+        else:
+            ok(f"circle {label} (front={c['front']}) drawn at ({c['x']:.0f}, {c['y']:.0f}) in {seen}")
+
+    # The front: through exactly the front's circles, visible, and (two points or more) drawn as a line.
+    front = layout["front"]
+    on_front = [c for c in layout["circles"] if c["front"] == "true"]
+    if not front or not front["points"]:
+        fail("polyline.front has no points")
+        return finish()
+    if front["display"] == "none" or front["visibility"] != "visible" or front["width"] <= 0 or not front["stroke"]:
+        fail(f"polyline.front is not visible: {front}")
+    if len(front["points"]) != len(on_front):
+        fail(f"the front has {len(front['points'])} points, {len(on_front)} circles are on the front")
+    for x, y in front["points"]:
+        if not any(abs(c["x"] - x) < 1.5 and abs(c["y"] - y) < 1.5 for c in on_front):
+            fail(f"front point ({x:.1f}, {y:.1f}) is not at a front circle")
+    if len(front["points"]) >= 2:
+        hits = samples = 0
+        for (x0, y0), (x1, y1) in zip(front["points"], front["points"][1:]):
+            for i in range(1, 40):
+                t = i / 40
+                x, y = x0 + (x1 - x0) * t, y0 + (y1 - y0) * t
+                if any((c["x"] - x) ** 2 + (c["y"] - y) ** 2 < (c["d"] / 2 + 3) ** 2 for c in layout["circles"]):
+                    continue  # under a marker
+                samples += 1
+                hits += close(pixel(x, y), front["stroke"], 60)
+        # Dashed (6 on, 3 off) and crossed by error bars and labels: most, not all, samples are the stroke.
+        if samples == 0 or hits < 0.3 * samples:
+            fail(f"the front line is not in the picture: {hits} of {samples} samples in {front['stroke']}")
+        else:
+            ok(f"front line drawn: {hits} of {samples} samples along it in its stroke color {front['stroke']}")
+    ok(f"front through {len(front['points'])} point(s), the {len(on_front)} front circle(s)")
+    finish()
+
+
+def finish():
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
+        sys.exit(1)
+    print("the report renders with its plot")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("probe")
+    p.add_argument("report")
+    p.add_argument("probe")
+    p = sub.add_parser("check")
+    p.add_argument("dom")
+    p.add_argument("screenshot")
+    p.add_argument("--configs", type=int, required=True)
+    a = parser.parse_args()
+    {"probe": cmd_probe, "check": cmd_check}[a.command](a)
+
+
+if __name__ == "__main__":
+    main()
