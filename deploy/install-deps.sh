@@ -15,7 +15,7 @@ all_packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   libsqlite3-dev libgtest-dev libgmock-dev googletest
-  postgresql prometheus python3-torch python3-optuna
+  postgresql prometheus python3-torch python3-optuna python3-psycopg2 openssl
 )
 
 packages=("${all_packages[@]}")

@@ -1,7 +1,6 @@
 #include "server/strategies/asha.h"
 
 #include <algorithm>
-#include <limits>
 #include <stdexcept>
 
 namespace frontier {

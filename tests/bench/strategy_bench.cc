@@ -1,7 +1,8 @@
 // Multi-objective search quality of Frontier's strategy core on standard test
 // problems (ZDT1, ZDT2, ZDT3 with 30 variables, DTLZ2 with 2 objectives and 11
 // variables), every variable discretized: "ordinal" (101 ordered levels, x =
-// i/100) or "categorical" (11 unordered levels, x = i/10). Drives the genome
+// i/100) or "categorical" (21 unordered levels, x = i/20; 21 keeps ZDT3's
+// sin(10 pi x1) from vanishing on every level, and DTLZ2's optimum 0.5 on one). Drives the genome
 // strategies directly, as the coordinator would (ask a batch, evaluate, tell):
 //   nsga2   Nsga2 with the strategy's defaults (population 16, the initial
 //           population from the scrambled Sobol' stream)
@@ -144,7 +145,7 @@ int Main(int argc, char** argv) {
       return 64;
     }
   }
-  const std::vector<Encoding> encodings = {{"ordinal", 101, true}, {"categorical", 11, false}};
+  const std::vector<Encoding> encodings = {{"ordinal", 101, true}, {"categorical", 21, false}};
   nlohmann::json runs = nlohmann::json::array();
   for (const Problem& problem : Problems()) {
     for (const Encoding& encoding : encodings) {

@@ -11,7 +11,7 @@ of the hypervolume for all. Reference points (minimization): (1.1, 11) for
 ZDT1-3, (3.6, 3.6) for DTLZ2.
 
 Encodings: "ordinal" (101 ordered levels per variable, x = i/100; Optuna:
-suggest_int), "categorical" (11 unordered levels, x = i/10; Optuna:
+suggest_int), "categorical" (21 unordered levels, x = i/20; Optuna:
 suggest_categorical), and for Optuna alone "continuous" (suggest_float), the
 usual form of the problems, as a reference: Frontier's strategies search
 discrete spaces only.
@@ -28,7 +28,6 @@ import sys
 
 REFERENCE = {"zdt1": (1.1, 11.0), "zdt2": (1.1, 11.0), "zdt3": (1.1, 11.0), "dtlz2": (3.6, 3.6)}
 VARIABLES = {"zdt1": 30, "zdt2": 30, "zdt3": 30, "dtlz2": 11}
-LEVELS = {"ordinal": 101, "categorical": 11}
 
 
 def zdt_g(x):
@@ -75,7 +74,7 @@ def optuna_run(job):
         if encoding == "ordinal":
             x = [trial.suggest_int(f"x{i}", 0, 100) / 100 for i in range(n)]
         elif encoding == "categorical":
-            x = [trial.suggest_categorical(f"x{i}", list(range(11))) / 10 for i in range(n)]
+            x = [trial.suggest_categorical(f"x{i}", list(range(21))) / 20 for i in range(n)]
         else:
             x = [trial.suggest_float(f"x{i}", 0.0, 1.0) for i in range(n)]
         return tuple(evaluate(problem, x))

@@ -202,6 +202,28 @@ TEST(Nsga2Test, DeterministicIndependentOfTellOrderAndNeverRepeats) {
   EXPECT_NE(RunNsga2(c, 11, false), run_a);
 }
 
+TEST(Nsga2Test, ChildrenStayWithinEveryDimensionsChoices) {
+  const std::vector<GeneSpec> genes = {{2, true}, {3, false}, {5, true}, {7, false}, {1, false}, {4, true}};
+  Nsga2Options options;
+  options.population = 10;
+  options.generations = 20;
+  options.seed = 2;
+  Nsga2 nsga2(genes, options, [](const Genome&) { return true; });
+  std::set<Genome> seen;
+  for (std::vector<Genome> batch = nsga2.Ask(); !batch.empty(); batch = nsga2.Ask()) {
+    for (const Genome& g : batch) {
+      ASSERT_EQ(g.size(), genes.size());
+      for (size_t d = 0; d < genes.size(); ++d) {
+        EXPECT_GE(g[d], 0);
+        EXPECT_LT(g[d], genes[d].levels);
+      }
+      EXPECT_TRUE(seen.insert(g).second);
+      nsga2.Tell(g, Point({static_cast<double>(g[0] + g[1]), static_cast<double>(g[2] - g[3] + g[5])}));
+    }
+  }
+  EXPECT_EQ(seen.size(), 200u);
+}
+
 TEST(Nsga2Test, ImprovesOnItsInitialPopulation) {
   // The front of the last generation's parents must dominate more of the
   // objective space than the initial population's front.
@@ -438,8 +460,7 @@ TEST(StrategyTest, SpaceFilesNameStrategiesAndTheirFields) {
        "strategy.metric: 'params' is not one of the objectives"},
   };
   for (const auto& [strategy, message] : errors) {
-    EXPECT_NE(ErrorOf(strategy).find(message), std::string::npos)
-        << strategy << " -> " << ErrorOf(strategy);
+    EXPECT_NE(ErrorOf(strategy).find(message), std::string::npos) << strategy << " -> " << ErrorOf(strategy);
   }
 }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Coordinator load benchmark (issue 4), side by side in one run:
+#  - simulated workers (load_generator) against a real frontier-server on
+#    loopback, on SQLite and on PostgreSQL, at 16, 64 and 256 workers:
+#    trials leased+completed per second, p50/p99 RPC latency;
+#  - the same simulated work through Optuna's RDB storage on the same
+#    PostgreSQL (ask/tell loops in N processes);
+#  - the report query (GetReport) at 100,000 stored trials and the
+#    coordinator's resident memory then.
+# usage: tests/bench/coordinator_load.sh [BUILD_DIR] [TRIALS_PER_RUN]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${1:-$root/build}"; trials="${2:-3000}"
+work="$(mktemp -d)"; server_pid=""
+source "$root/tests/integration/pg.sh"
+cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; pg_stop immediate; rm -rf "$work"; }
+trap cleanup EXIT
+pg_setup "$work"
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+start_server() {  # start_server STORE
+  port=$(free_port); addr="127.0.0.1:$port"
+  "$build/server/frontier-server" --listen "$addr" --store "$1" --metrics-listen "" > "$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do "$build/server/frontier" list --server "$addr" > /dev/null 2>&1 && return; sleep 0.1; done
+  echo "server did not start"; cat "$work/server.log"; exit 1
+}
+stop_server() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""; }
+fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q "${PG_URL%/*}/postgres" -c "CREATE DATABASE $1"; echo "${PG_URL%/*}/$1"; }
+
+echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete)"
+for store in sqlite postgresql; do
+  for workers in 16 64 256; do
+    if [[ $store == sqlite ]]; then url="$work/load-$workers.db"; else url=$(fresh_pg "load$workers"); fi
+    start_server "$url"
+    line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials")
+    stop_server
+    echo "$store $workers workers: $(echo "$line" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); l=r["latency_ms"]; print(f"{r[\"trials_per_s\"]:.0f} trials/s; p50/p99 ms: lease {l[\"LeaseTrial\"][\"p50\"]:.1f}/{l[\"LeaseTrial\"][\"p99\"]:.1f}, progress {l[\"ReportProgress\"][\"p50\"]:.1f}/{l[\"ReportProgress\"][\"p99\"]:.1f}, complete {l[\"CompleteTrial\"][\"p50\"]:.1f}/{l[\"CompleteTrial\"][\"p99\"]:.1f}")')"
+    echo "  $line"
+  done
+done
+
+echo "== Optuna RDB storage on the same PostgreSQL ($trials trials per run)"
+for workers in 16 64; do
+  url=$(fresh_pg "optuna$workers")
+  line=$(/usr/bin/python3 "$root/tests/bench/optuna_load.py" "${url/postgresql:/postgresql+psycopg2:}" "$workers" "$trials")
+  echo "optuna $workers processes: $line"
+done
+
+echo "== report query at 100,000 stored trials"
+for store in sqlite postgresql; do
+  if [[ $store == sqlite ]]; then url="$work/big.db"; else url=$(fresh_pg big); fi
+  fill=$("$build/tests/bench/load_generator" --fill-store "$url" --trials 100000)
+  exp=$(echo "$fill" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["experiment"])')
+  # Finish every trial with a synthetic result in one statement.
+  if [[ $store == sqlite ]]; then
+    /usr/bin/python3 - "$url" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("""UPDATE trials SET state = 'completed', attempt = 1, finished_ms = 3, result_json = json_object(
+  'status', 'completed', 'val_accuracy', 0.8 + (abs(random()) % 1000) / 10000.0,
+  'test_accuracy', 0.8 + (abs(random()) % 1000) / 10000.0,
+  'step_time_ms', json_object('median', 10 + (abs(random()) % 1000) / 1000.0),
+  'throughput', json_object('samples_per_s', 1000 + (abs(random()) % 1000) / 10.0),
+  'mfu', 0.3, 'peak_memory_mb', 100, 'params', 1000)""")
+db.execute("UPDATE experiments SET state = 'completed'")
+db.commit()
+PY
+  else
+    /usr/bin/psql -At "$url" -c "UPDATE trials SET state = 'completed', attempt = 1, finished_ms = 3, result_json = json_build_object(
+      'status', 'completed', 'val_accuracy', 0.8 + 0.1 * random(), 'test_accuracy', 0.8 + 0.1 * random(),
+      'step_time_ms', json_build_object('median', 10 + random()),
+      'throughput', json_build_object('samples_per_s', 1000 + 100 * random()),
+      'mfu', 0.3, 'peak_memory_mb', 100, 'params', 1000)::text" > /dev/null
+    /usr/bin/psql -At "$url" -c "UPDATE experiments SET state = 'completed'" > /dev/null
+  fi
+  start_server "$url"
+  t0=$(date +%s.%N)
+  "$build/server/frontier" report "$exp" --server "$addr" --output json > "$work/report.json"
+  t1=$(date +%s.%N)
+  "$build/server/frontier" report "$exp" --server "$addr" --output json > /dev/null
+  t2=$(date +%s.%N)
+  rss=$(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")
+  stop_server
+  echo "$store: report query at 100,000 trials $(/usr/bin/python3 -c "print(round($t1 - $t0, 3))") s (again $(/usr/bin/python3 -c "print(round($t2 - $t1, 3))") s); coordinator peak RSS ${rss} MiB"
+done

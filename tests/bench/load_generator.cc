@@ -1,0 +1,205 @@
+// Coordinator load benchmark: N simulated workers against a running
+// frontier-server. No training: each leased trial reports one progress event,
+// "works" for --work-ms, and completes with a small synthetic result.
+// Prints one JSON line: trials/s and p50/p99 latency per RPC.
+//
+//   load_generator --server HOST:PORT --workers N --trials T [--work-ms W]
+//   load_generator --fill-store URL --trials T   (creates an experiment of T
+//       pending trials directly through the Store; coordinator_load.sh then
+//       finishes them all in one SQL statement, for the report query at scale)
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "frontier/v1/frontier.grpc.pb.h"
+#include "server/coordinator.h"
+#include "server/store.h"
+
+namespace {
+
+namespace v1 = frontier::v1;
+using Clock = std::chrono::steady_clock;
+
+// A space of `configs` configurations (width_mult values) at one seed.
+std::string SpaceYaml(int configs) {
+  std::ostringstream os;
+  os << "name: load\ntask: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 2}, "
+        "batch_size: 4, steps: 2, warmup_steps: 0, eval_every: 0}\n"
+        "baseline:\n  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}\n"
+        "space:\n  width_mult: [";
+  for (int i = 0; i < configs; ++i) os << (i ? ", " : "") << 1.0 + 0.001 * (i + 1);
+  os << "]\nobjectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]\n"
+        "repeats: 1\nstrategy: {name: grid}\n";
+  return os.str();
+}
+
+std::string FakeResult(std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  return nlohmann::json{{"event", "result"},
+                        {"schema", 1},
+                        {"status", "completed"},
+                        {"val_accuracy", 0.8 + 0.1 * u(rng)},
+                        {"test_accuracy", 0.8 + 0.1 * u(rng)},
+                        {"step_time_ms", {{"median", 10 + u(rng)}}},
+                        {"throughput", {{"samples_per_s", 1000 + 100 * u(rng)}}},
+                        {"mfu", 0.3},
+                        {"peak_memory_mb", 100},
+                        {"params", 1000}}
+      .dump();
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+int FillStore(const std::string& url, int trials) {
+  auto store = frontier::OpenStore(url);
+  frontier::ExperimentRecord e;
+  e.name = "load";
+  e.space_yaml = SpaceYaml(trials - 1);
+  e.source_name = "load.yaml";
+  std::vector<frontier::TrialRow> rows;
+  for (int i = 0; i < trials; ++i) {
+    frontier::TrialRow t;
+    t.config_json = i == 0 ? "{}" : nlohmann::json{{"width_mult", 1.0 + 0.001 * i}}.dump();
+    t.is_baseline = i == 0;
+    t.seed = 1;
+    t.steps = 2;
+    t.spec_json = "{}";
+    rows.push_back(std::move(t));
+  }
+  const auto t0 = Clock::now();
+  const std::string id = store->CreateExperiment(e, rows, 1);
+  std::cout << nlohmann::json{{"experiment", id},
+                              {"trials", trials},
+                              {"fill_s", std::chrono::duration<double>(Clock::now() - t0).count()}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i + 1 < argc; i += 2) flags[argv[i]] = argv[i + 1];
+  const int trials = std::stoi(flags.count("--trials") ? flags["--trials"] : "2000");
+  if (flags.count("--fill-store")) return FillStore(flags["--fill-store"], trials);
+  if (!flags.count("--server")) {
+    std::cerr << "usage: load_generator --server HOST:PORT --workers N --trials T [--work-ms W]\n"
+                 "       load_generator --fill-store URL --trials T\n";
+    return 64;
+  }
+  const std::string server = flags["--server"];
+  const int workers = std::stoi(flags.count("--workers") ? flags["--workers"] : "16");
+  const int work_ms = std::stoi(flags.count("--work-ms") ? flags["--work-ms"] : "0");
+  auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  auto users = v1::ExperimentService::NewStub(channel);
+
+  v1::SubmitExperimentRequest submit;
+  submit.set_space_yaml(SpaceYaml(trials - 1));
+  submit.set_source_name("load.yaml");
+  v1::SubmitExperimentResponse submitted;
+  const auto s0 = Clock::now();
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status s = users->SubmitExperiment(&ctx, submit, &submitted);
+    if (!s.ok()) {
+      std::cerr << "submit: " << s.error_message() << "\n";
+      return 1;
+    }
+  }
+  const double submit_s = std::chrono::duration<double>(Clock::now() - s0).count();
+  const int total = submitted.experiment().counts().total();
+
+  std::atomic<int> completed{0};
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::map<std::string, std::vector<double>> latency_ms;
+  Clock::time_point first_lease = Clock::time_point::max();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      // A few channels shared by the simulated workers, as real workers on a few hosts would have.
+      auto ch = grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), [&] {
+        grpc::ChannelArguments a;
+        a.SetInt("load_generator_channel", w % 8);  // distinct args: distinct connections
+        return a;
+      }());
+      auto stub = v1::WorkerService::NewStub(ch);
+      std::mt19937 rng(w);
+      std::map<std::string, std::vector<double>> mine;
+      Clock::time_point my_first = Clock::time_point::max();
+      auto timed = [&](const char* rpc, auto&& call) {
+        const auto t0 = Clock::now();
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        const grpc::Status s = call(ctx);
+        mine[rpc].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        return s;
+      };
+      v1::RegisterWorkerRequest reg;
+      reg.set_host("sim-" + std::to_string(w));
+      reg.set_device("cpu");
+      v1::RegisterWorkerResponse registered;
+      timed("RegisterWorker", [&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); });
+      while (!done) {
+        v1::LeaseTrialRequest lease;
+        lease.set_worker_id(registered.worker_id());
+        lease.set_wait_ms(200);
+        v1::LeaseTrialResponse leased;
+        if (!timed("LeaseTrial", [&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); }).ok() ||
+            !leased.has_trial()) {
+          continue;
+        }
+        my_first = std::min(my_first, Clock::now());
+        v1::ReportProgressRequest progress;
+        progress.set_worker_id(registered.worker_id());
+        progress.set_trial_id(leased.trial_id());
+        progress.set_attempt(leased.attempt());
+        progress.set_event_json(R"({"event":"progress","step":1,"loss":1.0})");
+        v1::ReportProgressResponse progressed;
+        timed("ReportProgress",
+              [&](grpc::ClientContext& c) { return stub->ReportProgress(&c, progress, &progressed); });
+        if (work_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+        v1::CompleteTrialRequest complete;
+        complete.set_worker_id(registered.worker_id());
+        complete.set_trial_id(leased.trial_id());
+        complete.set_attempt(leased.attempt());
+        complete.set_result_json(FakeResult(rng));
+        v1::CompleteTrialResponse completed_reply;
+        if (timed("CompleteTrial", [&](grpc::ClientContext& c) {
+              return stub->CompleteTrial(&c, complete, &completed_reply);
+            }).ok() &&
+            completed_reply.accepted()) {
+          if (++completed >= total) done = true;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      first_lease = std::min(first_lease, my_first);
+      for (auto& [rpc, v] : mine) latency_ms[rpc].insert(latency_ms[rpc].end(), v.begin(), v.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double run_s = std::chrono::duration<double>(Clock::now() - first_lease).count();
+
+  nlohmann::json out = {{"workers", workers},   {"trials", total},       {"work_ms", work_ms},
+                        {"submit_s", submit_s}, {"run_s", run_s},        {"trials_per_s", total / run_s}};
+  for (const auto& [rpc, v] : latency_ms) {
+    out["latency_ms"][rpc] = {{"n", v.size()}, {"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}};
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
