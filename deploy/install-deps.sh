@@ -16,6 +16,7 @@ all_packages=(
   libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   libsqlite3-dev libgtest-dev libgmock-dev googletest
   postgresql prometheus python3-torch python3-optuna python3-psycopg2 openssl
+  chromium python3-yaml
 )
 
 packages=("${all_packages[@]}")

@@ -16,40 +16,28 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Trial states in TrialCountsRow order.
-constexpr const char* kTrialStates[7] = {trial_state::kPending,   trial_state::kRunning, trial_state::kCompleted,
-                                         trial_state::kFailed,    trial_state::kDiverged, trial_state::kStopped,
-                                         trial_state::kCancelled};
+constexpr const char* kTrialStates[7] = {
+    trial_state::kPending,  trial_state::kRunning, trial_state::kCompleted, trial_state::kFailed,
+    trial_state::kDiverged, trial_state::kStopped, trial_state::kCancelled};
 constexpr const char* kExperimentStates[] = {experiment_state::kRunning, experiment_state::kCompleted,
                                              experiment_state::kCancelled};
-constexpr const char* kAttemptOutcomes[] = {"completed", "diverged", "failed", "stopped", "cancelled",
-                                            "lease_expired"};
+constexpr const char* kAttemptOutcomes[] = {"completed", "diverged",  "failed",
+                                            "stopped",   "cancelled", "lease_expired"};
 // Distinct RPC method labels; later ones are counted as "other".
 constexpr size_t kMaxMethods = 64;
 
 // RPCs: from sub-millisecond unary calls to LeaseTrial long polls (up to the 30 s cap).
-const prometheus::Histogram::BucketBoundaries kRpcBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                             0.25,   0.5,   1,      2.5,   5,    10,    30,    60};
+const prometheus::Histogram::BucketBoundaries kRpcBuckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 const prometheus::Histogram::BucketBoundaries kStoreBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                                0.01,   0.025,   0.05,   0.1,   0.25,   1};
 
 const char* StatusCodeName(int code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
 }
 
@@ -274,7 +262,9 @@ void CoordinatorMetrics::Refresh(Store& store, const std::vector<std::string>& p
   for (auto it = worker_seen_.begin(); it != worker_seen_.end();) {
     const auto age = now - it->second;
     auto gauge = worker_age_gauges_.find(it->first);
-    if (age > options_.forget_worker_after) {
+    const auto host = hosts.find(it->first);
+    // Ids the store does not know (a stale or made-up worker_id) get no series.
+    if (age > options_.forget_worker_after || host == hosts.end()) {
       if (gauge != worker_age_gauges_.end()) {
         heartbeat_age_.Remove(gauge->second);
         worker_age_gauges_.erase(gauge);
@@ -284,10 +274,8 @@ void CoordinatorMetrics::Refresh(Store& store, const std::vector<std::string>& p
     }
     if (age <= options_.worker_connected_within) ++connected;
     if (gauge == worker_age_gauges_.end()) {
-      const auto host = hosts.find(it->first);
       gauge = worker_age_gauges_
-                  .emplace(it->first, &heartbeat_age_.Add({{"worker", it->first},
-                                                          {"host", host == hosts.end() ? "" : host->second}}))
+                  .emplace(it->first, &heartbeat_age_.Add({{"worker", it->first}, {"host", host->second}}))
                   .first;
     }
     gauge->second->Set(std::chrono::duration<double>(age).count());

@@ -9,7 +9,8 @@
 //
 // Label cardinality is bounded: experiment ids only for running experiments
 // and the `kept_finished_experiments` newest finished ones; worker ids only
-// for workers heard from within `forget_worker_after`; RPC methods capped.
+// for workers the store knows and heard from within `forget_worker_after`;
+// RPC methods capped.
 #pragma once
 
 #include <chrono>
@@ -70,8 +71,8 @@ class CoordinatorMetrics {
   // One RPC ended with `code` after `seconds`. `method` is the gRPC path
   // "/package.Service/Method"; the label is the bare method name.
   void ObserveRpc(const std::string& method, int code, double seconds);
-  // The worker called the coordinator (registration, lease poll, heartbeat,
-  // progress, result) or has a long poll parked there.
+  // The (authenticated) worker called the coordinator: registration, lease
+  // poll, heartbeat, progress or result.
   void WorkerSeen(const std::string& worker_id);
 
   // Sets the gauges from the store's contents (experiments, trial counts per

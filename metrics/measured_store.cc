@@ -29,8 +29,8 @@ std::string MeasuredStore::CreateExperiment(ExperimentRecord experiment, std::ve
                [&] { return inner_->CreateExperiment(std::move(experiment), std::move(trials), now_ms); });
 }
 
-std::vector<std::string> MeasuredStore::AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
-                                                  int64_t now_ms) {
+std::vector<std::string> MeasuredStore::AddTrials(const std::string& experiment_id,
+                                                  std::vector<TrialRow> trials, int64_t now_ms) {
   return Timed("add_trials", [&] { return inner_->AddTrials(experiment_id, std::move(trials), now_ms); });
 }
 
@@ -76,9 +76,11 @@ bool MeasuredStore::ExtendLease(const std::string& trial_id, int attempt, const 
 }
 
 Transition MeasuredStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
-                                      const std::string& result_json, const std::string& error, int64_t now_ms) {
-  const Transition t = Timed(
-      "finish_trial", [&] { return inner_->FinishTrial(trial_id, attempt, state, result_json, error, now_ms); });
+                                      const std::string& result_json, const std::string& error,
+                                      int64_t now_ms) {
+  const Transition t = Timed("finish_trial", [&] {
+    return inner_->FinishTrial(trial_id, attempt, state, result_json, error, now_ms);
+  });
   if (t == Transition::kApplied) metrics_.AttemptEnded(state);
   return t;
 }

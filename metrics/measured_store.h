@@ -18,7 +18,8 @@ class MeasuredStore final : public Store {
   // `metrics` must outlive this store.
   MeasuredStore(std::unique_ptr<Store> inner, CoordinatorMetrics& metrics);
 
-  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials, int64_t now_ms) override;
+  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
+                               int64_t now_ms) override;
   std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
                                      int64_t now_ms) override;
   std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
@@ -28,7 +29,8 @@ class MeasuredStore final : public Store {
   std::optional<TrialRow> GetTrial(const std::string& trial_id) override;
   TrialCountsRow CountTrials(const std::string& experiment_id) override;
   std::vector<std::string> ExperimentsReadyToComplete() override;
-  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) override;
+  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
+                                         int64_t lease_ms) override;
   bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                    int64_t expires_ms) override;
   Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,

@@ -13,11 +13,13 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kOutcomes[] = {"completed", "diverged", "failed", "stopped", "lease_lost", "interrupted"};
+constexpr const char* kOutcomes[] = {"completed", "diverged",   "failed",
+                                     "stopped",   "lease_lost", "interrupted"};
 
 // Step times from a fraction of a millisecond (tiny CPU models) to seconds (large GPU steps).
-const prometheus::Histogram::BucketBoundaries kStepTimeBuckets = {
-    0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384};
+const prometheus::Histogram::BucketBoundaries kStepTimeBuckets = {0.0005, 0.001, 0.002, 0.004, 0.008, 0.016,
+                                                                  0.032,  0.064, 0.128, 0.256, 0.512, 1.024,
+                                                                  2.048,  4.096, 8.192, 16.384};
 const prometheus::Histogram::BucketBoundaries kMfuBuckets = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
                                                              0.15,  0.2,   0.3,   0.4,  0.5,  0.6,  0.8};
 
@@ -235,8 +237,9 @@ void WorkerMetrics::TrialEvent(const std::string& trial_id, const json& event) {
     const auto memory = event.find("peak_memory_mb");
     if (memory != event.end() && memory->is_number()) {
       const auto kind_of_memory = event.find("peak_memory_kind");
-      const std::string memory_kind =
-          kind_of_memory != event.end() && kind_of_memory->is_string() ? kind_of_memory->get<std::string>() : "";
+      const std::string memory_kind = kind_of_memory != event.end() && kind_of_memory->is_string()
+                                          ? kind_of_memory->get<std::string>()
+                                          : "";
       memory_.Add({{"slot", std::to_string(trial.slot)}, {"kind", memory_kind}})
           .Set(memory->get<double>() * 1024.0 * 1024.0);
     }
@@ -245,8 +248,11 @@ void WorkerMetrics::TrialEvent(const std::string& trial_id, const json& event) {
 
 void WorkerMetrics::RemoveSlotSeries(Running& trial) {
   const std::pair<prometheus::Gauge**, prometheus::Family<prometheus::Gauge>*> series[] = {
-      {&trial.current, &current_trial_}, {&trial.step, &step_},           {&trial.throughput, &throughput_},
-      {&trial.mfu, &mfu_},               {&trial.data_wait, &data_wait_}};
+      {&trial.current, &current_trial_},
+      {&trial.step, &step_},
+      {&trial.throughput, &throughput_},
+      {&trial.mfu, &mfu_},
+      {&trial.data_wait, &data_wait_}};
   for (const auto& [gauge, family] : series) {
     if (*gauge != nullptr) family->Remove(*gauge);
     *gauge = nullptr;

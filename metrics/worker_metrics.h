@@ -33,8 +33,8 @@ namespace frontier {
 class WorkerMetrics {
  public:
   // `slots`, `device` ("cpu"/"cuda") and `device_name` describe the worker (frontier_worker_info).
-  WorkerMetrics(int slots, const std::string& device, const std::string& device_name, const std::string& version,
-                int kept_experiments = 8);
+  WorkerMetrics(int slots, const std::string& device, const std::string& device_name,
+                const std::string& version, int kept_experiments = 8);
   ~WorkerMetrics();
 
   WorkerMetrics(const WorkerMetrics&) = delete;
@@ -76,7 +76,7 @@ class WorkerMetrics {
   prometheus::Counter& started_;
   prometheus::Family<prometheus::Counter>& finished_;
 
-  std::mutex mutex_;  // guards what follows
+  std::mutex mutex_;                                         // guards what follows
   std::map<std::string, std::unique_ptr<Running>> running_;  // by trial id
   std::map<std::string, std::unique_ptr<ExperimentSeries>> experiments_;
   std::deque<std::string> experiment_order_;  // least recently started first

@@ -29,7 +29,11 @@ const std::vector<std::pair<std::string, bool>>& KnownMetrics() {
   return metrics;
 }
 
-const std::vector<std::string> kQualityMetrics = {"val_accuracy", "test_accuracy", "val_loss"};
+// Metrics a parity rule can compare.
+const std::vector<std::string>& QualityMetrics() {
+  static const std::vector<std::string> metrics = {"val_accuracy", "test_accuracy", "val_loss"};
+  return metrics;
+}
 
 // Shorthand dimension names and the paths they stand for.
 const std::map<std::string, std::string>& Shorthands() {
@@ -519,7 +523,7 @@ void SpaceParser::CheckOverlaps(const SearchSpace& space) const {
 std::string SpaceParser::Metric(const Fields& fields, bool quality_only) const {
   std::string metric;
   fields.String("metric", metric);
-  std::vector<std::string> known = kQualityMetrics;
+  std::vector<std::string> known = QualityMetrics();
   if (!quality_only) {
     known.clear();
     for (const auto& [name, maximize] : KnownMetrics()) known.push_back(name);

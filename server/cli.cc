@@ -221,7 +221,8 @@ class LocalWorkers {
   ~LocalWorkers() { Stop(std::chrono::seconds(5)); }
 
   // `metrics_listen` is each worker's --metrics-listen (HOST:0 gives each a free port; "0": none).
-  void Start(int count, const std::string& coordinator, const fs::path& log_dir, const std::string& metrics_listen) {
+  void Start(int count, const std::string& coordinator, const fs::path& log_dir,
+             const std::string& metrics_listen) {
     const std::string binary = SiblingBinary("frontier-worker");
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(count)));

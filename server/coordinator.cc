@@ -349,8 +349,8 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    metrics_.WorkerSeen(req->worker_id());
     if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("Heartbeat", [&] {
       const HeartbeatReply r = scheduler_.Heartbeat(req->worker_id(), req->trial_id(), req->attempt());
       resp->set_lease_valid(r.lease_valid);
@@ -361,8 +361,8 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx, const v1::ReportProgressRequest* req,
                                            v1::ReportProgressResponse* resp) override {
-    metrics_.WorkerSeen(req->worker_id());
     if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("ReportProgress", [&] {
       const ProgressReply r = scheduler_.Progress(req->worker_id(), req->trial_id(), req->attempt(), req->event_json());
       resp->set_stop(r.stop);
@@ -373,8 +373,8 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* CompleteTrial(grpc::CallbackServerContext* ctx, const v1::CompleteTrialRequest* req,
                                           v1::CompleteTrialResponse* resp) override {
-    metrics_.WorkerSeen(req->worker_id());
     if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("CompleteTrial", [&] {
       const Transition t = scheduler_.Complete(req->worker_id(), req->trial_id(), req->attempt(), req->result_json());
       resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
@@ -387,8 +387,8 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
 
   grpc::ServerUnaryReactor* FailTrial(grpc::CallbackServerContext* ctx, const v1::FailTrialRequest* req,
                                       v1::FailTrialResponse* resp) override {
-    metrics_.WorkerSeen(req->worker_id());
     if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
+    metrics_.WorkerSeen(req->worker_id());
     return Respond(ctx, Guarded("FailTrial", [&] {
       const Transition t = scheduler_.Fail(req->worker_id(), req->trial_id(), req->attempt(), req->error(),
                                            req->retryable(), req->result_json());

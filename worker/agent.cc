@@ -464,9 +464,10 @@ void Agent::Report(const Lease& lease, const Outcome& outcome) {
       return;
     case Outcome::Kind::kFail:
       if (options_.metrics) {
-        const bool stopped = outcome.error.rfind("stopped:", 0) == 0;
-        const bool interrupted = outcome.error == "worker shutting down";
-        options_.metrics->TrialEnded(lease.trial_id, stopped ? "stopped" : interrupted ? "interrupted" : "failed");
+        std::string ended = "failed";
+        if (outcome.error.rfind("stopped:", 0) == 0) ended = "stopped";
+        if (outcome.error == "worker shutting down") ended = "interrupted";
+        options_.metrics->TrialEnded(lease.trial_id, ended);
       }
       spdlog::warn("trial {} (attempt {}) failed ({}): {}", lease.trial_id, lease.attempt,
                    outcome.retryable ? "retryable" : "final", outcome.error);

@@ -45,7 +45,8 @@ constexpr const char* kUsage =
     "  --tls-ca FILE             connect with TLS, trusting this CA; --tls-cert/--tls-key FILE for mutual TLS\n"
     "  --metrics-listen HOST:PORT  serve Prometheus /metrics there (default 127.0.0.1:9465; port 0: any\n"
     "                            free port; 0 or empty: none)\n"
-    "exit status: 0 done or drained, 1 registration refused, no work folder or no /metrics address, 64 usage error\n";
+    "exit status: 0 done or drained, 1 registration refused, no work folder or no /metrics address,\n"
+    "  64 usage error\n";
 
 int Usage(const std::string& problem) {
   std::cerr << "frontier-worker: " << problem << "\n" << kUsage;
@@ -210,10 +211,11 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<frontier::MetricsEndpoint> metrics_endpoint;
   if (!frontier::MetricsDisabled(metrics_listen)) {
-    options.metrics = std::make_shared<frontier::WorkerMetrics>(options.slots, options.device, options.device_name,
-                                                                frontier::kWorkerVersion);
+    options.metrics = std::make_shared<frontier::WorkerMetrics>(
+        options.slots, options.device, options.device_name, frontier::kWorkerVersion);
     try {
-      metrics_endpoint = std::make_unique<frontier::MetricsEndpoint>(metrics_listen, options.metrics->registry());
+      metrics_endpoint =
+          std::make_unique<frontier::MetricsEndpoint>(metrics_listen, options.metrics->registry());
       spdlog::info("metrics at {}", metrics_endpoint->url());
     } catch (const std::exception& e) {
       if (metrics_listen_given) {  // asked for explicitly: a failure is fatal

@@ -27,6 +27,9 @@ start_server() {  # start_server STORE
 stop_server() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""; }
 fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q "${PG_URL%/*}/postgres" -c "CREATE DATABASE $1"; echo "${PG_URL%/*}/$1"; }
 
+# SECTIONS: which parts to run (default all): load optuna report
+sections="${SECTIONS:-load optuna report}"
+if [[ " $sections " == *" load "* ]]; then
 echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete)"
 for store in sqlite postgresql; do
   for workers in 16 64 256; do
@@ -34,11 +37,13 @@ for store in sqlite postgresql; do
     start_server "$url"
     line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials")
     stop_server
-    echo "$store $workers workers: $(echo "$line" | /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); l=r["latency_ms"]; print(f"{r[\"trials_per_s\"]:.0f} trials/s; p50/p99 ms: lease {l[\"LeaseTrial\"][\"p50\"]:.1f}/{l[\"LeaseTrial\"][\"p99\"]:.1f}, progress {l[\"ReportProgress\"][\"p50\"]:.1f}/{l[\"ReportProgress\"][\"p99\"]:.1f}, complete {l[\"CompleteTrial\"][\"p50\"]:.1f}/{l[\"CompleteTrial\"][\"p99\"]:.1f}")')"
+    echo "$store $workers workers: $(echo "$line" | /usr/bin/python3 "$root/tests/bench/load_summary.py")"
     echo "  $line"
   done
 done
 
+fi
+if [[ " $sections " == *" optuna "* ]]; then
 echo "== Optuna RDB storage on the same PostgreSQL ($trials trials per run)"
 for workers in 16 64; do
   url=$(fresh_pg "optuna$workers")
@@ -46,6 +51,8 @@ for workers in 16 64; do
   echo "optuna $workers processes: $line"
 done
 
+fi
+if [[ " $sections " == *" report "* ]]; then
 echo "== report query at 100,000 stored trials"
 for store in sqlite postgresql; do
   if [[ $store == sqlite ]]; then url="$work/big.db"; else url=$(fresh_pg big); fi
@@ -75,11 +82,13 @@ PY
   fi
   start_server "$url"
   t0=$(date +%s.%N)
-  "$build/server/frontier" report "$exp" --server "$addr" --output json > "$work/report.json"
+  # The Pareto query: statistics over every config, front, hypervolume, parity; the front as JSON.
+  "$build/server/frontier" pareto "$exp" --server "$addr" --output json > "$work/report.json"
   t1=$(date +%s.%N)
-  "$build/server/frontier" report "$exp" --server "$addr" --output json > /dev/null
+  "$build/server/frontier" pareto "$exp" --server "$addr" --output json > /dev/null
   t2=$(date +%s.%N)
   rss=$(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")
   stop_server
-  echo "$store: report query at 100,000 trials $(/usr/bin/python3 -c "print(round($t1 - $t0, 3))") s (again $(/usr/bin/python3 -c "print(round($t2 - $t1, 3))") s); coordinator peak RSS ${rss} MiB"
+  echo "$store: Pareto/report query at 100,000 trials $(/usr/bin/python3 -c "print(round($t1 - $t0, 3))") s (again $(/usr/bin/python3 -c "print(round($t2 - $t1, 3))") s); coordinator peak RSS ${rss} MiB"
 done
+fi

@@ -37,7 +37,7 @@ std::string SpaceYaml(int configs) {
         "batch_size: 4, steps: 2, warmup_steps: 0, eval_every: 0}\n"
         "baseline:\n  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}\n"
         "space:\n  width_mult: [";
-  for (int i = 0; i < configs; ++i) os << (i ? ", " : "") << 1.0 + 0.001 * (i + 1);
+  for (int i = 0; i < configs; ++i) os << (i ? ", " : "") << 1.0 + 0.0005 * (i + 1);
   os << "]\nobjectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]\n"
         "repeats: 1\nstrategy: {name: grid}\n";
   return os.str();
@@ -73,7 +73,7 @@ int FillStore(const std::string& url, int trials) {
   std::vector<frontier::TrialRow> rows;
   for (int i = 0; i < trials; ++i) {
     frontier::TrialRow t;
-    t.config_json = i == 0 ? "{}" : nlohmann::json{{"width_mult", 1.0 + 0.001 * i}}.dump();
+    t.config_json = i == 0 ? "{}" : nlohmann::json{{"width_mult", 1.0 + 0.0005 * i}}.dump();
     t.is_baseline = i == 0;
     t.seed = 1;
     t.steps = 2;

@@ -116,7 +116,7 @@ def main():
     order = ["frontier-nsga2", "optuna-nsga2", "frontier-sobol", "frontier-random", "optuna-random"]
     print(f"Hypervolume of all evaluated points, mean ± sd over {args.seeds} seeds "
           f"(Frontier nsga2 population {ours['population']}; Optuna defaults, NSGAIISampler population 50)\n")
-    print("| problem | variables | algorithm | " + " | ".join(f"{b} evals" for b in budgets) + " |")
+    print("| problem | encoding | algorithm | " + " | ".join(f"{b} evals" for b in budgets) + " |")
     print("| --- | --- | --- | " + " | ".join("---" for _ in budgets) + " |")
     for problem in REFERENCE:
         for encoding in ("ordinal", "categorical", "continuous"):

@@ -74,7 +74,9 @@ for _ in $(seq 100); do grep -q "metrics at http://127.0.0.1:$coordinator_port/m
 grep -q "metrics at http://127.0.0.1:$coordinator_port/metrics" server.log || fail "frontier-server does not say where /metrics is"
 grep "metrics at" server.log worker.log
 
-for _ in $(seq 100); do curl -sf "$prom/-/ready" > /dev/null && break; sleep 0.2; done
+ready() { /usr/bin/python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2> /dev/null; }
+for _ in $(seq 100); do ready "$prom/-/ready" && break; sleep 0.2; done
+ready "$prom/-/ready" || fail "Prometheus did not become ready"
 "${check[@]}" wait-targets --prom "$prom" --timeout 60 frontier-coordinator frontier-worker || fail "scrape targets"
 
 frontier="$build/server/frontier"

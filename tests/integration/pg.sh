@@ -13,7 +13,7 @@ pg_setup() {  # pg_setup DIR -> sets PG_DIR, PG_PORT, PG_URL (database "frontier
 }
 pg_start() {
   pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w \
-    -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off" start > /dev/null
+    -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" start > /dev/null
 }
 pg_stop() { pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m "${1:-fast}" -w stop > /dev/null 2>&1 || true; }
 pg_query() { /usr/bin/psql -At "$PG_URL" -c "$1"; }

@@ -5,11 +5,15 @@
       writes PROBE.html: the report plus a script that records, after layout, where Chromium drew every
       circle.config and the polyline.front (screen coordinates, computed colors) into
       <script type="application/json" id="frontier-layout"> (display: none; the layout is unchanged)
-  report_render_check.py check DOM.html SCREENSHOT.png --configs N
-      DOM.html is `chromium --dump-dom` of PROBE.html, SCREENSHOT.png `chromium --screenshot` of REPORT.html at
-      the same window size: one circle.config per configuration with data, the front drawn through the
-      front's circles, and in the picture each circle's center in its fill color and the dashed front line in
-      its stroke color.
+  report_render_check.py hide-marks REPORT.html OUT.html
+      writes OUT.html: the report with its circle.config markers and polyline.front hidden (the reference
+      picture: what the markers and the front add to the page)
+  report_render_check.py check DOM.html SCREENSHOT.png --configs N --without-marks SCREENSHOT2.png
+      DOM.html is `chromium --dump-dom` of PROBE.html, SCREENSHOT.png `chromium --screenshot` of REPORT.html
+      and SCREENSHOT2.png of the hide-marks page, all at the same window size: one circle.config per
+      configuration with data, the front drawn through the front's circles, and in the picture every
+      circle drawn at its place (in its fill color unless another marker overlaps it) and the front line
+      where the polyline runs.
 """
 import argparse
 import json
@@ -25,7 +29,9 @@ PROBE = r"""
   var out = {dpr: window.devicePixelRatio, viewport: [window.innerWidth, window.innerHeight], circles: [], front: null};
   document.querySelectorAll('svg circle.config').forEach(function (c) {
     var r = c.getBoundingClientRect();
-    out.circles.push({x: r.left + r.width / 2, y: r.top + r.height / 2, d: r.width, fill: rgb(getComputedStyle(c).fill),
+    var style = getComputedStyle(c);
+    out.circles.push({x: r.left + r.width / 2, y: r.top + r.height / 2, d: r.width, fill: rgb(style.fill),
+                      stroke: rgb(style.stroke),
                       front: c.getAttribute('data-front'), baseline: c.getAttribute('data-baseline'),
                       config: c.getAttribute('data-config')});
   });
@@ -117,6 +123,12 @@ def cmd_probe(a):
     open(a.probe, "w").write(html.replace("</body>", PROBE + "</body>", 1))
 
 
+def cmd_hide_marks(a):
+    html = open(a.report).read()
+    style = "<style>svg circle.config, svg polyline.front { visibility: hidden; }</style>"
+    open(a.out, "w").write(html.replace("</head>", style + "</head>", 1))
+
+
 def cmd_check(a):
     dom = open(a.dom).read()
     # The DOM as Chromium parsed it.
@@ -140,24 +152,40 @@ def cmd_check(a):
     if len(colors) < 8:
         fail(f"the screenshot is nearly blank ({len(colors)} colors)")
 
-    def pixel(x, y):
+    _, _, without = read_png(a.without_marks)
+
+    def pixel(x, y, image=pixels):  # the color at CSS pixel (x, y), or None outside the picture
         px, py = int(round(x * scale)), int(round(y * scale))
-        return pixels[py][px] if 0 <= px < width and 0 <= py < height else None
+        return image[py][px] if 0 <= px < width and 0 <= py < height else None
 
     # Every circle is drawn, in the screenshot, at the place and in the color Chromium laid it out with.
     if len(layout["circles"]) != a.configs:
         fail(f"{len(layout['circles'])} circles laid out, expected {a.configs}")
-    for c in layout["circles"]:
-        seen = pixel(c["x"], c["y"])
+    for i, c in enumerate(layout["circles"]):
         label = "baseline" if c["baseline"] == "true" else c["config"]
-        if seen is None:
-            fail(f"circle {label} at ({c['x']:.0f}, {c['y']:.0f}) is outside the screenshot")
-        elif c["d"] < 4:
+        r = c["d"] / 2 - 1.5  # inside the anti-aliased edge
+        disk = [(c["x"] + dx, c["y"] + dy) for dx in range(-int(r), int(r) + 1) for dy in range(-int(r), int(r) + 1)
+                if dx * dx + dy * dy <= r * r]
+        if c["d"] < 4:
             fail(f"circle {label} is {c['d']:.1f} px wide")
-        elif not any(close(seen, other["fill"]) for other in layout["circles"]):
-            fail(f"circle {label}: pixel {seen} at its center, expected its fill {c['fill']}")
+            continue
+        if any(pixel(x, y) is None for x, y in disk):
+            fail(f"circle {label} at ({c['x']:.0f}, {c['y']:.0f}) is outside the screenshot")
+            continue
+        # Drawn: its disk differs from the page without markers (also when another marker covers it).
+        changed = sum(1 for x, y in disk if not close(pixel(x, y), pixel(x, y, without), 20))
+        # In its color, unless a marker drawn later overlaps it.
+        covered = any((o["x"] - c["x"]) ** 2 + (o["y"] - c["y"]) ** 2 < ((o["d"] + c["d"]) / 2) ** 2
+                      for o in layout["circles"][i + 1:])
+        filled = sum(1 for x, y in disk if close(pixel(x, y), c["fill"], 20))
+        where = f"circle {label} (front={c['front']}, fill {c['fill']}) at ({c['x']:.0f}, {c['y']:.0f})"
+        if changed < 0.6 * len(disk):
+            fail(f"{where}: only {changed} of {len(disk)} pixels of its disk differ from the page without markers")
+        elif not covered and filled < 0.8 * len(disk):
+            fail(f"{where}: {filled} of {len(disk)} pixels of its disk in its fill; center {pixel(c['x'], c['y'])}")
         else:
-            ok(f"circle {label} (front={c['front']}) drawn at ({c['x']:.0f}, {c['y']:.0f}) in {seen}")
+            ok(f"{where}: drawn ({changed} of {len(disk)} pixels changed), "
+               + ("partly under another marker" if covered else f"{filled} in its fill"))
 
     # The front: through exactly the front's circles, visible, and (two points or more) drawn as a line.
     front = layout["front"]
@@ -173,20 +201,25 @@ def cmd_check(a):
         if not any(abs(c["x"] - x) < 1.5 and abs(c["y"] - y) < 1.5 for c in on_front):
             fail(f"front point ({x:.1f}, {y:.1f}) is not at a front circle")
     if len(front["points"]) >= 2:
-        hits = samples = 0
+        # What the polyline adds to the picture: pixels along it that differ from the page without markers.
+        changed = samples = 0
         for (x0, y0), (x1, y1) in zip(front["points"], front["points"][1:]):
-            for i in range(1, 40):
-                t = i / 40
-                x, y = x0 + (x1 - x0) * t, y0 + (y1 - y0) * t
-                if any((c["x"] - x) ** 2 + (c["y"] - y) ** 2 < (c["d"] / 2 + 3) ** 2 for c in layout["circles"]):
+            steps = max(1, int(((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5))  # one sample per pixel
+            for i in range(1, steps):
+                x, y = x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps
+                if any((c["x"] - x) ** 2 + (c["y"] - y) ** 2 < (c["d"] / 2 + 2) ** 2 for c in layout["circles"]):
                     continue  # under a marker
-                samples += 1
-                hits += close(pixel(x, y), front["stroke"], 60)
-        # Dashed (6 on, 3 off) and crossed by error bars and labels: most, not all, samples are the stroke.
-        if samples == 0 or hits < 0.3 * samples:
-            fail(f"the front line is not in the picture: {hits} of {samples} samples in {front['stroke']}")
+                if pixel(x, y) is not None:
+                    samples += 1
+                    changed += not close(pixel(x, y), pixel(x, y, without), 30)
+        # Dashed (6 on, 3 off), partly under error bars drawn on top: a good part, not all, of the path changes.
+        if samples < 6:
+            ok(f"front segments too short between the markers to sample ({samples} pixels)")
+        elif changed < 0.25 * samples:
+            fail(f"the front line is not in the picture: {changed} of {samples} pixels along it differ from the "
+                 "page without it")
         else:
-            ok(f"front line drawn: {hits} of {samples} samples along it in its stroke color {front['stroke']}")
+            ok(f"front line drawn: {changed} of {samples} pixels along it differ from the page without it")
     ok(f"front through {len(front['points'])} point(s), the {len(on_front)} front circle(s)")
     finish()
 
@@ -204,12 +237,17 @@ def main():
     p = sub.add_parser("probe")
     p.add_argument("report")
     p.add_argument("probe")
+    p = sub.add_parser("hide-marks")
+    p.add_argument("report")
+    p.add_argument("out")
     p = sub.add_parser("check")
     p.add_argument("dom")
     p.add_argument("screenshot")
     p.add_argument("--configs", type=int, required=True)
+    p.add_argument("--without-marks", required=True,
+                   help="screenshot of the hide-marks page: the report without its circles and front")
     a = parser.parse_args()
-    {"probe": cmd_probe, "check": cmd_check}[a.command](a)
+    {"probe": cmd_probe, "hide-marks": cmd_hide_marks, "check": cmd_check}[a.command](a)
 
 
 if __name__ == "__main__":

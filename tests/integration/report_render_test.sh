@@ -2,11 +2,13 @@
 # The HTML report in a real browser (issue 6): `frontier run` a tiny
 # experiment (it also says where the coordinator's /metrics is), then headless
 # Chromium (Debian's chromium; no sandbox, no GPU, no network, a fresh
-# profile) takes a screenshot of the report and dumps its DOM after layout.
-# The plot must be there: one circle.config per configuration with data, the
-# Pareto front drawn through the front's circles, and in the picture each
-# circle and the front line in their colors (report_render_check.py). The
-# screenshot is kept at BUILD_DIR/Testing/report_render/report.png.
+# profile each run) takes a screenshot of the report, one of the report with
+# its markers and front hidden (the reference picture) and dumps its DOM
+# after layout. The plot must be there: one circle.config per configuration
+# with data, the Pareto front drawn through the front's circles, and in the
+# picture every circle at its place in its color and the front line
+# (report_render_check.py). The screenshot is kept at
+# BUILD_DIR/Testing/report_render/report.png.
 #   report_render_test.sh BUILD_DIR SOURCE_DIR
 # FRONTIER_TRIAL_BINARY: a frontier-trial to use when BUILD_DIR has none; KEEP_WORK=1 keeps the temporary folder.
 set -euo pipefail
@@ -30,7 +32,7 @@ html="$work/runs/$exp.html"
 configs=$(/usr/bin/python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(DISTINCT config_json) FROM results WHERE experiment_id = ? AND state = ?", (sys.argv[2], "completed")).fetchone()[0])' runs/frontier.db "$exp")
 echo "$exp: $configs configurations with results; report $html"
 
-size=1280,1400
+size=1440,1200
 browse() {  # browse PROFILE ARGS... : one headless Chromium run with a fresh profile
   local profile="$work/$1"; shift
   timeout 90 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
@@ -41,13 +43,17 @@ browse() {  # browse PROFILE ARGS... : one headless Chromium run with a fresh pr
 browse profile-shot --screenshot="$work/report.png" "file://$html" > chromium-screenshot.log 2>&1 ||
   fail "chromium --screenshot failed"
 [[ -s report.png ]] || fail "chromium wrote no screenshot"
-/usr/bin/python3 "$src/tests/integration/report_render_check.py" probe "$html" "$work/probe.html"
+check=(/usr/bin/python3 "$src/tests/integration/report_render_check.py")
+"${check[@]}" hide-marks "$html" "$work/without-marks.html"
+browse profile-reference --screenshot="$work/without-marks.png" "file://$work/without-marks.html" \
+  > chromium-reference.log 2>&1 || fail "chromium --screenshot of the page without markers failed"
+"${check[@]}" probe "$html" "$work/probe.html"
 browse profile-dom --dump-dom "file://$work/probe.html" > dom.html 2> chromium-dom.log || fail "chromium --dump-dom failed"
 
 artifacts="$build/Testing/report_render"
 mkdir -p "$artifacts"
-cp report.png "$artifacts/report.png"; cp "$html" "$artifacts/report.html"; cp dom.html "$artifacts/dom.html"
+cp report.png without-marks.png dom.html "$artifacts/"; cp "$html" "$artifacts/report.html"
 echo "screenshot: $artifacts/report.png (report: $artifacts/report.html)"
-/usr/bin/python3 "$src/tests/integration/report_render_check.py" check dom.html report.png --configs "$configs" ||
+"${check[@]}" check dom.html report.png --configs "$configs" --without-marks without-marks.png ||
   fail "the rendered report"
 echo "report renders in Chromium ok"

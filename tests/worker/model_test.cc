@@ -125,6 +125,19 @@ TEST(ModelBuilderTest, EveryNormActivationPrecisionAndLayout) {
   }
 }
 
+// True when two attention layers with the same weights compute the same on a 16-channel 4x4 map.
+bool SameOutputs(const AttentionSpec& a_spec, const AttentionSpec& b_spec) {
+  torch::manual_seed(1);
+  model::Attention a(a_spec, 16, "batch");
+  model::Attention b(b_spec, 16, "batch");
+  torch::NoGradGuard no_grad;
+  auto pa = a->parameters(), pb = b->parameters();
+  if (pa.size() != pb.size()) return false;
+  for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
+  torch::Tensor x = torch::randn({2, 16, 4, 4});
+  return torch::allclose(a(x), b(x), 1e-5, 1e-6);
+}
+
 TEST(ModelBuilderTest, WindowAttentionMatchesGlobalWhenTheWindowIsTheMap) {
   AttentionSpec global;
   global.kind = "mhsa";
@@ -133,14 +146,7 @@ TEST(ModelBuilderTest, WindowAttentionMatchesGlobalWhenTheWindowIsTheMap) {
   AttentionSpec window = global;
   window.kind = "window";
   window.window = 4;
-  torch::manual_seed(1);
-  model::Attention a(global, 16, "batch");
-  model::Attention b(window, 16, "batch");
-  torch::NoGradGuard no_grad;
-  auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-  torch::Tensor x = torch::randn({2, 16, 4, 4});
-  EXPECT_TRUE(torch::allclose(a(x), b(x), 1e-5, 1e-6));
+  EXPECT_TRUE(SameOutputs(global, window));
 }
 
 TEST(ModelBuilderTest, GqaWithAllHeadsIsMhsa) {
@@ -151,15 +157,7 @@ TEST(ModelBuilderTest, GqaWithAllHeadsIsMhsa) {
   AttentionSpec gqa = mhsa;
   gqa.kind = "gqa";
   gqa.kv_heads = 4;
-  torch::manual_seed(1);
-  model::Attention a(mhsa, 16, "batch");
-  model::Attention b(gqa, 16, "batch");
-  torch::NoGradGuard no_grad;
-  auto pa = a->parameters(), pb = b->parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
-  torch::Tensor x = torch::randn({2, 16, 4, 4});
-  EXPECT_TRUE(torch::allclose(a(x), b(x), 1e-5, 1e-6));
+  EXPECT_TRUE(SameOutputs(mhsa, gqa));
 }
 
 TEST(ModelBuilderTest, InvalidSpecsNameTheField) {
@@ -188,7 +186,9 @@ TEST(ModelBuilderTest, ChannelsLastKeepsParametersChannelsLast) {
   model::Classifier net(ResolveArch(spec.arch, InputShapeOf(spec.task)));
   model::SetMemoryFormat(*net, at::MemoryFormat::ChannelsLast);
   for (const auto& p : net->parameters()) {
-    if (p.dim() == 4) EXPECT_TRUE(p.is_contiguous(at::MemoryFormat::ChannelsLast));
+    if (p.dim() == 4) {
+      EXPECT_TRUE(p.is_contiguous(at::MemoryFormat::ChannelsLast));
+    }
   }
 }
 
