@@ -217,9 +217,9 @@ def cmd_check(a):
             ok(f"front segments too short between the markers to sample ({samples} pixels)")
         elif changed < 0.25 * samples:
             fail(f"the front line is not in the picture: {changed} of {samples} pixels along it differ from the "
-                 "page without it")
+                 "page without markers")
         else:
-            ok(f"front line drawn: {changed} of {samples} pixels along it differ from the page without it")
+            ok(f"front line drawn: {changed} of {samples} pixels along it differ from the page without markers")
     ok(f"front through {len(front['points'])} point(s), the {len(on_front)} front circle(s)")
     finish()
 
