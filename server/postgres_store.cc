@@ -303,16 +303,7 @@ TrialCountsRow PostgresStore::CountTrials(const std::string& experiment_id) {
     TrialCountsRow c;
     for (const auto& row :
          w.exec_params("SELECT state, COUNT(*) FROM trials WHERE experiment_id = $1 GROUP BY state", experiment_id)) {
-      const std::string state = row[0].as<std::string>();
-      const int n = row[1].as<int>();
-      c.total += n;
-      if (state == trial_state::kPending) c.pending = n;
-      if (state == trial_state::kRunning) c.running = n;
-      if (state == trial_state::kCompleted) c.completed = n;
-      if (state == trial_state::kFailed) c.failed = n;
-      if (state == trial_state::kDiverged) c.diverged = n;
-      if (state == trial_state::kStopped) c.stopped = n;
-      if (state == trial_state::kCancelled) c.cancelled = n;
+      AddToCounts(c, row[0].as<std::string>(), row[1].as<int>());
     }
     return c;
   });

@@ -343,16 +343,7 @@ TrialCountsRow SqliteStore::CountTrials(const std::string& experiment_id) {
   s.Bind(1, experiment_id);
   TrialCountsRow c;
   while (s.Step()) {
-    const std::string state = s.Text(0);
-    const int n = static_cast<int>(s.Int(1));
-    c.total += n;
-    if (state == trial_state::kPending) c.pending = n;
-    if (state == trial_state::kRunning) c.running = n;
-    if (state == trial_state::kCompleted) c.completed = n;
-    if (state == trial_state::kFailed) c.failed = n;
-    if (state == trial_state::kDiverged) c.diverged = n;
-    if (state == trial_state::kStopped) c.stopped = n;
-    if (state == trial_state::kCancelled) c.cancelled = n;
+    AddToCounts(c, s.Text(0), static_cast<int>(s.Int(1)));
   }
   return c;
 }

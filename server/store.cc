@@ -20,6 +20,17 @@ std::string WorkerIdFor(int64_t seq) {
   return id;
 }
 
+void AddToCounts(TrialCountsRow& c, const std::string& state, int n) {
+  c.total += n;
+  if (state == trial_state::kPending) c.pending += n;
+  if (state == trial_state::kRunning) c.running += n;
+  if (state == trial_state::kCompleted) c.completed += n;
+  if (state == trial_state::kFailed) c.failed += n;
+  if (state == trial_state::kDiverged) c.diverged += n;
+  if (state == trial_state::kStopped) c.stopped += n;
+  if (state == trial_state::kCancelled) c.cancelled += n;
+}
+
 void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial) {
   char id[96];
   std::snprintf(id, sizeof id, "%s-t%04lld", experiment_id.c_str(), static_cast<long long>(number));

@@ -100,6 +100,8 @@ enum class Transition {
 // Identifiers and messages every Store implementation shares.
 std::string ExperimentIdFor(int64_t seq);  // "exp-000042"
 std::string WorkerIdFor(int64_t seq);      // "worker-0007"
+// Adds `n` trials in `state` to the counts (and to the total).
+void AddToCounts(TrialCountsRow& counts, const std::string& state, int n);
 // Sets trial.id to "<experiment>-t<NNNN>" and writes it into the trial's spec.
 void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial);
 
