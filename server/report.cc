@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <utility>
 
@@ -467,6 +468,11 @@ std::vector<std::string> ReportNotes(const Report& report) {
   for (double r : report.reference_point) reference += (reference.empty() ? "" : ", ") + Printf("%g", r);
   notes.push_back(Printf("hypervolume: %.6g (reference point (%s)); %s", report.hypervolume,
                          reference.c_str(), report.hypervolume_note.c_str()));
+  if (report.time_to_target_goal) {
+    notes.push_back(Printf("time to target: summed step time until %s first reached %.4g (the baseline's mean "
+                           "final value, shifted by the margin); trials that never reached it are left out",
+                           report.parity.metric.c_str(), *report.time_to_target_goal));
+  }
   for (const ConfigSummary& c : report.configs) {
     if (!c.feasible) notes.push_back("infeasible: " + c.config_key + ": " + c.infeasible_reason);
   }
@@ -866,9 +872,47 @@ double Hypervolume(const std::vector<std::vector<double>>& points, const std::ve
   return HypervolumeAbove(std::move(above), reference, reference.size());
 }
 
+std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string& metric, double goal,
+                                 bool lower_is_better) {
+  if (!result.is_object() || !result.contains("evals") || !result["evals"].is_array()) return std::nullopt;
+  for (const json& e : result["evals"]) {
+    if (!e.contains(metric) || !e[metric].is_number() || !e.contains("train_time_s")) continue;
+    const double v = e[metric].get<double>();
+    if (lower_is_better ? v <= goal : v >= goal) return e["train_time_s"].get<double>();
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// The trials with time_to_target_s measured against the report's goal where
+// the trial itself had no target.
+std::vector<TrialRecord> WithTimeToTarget(const SearchSpace& space, const std::vector<TrialRecord>& trials,
+                                          std::optional<double>& goal) {
+  const bool lower = LowerIsBetter(space.parity.metric, space.objectives);
+  std::vector<double> baseline;
+  for (const TrialRecord& t : trials) {
+    if (!t.is_baseline || t.state != "completed") continue;
+    if (auto v = MetricOf(t.result, space.parity.metric)) baseline.push_back(*v);
+  }
+  std::vector<TrialRecord> out = trials;
+  if (baseline.empty()) return out;
+  const double mean = std::accumulate(baseline.begin(), baseline.end(), 0.0) / baseline.size();
+  goal = lower ? mean + space.parity.margin : mean - space.parity.margin;
+  for (TrialRecord& t : out) {
+    if (t.state != "completed" || MetricOf(t.result, "time_to_target_s")) continue;
+    const auto seconds = TimeToGoal(t.result, space.parity.metric, *goal, lower);
+    t.result["time_to_target_s"] = seconds ? json(*seconds) : json(nullptr);
+  }
+  return out;
+}
+
+}  // namespace
+
 Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
-                   const std::vector<TrialRecord>& trials) {
+                   const std::vector<TrialRecord>& original_trials) {
   Report report;
+  const std::vector<TrialRecord> trials = WithTimeToTarget(space, original_trials, report.time_to_target_goal);
   report.experiment_id = experiment_id;
   report.name = space.name;
   report.objectives = space.objectives;
@@ -944,7 +988,8 @@ nlohmann::json ReportToJson(const Report& report) {
           {"configs", configs},
           {"hypervolume", report.hypervolume},
           {"reference_point", report.reference_point},
-          {"hypervolume_note", report.hypervolume_note}};
+          {"hypervolume_note", report.hypervolume_note},
+          {"time_to_target_goal", report.time_to_target_goal ? json(*report.time_to_target_goal) : json(nullptr)}};
 }
 
 std::string RenderTable(const Report& report) {

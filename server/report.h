@@ -68,6 +68,11 @@ struct Report {
   double hypervolume = 0;
   std::vector<double> reference_point;  // in baseline-normalized objective space
   std::string hypervolume_note;         // how it was computed, for people
+  // Time to target: the summed step time until a trial's validation first
+  // reached `time_to_target_goal` (the baseline's mean final parity metric
+  // minus the margin, plus it for a loss), from the evaluations each result
+  // carries; trials that never reached it are left out (see the metric's n).
+  std::optional<double> time_to_target_goal;
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:
@@ -127,6 +132,12 @@ double Hypervolume(const std::vector<std::vector<double>>& points, const std::ve
 // against the baseline (the first group, by key, with a trial flagged is_baseline).
 Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
                    const std::vector<TrialRecord>& trials);
+
+// Seconds of summed step time until the evaluations in `result` ("evals":
+// [{val_accuracy, val_loss, train_time_s}]) first reach `goal` on `metric`;
+// nullopt when they never do.
+std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string& metric, double goal,
+                                 bool lower_is_better);
 
 // Every field of the report; absent intervals and constraint bounds are null.
 nlohmann::json ReportToJson(const Report& report);

@@ -104,6 +104,14 @@ std::string HostName() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Signals are taken synchronously by one thread; block them before any
+  // other thread (gRPC's and the /metrics server's included) exists so none of those receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
   frontier::AgentOptions options;
   std::string coordinator;
   std::string token_file;
@@ -227,14 +235,6 @@ int main(int argc, char** argv) {
       options.metrics.reset();
     }
   }
-
-  // Signals are taken synchronously by one thread; block them before any
-  // other thread (gRPC's included) exists so none of those receives them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   frontier::Agent agent(options,
                         frontier::v1::WorkerService::NewStub(

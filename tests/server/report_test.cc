@@ -572,3 +572,56 @@ TEST(ReportOutputTest, EmptyReportRenders) {
 
 }  // namespace
 }  // namespace frontier
+
+namespace frontier {
+namespace {
+
+// Time to target from the evaluations in each result, against the baseline's
+// mean final validation accuracy minus the parity margin.
+TEST(TimeToTargetTest, FromEvaluationsAgainstTheBaseline) {
+  SearchSpace space;
+  space.name = "ttt";
+  space.objectives = {{"val_accuracy", true}, {"throughput", true}};
+  space.parity = {"val_accuracy", 0.01};
+  auto record = [](const std::string& id, bool baseline, double final_val, json evals) {
+    TrialRecord t;
+    t.trial_id = id;
+    t.config = baseline ? json::object() : json{{"block", "convnext"}};
+    t.config_key = ConfigKey(t.config);
+    t.is_baseline = baseline;
+    t.state = "completed";
+    t.result = {{"status", "completed"},
+                {"val_accuracy", final_val},
+                {"throughput", {{"samples_per_s", 100.0}}},
+                {"evals", evals}};
+    return t;
+  };
+  const json base_evals = json::array({{{"val_accuracy", 0.5}, {"train_time_s", 1.0}},
+                                       {{"val_accuracy", 0.8}, {"train_time_s", 2.0}}});
+  const std::vector<TrialRecord> trials = {
+      record("b1", true, 0.80, base_evals),
+      record("b2", true, 0.80, base_evals),
+      // goal 0.79: reached at the second evaluation (1.5 s), and at the third (3.0 s); never by v3
+      record("v1", false, 0.795, json::array({{{"val_accuracy", 0.7}, {"train_time_s", 0.7}},
+                                                {{"val_accuracy", 0.795}, {"train_time_s", 1.5}}})),
+      record("v2", false, 0.80, json::array({{{"val_accuracy", 0.6}, {"train_time_s", 1.0}},
+                                                {{"val_accuracy", 0.7}, {"train_time_s", 2.0}},
+                                                {{"val_accuracy", 0.8}, {"train_time_s", 3.0}}})),
+      record("v3", false, 0.70, json::array({{{"val_accuracy", 0.7}, {"train_time_s", 9.0}}})),
+  };
+  const Report report = BuildReport("exp-1", space, trials);
+  ASSERT_TRUE(report.time_to_target_goal.has_value());
+  EXPECT_DOUBLE_EQ(*report.time_to_target_goal, 0.79);
+  const ConfigSummary& base = report.configs[0];
+  ASSERT_TRUE(base.is_baseline);
+  EXPECT_EQ(base.metrics.at("time_to_target_s").n, 2);
+  EXPECT_DOUBLE_EQ(base.metrics.at("time_to_target_s").mean, 2.0);
+  const ConfigSummary& variant = report.configs[1];
+  EXPECT_EQ(variant.metrics.at("time_to_target_s").n, 2);  // v3 never reached it
+  EXPECT_DOUBLE_EQ(variant.metrics.at("time_to_target_s").mean, 2.25);
+  EXPECT_EQ(ReportToJson(report)["time_to_target_goal"], 0.79);
+  EXPECT_EQ(TimeToGoal(trials[2].result, "val_loss", 0.1, true), std::nullopt);  // no such metric in evals
+}
+
+}  // namespace
+}  // namespace frontier
