@@ -212,7 +212,6 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
         auto e = store_.GetExperiment(id);
         v1::ExperimentEvent event;
         FillExperiment(store_, *e, event.mutable_experiment(), false);
-        bool sent = false;
         for (const TrialRow& t : store_.ListTrials(id)) {
           auto& last = seen[t.id];
           if (last == std::make_pair(t.state, t.attempt)) continue;
@@ -221,15 +220,12 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
           FillTrial(t, event.mutable_trial(), false);
           event.set_message(t.id + " " + t.state + (t.error.empty() ? "" : ": " + t.error));
           if (!writer->Write(event)) return Status::OK;
-          sent = true;
         }
         const bool final = e->state != experiment_state::kRunning;
-        if (first || final || !sent) {
-          if (first || final) {
-            event.clear_trial();
-            event.set_message(first ? "watching " + id : "experiment " + e->state);
-            if (!writer->Write(event)) return Status::OK;
-          }
+        if (first || final) {
+          event.clear_trial();
+          event.set_message(first ? "watching " + id : "experiment " + e->state);
+          if (!writer->Write(event)) return Status::OK;
         }
         first = false;
         if (final) return Status::OK;
