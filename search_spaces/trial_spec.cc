@@ -238,6 +238,20 @@ void ParseRuntime(const json& j, RuntimeSpec& rt) {
   }
 }
 
+void ParseProfile(const json& j, const TaskSpec& task, ProfileSpec& p) {
+  ObjectReader r(j, "profile");
+  r.Int("steps", p.steps, 0, 10000);
+  r.Int("start", p.start, -1, kMaxInt);
+  r.Choice("tool", p.tool, {"libtorch", "nsys", "ncu"});
+  r.RejectUnknown();
+  const int first = p.start < 0 ? task.warmup_steps : p.start;
+  if (p.steps > 0 && first + p.steps > task.steps) {
+    throw SpecError("profile.steps", "profiles steps " + std::to_string(first) + ".." +
+                                         std::to_string(first + p.steps - 1) + " but the trial runs only " +
+                                         std::to_string(task.steps) + " steps");
+  }
+}
+
 int DefaultStemStride(const std::string& kind) { return kind == "patchify" ? 4 : 2; }
 
 int DefaultKernel(const std::string& block) { return block == "convnext" ? 7 : 3; }
@@ -264,6 +278,7 @@ TrialSpec ParseTrialSpec(const json& j) {
   if (!arch) throw SpecError("arch", "missing");
   ParseArch(*arch, spec.arch);
   if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
+  if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
   r.RejectUnknown();
   ResolveArch(spec.arch, InputShapeOf(spec.task));  // shape-dependent checks
   return spec;
@@ -475,7 +490,8 @@ json ToJson(const TrialSpec& s) {
            {{"precision", s.runtime.precision},
             {"memory_format", s.runtime.memory_format},
             {"threads", s.runtime.threads},
-            {"device", s.runtime.device}}}};
+            {"device", s.runtime.device}}},
+          {"profile", {{"steps", s.profile.steps}, {"start", s.profile.start}, {"tool", s.profile.tool}}}};
 }
 
 }  // namespace frontier

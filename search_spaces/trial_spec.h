@@ -124,6 +124,13 @@ struct RuntimeSpec {
   std::string device = "auto";             // auto | cpu | cuda | cuda:N
 };
 
+// Optional profiling of a few training steps (docs/profiling.md).
+struct ProfileSpec {
+  int steps = 0;                 // profiled steps; 0 = off
+  int start = -1;                // first profiled step (0-based); -1 = right after task.warmup_steps
+  std::string tool = "libtorch";  // libtorch (in-process trace) | nsys | ncu (wrap the trial process)
+};
+
 struct TrialSpec {
   int schema = kTrialSpecSchema;
   std::string trial_id;
@@ -131,6 +138,7 @@ struct TrialSpec {
   TaskSpec task;
   ArchSpec arch;
   RuntimeSpec runtime;
+  ProfileSpec profile;
 };
 
 // One stage after width_mult/depth_mult and defaults are applied, with the

@@ -11,6 +11,7 @@
 #include "worker/device.h"
 #include "worker/flop_counter.h"
 #include "worker/model.h"
+#include "worker/profiler.h"
 #include "worker/step_stats.h"
 
 namespace frontier {
@@ -223,7 +224,10 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
     std::string status = "completed";
     double last_loss = 0;
 
+    StepProfiler profiler(spec.profile, task.warmup_steps, options.artifact_dir, spec.trial_id);
+    std::vector<double> profiled_times;  // kept out of step_times: the profiler slows them down
     for (int step = 0; step < task.steps; ++step) {
+      profiler.BeforeStep(step);
       const auto data_start = Clock::now();
       auto [images, labels] = sampler.Next();
       torch::Tensor x = Normalize(data, images, dev.device, format);
@@ -245,10 +249,15 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       if (apply) optimizer->step();
       Synchronize(dev);
       const auto t1 = Clock::now();
+      profiler.AfterStep(step);
 
-      step_times.push_back(Seconds(t0, t1));
-      data_waits.push_back(Seconds(data_start, t0));
-      train_time += step_times.back();
+      if (profiler.Covers(step)) {
+        profiled_times.push_back(Seconds(t0, t1));
+      } else {
+        step_times.push_back(Seconds(t0, t1));
+        data_waits.push_back(Seconds(data_start, t0));
+      }
+      train_time += Seconds(t0, t1);
       steps_run = step + 1;
       last_loss = loss.item<double>();
       if (!std::isfinite(last_loss)) {
@@ -263,9 +272,9 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
                       {"step", steps_run},
                       {"loss", last_loss},
                       {"lr", lr},
-                      {"step_time_ms", step_times.back() * 1e3},
+                      {"step_time_ms", Seconds(t0, t1) * 1e3},
                       {"median_step_time_ms", Summarize(measured).median * 1e3},
-                      {"data_wait_ms", data_waits.back() * 1e3}});
+                      {"data_wait_ms", Seconds(data_start, t0) * 1e3}});
       }
       const bool eval_point = (task.eval_every > 0 && steps_run % task.eval_every == 0) || steps_run == task.steps;
       if (eval_point) {
@@ -325,6 +334,12 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       result["test_accuracy"] = test.accuracy;
     }
     if (scaler.scale() != 65536.0) result["loss_scale"] = scaler.scale();
+    const json profile = profiler.Finish();
+    if (!profile.is_null()) {
+      result["profile"] = profile;
+      result["profile"]["profiled_step_time_ms"] = StatsJson(Summarize(profiled_times), 1e3);
+    }
+    result["bottleneck"] = BottleneckVerdict(result);
   } catch (const std::exception& e) {
     result["status"] = "failed";
     result["error_kind"] = ErrorKind(e);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@ enum TrialExit : int {
 
 struct TrialOptions {
   int progress_every = 10;  // a progress event every this many steps; 0: none
+  std::string artifact_dir = "artifacts";  // profiles are written under this folder
   // Receives every event (start, progress, eval) as it happens. The result is
   // returned, not emitted.
   std::function<void(const nlohmann::json&)> emit = [](const nlohmann::json&) {};
