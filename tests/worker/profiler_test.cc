@@ -1,0 +1,4 @@
+// Tests of worker/profiler.h (being written).
+#include <gtest/gtest.h>
+
+#include "worker/profiler.h"
