@@ -74,6 +74,30 @@ SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, sta
        finished_ms
 FROM trials WHERE result_json <> '';
 )sql",
+    // 2: experiment completion checks find open trials without scanning finished ones.
+    R"sql(
+CREATE INDEX trials_open ON trials(experiment_id) WHERE state IN ('pending', 'running');
+)sql",
+    // 3: the results view gains the BEV task's IoU and the test loss.
+    R"sql(
+DROP VIEW results;
+CREATE VIEW results AS
+SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, worker_id,
+       (result_json::jsonb ->> 'val_accuracy')::float8 AS val_accuracy,
+       (result_json::jsonb ->> 'test_accuracy')::float8 AS test_accuracy,
+       (result_json::jsonb ->> 'val_loss')::float8 AS val_loss,
+       (result_json::jsonb ->> 'val_iou')::float8 AS val_iou,
+       (result_json::jsonb ->> 'test_iou')::float8 AS test_iou,
+       (result_json::jsonb ->> 'test_loss')::float8 AS test_loss,
+       (result_json::jsonb -> 'step_time_ms' ->> 'median')::float8 AS median_step_time_ms,
+       (result_json::jsonb -> 'throughput' ->> 'samples_per_s')::float8 AS throughput,
+       (result_json::jsonb ->> 'mfu')::float8 AS mfu,
+       (result_json::jsonb ->> 'peak_memory_mb')::float8 AS peak_memory_mb,
+       (result_json::jsonb ->> 'params')::bigint AS params,
+       (result_json::jsonb ->> 'threads')::int AS threads,
+       finished_ms
+FROM trials WHERE result_json <> '';
+)sql",
 };
 
 constexpr const char* kTrialColumns =
@@ -118,15 +142,6 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
 
 std::string Sql(const char* a, const char* columns, const char* b) { return std::string(a) + columns + b; }
 
-std::optional<TrialRow> SelectTrial(pqxx::work& w, const std::string& id, bool for_update) {
-  const pqxx::result r =
-      w.exec_params(Sql("SELECT ", kTrialColumns, for_update ? " FROM trials WHERE id = $1 FOR UPDATE"
-                                                             : " FROM trials WHERE id = $1"),
-                    id);
-  if (r.empty()) return std::nullopt;
-  return ReadTrial(r[0]);
-}
-
 std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experiment_id, std::vector<TrialRow>& trials,
                                       int64_t now_ms) {
   // The experiment row lock serializes trial numbering per experiment.
@@ -142,6 +157,34 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
     ids.push_back(t.id);
   }
   return ids;
+}
+
+// The statements of the hot path (lease, progress, completion), prepared once
+// per connection: planned once instead of on every call.
+void PrepareStatements(pqxx::connection& c) {
+  c.prepare("get_trial", Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1"));
+  c.prepare("get_experiment", Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"));
+  c.prepare("lease",
+            Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, lease_expires_ms = $2, "
+                "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+                "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
+                "RETURNING ",
+                kTrialColumns, ""));
+  c.prepare("extend_lease",
+            "UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
+            "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running'");
+  c.prepare("add_progress",
+            "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
+  c.prepare("finish_trial",
+            "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
+            "WHERE id = $5 AND attempt = $6 AND state = 'running'");
+  c.prepare("fail_attempt",
+            "UPDATE trials SET "
+            "state = CASE WHEN $1::boolean AND attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
+            "finished_ms = CASE WHEN $1::boolean AND attempt < max_attempts THEN 0 ELSE $2::bigint END, "
+            "error = $3, result_json = $4, lease_expires_ms = 0 "
+            "WHERE id = $5 AND attempt = $6 AND state = 'running'");
+  c.prepare("touch_worker", "UPDATE workers SET last_heartbeat_ms = $1 WHERE id = $2");
 }
 
 }  // namespace
@@ -177,7 +220,10 @@ class PostgresStore::Pool {
     } release{this, slot};
     auto& conn = slots_[slot];
     try {
-      if (!conn || !conn->is_open()) conn = std::make_unique<pqxx::connection>(url_);
+      if (!conn || !conn->is_open()) {
+        conn = std::make_unique<pqxx::connection>(url_);
+        PrepareStatements(*conn);
+      }
       return body(*conn);
     } catch (const pqxx::broken_connection&) {
       conn.reset();
@@ -193,11 +239,11 @@ class PostgresStore::Pool {
   std::condition_variable available_;
 };
 
-template <typename Body>
-auto PostgresStore::InTransaction(const char* what, Body&& body) {
+template <typename Tx, typename Body>
+auto PostgresStore::Run(const char* what, Body&& body) {
   try {
     return pool_->With([&](pqxx::connection& c) {
-      pqxx::work w(c);
+      Tx w(c);
       auto result = body(w);
       w.commit();
       return result;
@@ -209,6 +255,16 @@ auto PostgresStore::InTransaction(const char* what, Body&& body) {
   } catch (const pqxx::failure& e) {
     throw StoreError(std::string("PostgreSQL error during ") + what + ": " + e.what());
   }
+}
+
+template <typename Body>
+auto PostgresStore::InTransaction(const char* what, Body&& body) {
+  return Run<pqxx::work>(what, std::forward<Body>(body));
+}
+
+template <typename Body>
+auto PostgresStore::Statement(const char* what, Body&& body) {
+  return Run<pqxx::nontransaction>(what, std::forward<Body>(body));
 }
 
 PostgresStore::PostgresStore(const std::string& url, int pool_size)
@@ -257,8 +313,8 @@ std::vector<std::string> PostgresStore::AddTrials(const std::string& experiment_
 }
 
 std::optional<ExperimentRecord> PostgresStore::GetExperiment(const std::string& id) {
-  return InTransaction("GetExperiment", [&](pqxx::work& w) -> std::optional<ExperimentRecord> {
-    const pqxx::result r = w.exec_params(Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"), id);
+  return Statement("GetExperiment", [&](pqxx::nontransaction& w) -> std::optional<ExperimentRecord> {
+    const pqxx::result r = w.exec_prepared("get_experiment", id);
     if (r.empty()) return std::nullopt;
     return ReadExperiment(r[0]);
   });
@@ -295,7 +351,11 @@ std::vector<TrialRow> PostgresStore::ListTrials(const std::string& experiment_id
 }
 
 std::optional<TrialRow> PostgresStore::GetTrial(const std::string& trial_id) {
-  return InTransaction("GetTrial", [&](pqxx::work& w) { return SelectTrial(w, trial_id, false); });
+  return Statement("GetTrial", [&](pqxx::nontransaction& w) -> std::optional<TrialRow> {
+    const pqxx::result r = w.exec_prepared("get_trial", trial_id);
+    if (r.empty()) return std::nullopt;
+    return ReadTrial(r[0]);
+  });
 }
 
 TrialCountsRow PostgresStore::CountTrials(const std::string& experiment_id) {
@@ -323,14 +383,9 @@ std::vector<std::string> PostgresStore::ExperimentsReadyToComplete() {
 
 std::optional<TrialRow> PostgresStore::LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
                                                       int64_t lease_ms) {
-  return InTransaction("LeaseNextTrial", [&](pqxx::work& w) -> std::optional<TrialRow> {
-    const pqxx::result r = w.exec_params(
-        Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, lease_expires_ms = $2, "
-            "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-            "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
-            "RETURNING ",
-            kTrialColumns, ""),
-        worker_id, now_ms + lease_ms, now_ms);
+  // One statement: the row lock with SKIP LOCKED hands each pending trial to one caller.
+  return Statement("LeaseNextTrial", [&](pqxx::nontransaction& w) -> std::optional<TrialRow> {
+    const pqxx::result r = w.exec_prepared("lease", worker_id, now_ms + lease_ms, now_ms);
     if (r.empty()) return std::nullopt;
     return ReadTrial(r[0]);
   });
@@ -338,46 +393,38 @@ std::optional<TrialRow> PostgresStore::LeaseNextTrial(const std::string& worker_
 
 bool PostgresStore::ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                                 int64_t expires_ms) {
-  return InTransaction("ExtendLease", [&](pqxx::work& w) {
-    return w
-               .exec_params("UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
-                            "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running'",
-                            expires_ms, trial_id, attempt, worker_id)
-               .affected_rows() == 1;
+  return Statement("ExtendLease", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("extend_lease", expires_ms, trial_id, attempt, worker_id).affected_rows() == 1;
   });
+}
+
+// Why a conditional update of `attempt` did not apply.
+Transition PostgresStore::Classify(const std::string& trial_id, int attempt, const std::string& state,
+                                   const std::string& error) {
+  const std::optional<TrialRow> current = GetTrial(trial_id);
+  if (!current) return Transition::kNotFound;
+  if (current->attempt != attempt) return Transition::kStale;
+  if (!state.empty()) return current->state == state ? Transition::kDuplicate : Transition::kStale;
+  return current->state != trial_state::kRunning && current->error == error ? Transition::kDuplicate
+                                                                           : Transition::kStale;
 }
 
 Transition PostgresStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
                                       const std::string& result_json, const std::string& error, int64_t now_ms) {
-  return InTransaction("FinishTrial", [&](pqxx::work& w) {
-    auto current = SelectTrial(w, trial_id, true);
-    if (!current) return Transition::kNotFound;
-    if (current->attempt == attempt && current->state == state) return Transition::kDuplicate;
-    if (current->attempt != attempt || current->state != trial_state::kRunning) return Transition::kStale;
-    w.exec_params(
-        "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
-        "WHERE id = $5",
-        state, result_json, error, now_ms, trial_id);
-    return Transition::kApplied;
+  // One conditional statement; only when it does not apply is the trial read to say why.
+  const bool applied = Statement("FinishTrial", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("finish_trial", state, result_json, error, now_ms, trial_id, attempt).affected_rows() == 1;
   });
+  return applied ? Transition::kApplied : Classify(trial_id, attempt, state, "");
 }
 
 Transition PostgresStore::FailAttempt(const std::string& trial_id, int attempt, const std::string& error,
                                       bool retryable, const std::string& result_json, int64_t now_ms) {
-  return InTransaction("FailAttempt", [&](pqxx::work& w) {
-    auto current = SelectTrial(w, trial_id, true);
-    if (!current) return Transition::kNotFound;
-    if (current->attempt != attempt) return Transition::kStale;
-    if (current->state != trial_state::kRunning) {
-      return current->error == error ? Transition::kDuplicate : Transition::kStale;
-    }
-    const bool requeue = retryable && current->attempt < current->max_attempts;
-    w.exec_params(
-        "UPDATE trials SET state = $1, error = $2, result_json = $3, finished_ms = $4, lease_expires_ms = 0 "
-        "WHERE id = $5",
-        requeue ? trial_state::kPending : trial_state::kFailed, error, result_json, requeue ? 0 : now_ms, trial_id);
-    return Transition::kApplied;
+  const bool applied = Statement("FailAttempt", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("fail_attempt", retryable, now_ms, error, result_json, trial_id, attempt).affected_rows() ==
+           1;
   });
+  return applied ? Transition::kApplied : Classify(trial_id, attempt, "", error);
 }
 
 std::vector<TrialRow> PostgresStore::ExpireLeases(int64_t now_ms) {
@@ -417,9 +464,8 @@ void PostgresStore::CancelPendingTrials(const std::string& experiment_id, int64_
 }
 
 void PostgresStore::AddProgress(const ProgressRow& row) {
-  InTransaction("AddProgress", [&](pqxx::work& w) {
-    w.exec_params("INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)",
-                  row.trial_id, row.attempt, row.step, row.event_json, row.at_ms);
+  Statement("AddProgress", [&](pqxx::nontransaction& w) {
+    w.exec_prepared("add_progress", row.trial_id, row.attempt, row.step, row.event_json, row.at_ms);
     return 0;
   });
 }
@@ -452,9 +498,8 @@ std::string PostgresStore::RegisterWorker(WorkerRecord wr, int64_t now_ms) {
 }
 
 bool PostgresStore::TouchWorker(const std::string& worker_id, int64_t now_ms) {
-  return InTransaction("TouchWorker", [&](pqxx::work& w) {
-    return w.exec_params("UPDATE workers SET last_heartbeat_ms = $1 WHERE id = $2", now_ms, worker_id)
-               .affected_rows() == 1;
+  return Statement("TouchWorker", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("touch_worker", now_ms, worker_id).affected_rows() == 1;
   });
 }
 

@@ -57,8 +57,13 @@ class PostgresStore final : public Store {
 
  private:
   class Pool;
+  template <typename Tx, typename Body>
+  auto Run(const char* what, Body&& body);
   template <typename Body>
-  auto InTransaction(const char* what, Body&& body);
+  auto InTransaction(const char* what, Body&& body);  // several statements, atomically
+  template <typename Body>
+  auto Statement(const char* what, Body&& body);  // one statement, atomic by itself
+  Transition Classify(const std::string& trial_id, int attempt, const std::string& state, const std::string& error);
 
   std::string url_;
   std::unique_ptr<Pool> pool_;

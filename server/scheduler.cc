@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,8 @@ struct Scheduler::Search {
     int steps = 0;
     bool baseline = false;
     std::vector<std::string> trial_ids;  // one per seed
+    std::vector<int64_t> seeds;          // of trial_ids
+    std::map<std::string, TrialOutcome> ended;  // final trials by id, until the strategy is told
     bool told = false;                   // the strategy has its evaluation
   };
 
@@ -72,6 +75,7 @@ struct Scheduler::Search {
   std::map<std::string, Group> groups;          // by GroupKey
   std::vector<std::string> group_order;         // creation order
   std::map<std::string, std::string> group_of;  // trial id -> group key
+  std::set<std::string> open;                   // trials not final yet
 
   explicit Search(SearchSpace s)
       : space(std::move(s)), strategy(MakeStrategy(space)), stopping(MakeEarlyStopping(space)) {}
@@ -87,8 +91,33 @@ struct Scheduler::Search {
         group_order.push_back(key);
       }
       it->second.trial_ids.push_back(row.id);
+      it->second.seeds.push_back(row.seed);
       group_of[row.id] = key;
+      if (trial_state::IsFinal(row.state)) {
+        it->second.ended[row.id] = OutcomeOf(row);
+      } else {
+        open.insert(row.id);
+      }
     }
+  }
+
+  // Records that `trial_id` ended; returns its group's evaluation when that
+  // completes the group (every seed final) and the strategy has not been told.
+  std::optional<Evaluation> Ended(const std::string& trial_id, TrialOutcome outcome) {
+    auto key = group_of.find(trial_id);
+    if (key == group_of.end()) return std::nullopt;
+    open.erase(trial_id);
+    Group& group = groups.at(key->second);
+    if (group.told) return std::nullopt;
+    const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
+    outcome.seed = group.seeds.at(index);
+    group.ended[trial_id] = std::move(outcome);
+    if (group.ended.size() < group.trial_ids.size()) return std::nullopt;
+    Evaluation evaluation{group.config, group.steps, {}};
+    for (const std::string& id : group.trial_ids) evaluation.trials.push_back(std::move(group.ended.at(id)));
+    group.ended.clear();
+    group.told = true;
+    return evaluation;
   }
 };
 
@@ -164,18 +193,17 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   std::vector<StoredProposal> history;
   for (const std::string& key : search->group_order) {
     Search::Group& group = search->groups.at(key);
-    Evaluation evaluation{group.config, group.steps, {}};
-    bool final = true;
-    for (const std::string& id : group.trial_ids) {
-      final = final && trial_state::IsFinal(by_id.at(id)->state);
-      evaluation.trials.push_back(OutcomeOf(*by_id.at(id)));
+    std::optional<Evaluation> evaluation;
+    if (group.ended.size() == group.trial_ids.size()) {
+      evaluation = Evaluation{group.config, group.steps, {}};
+      for (const std::string& id : group.trial_ids) evaluation->trials.push_back(std::move(group.ended.at(id)));
+      group.ended.clear();
+      group.told = true;
     }
-    group.told = final;
     if (group.baseline) {
-      if (final) baseline = std::move(evaluation);
+      if (evaluation) baseline = std::move(evaluation);
     } else {
-      history.push_back({{group.config, group.steps},
-                         final ? std::optional<Evaluation>(std::move(evaluation)) : std::nullopt});
+      history.push_back({{group.config, group.steps}, std::move(evaluation)});
     }
   }
   const std::vector<Proposal> beyond = Replay(*search->strategy, baseline, history);
@@ -221,26 +249,21 @@ void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
   search.Index(rows);
 }
 
-// When `trial_id` was the last of its group to end, tells the strategy and
-// adds what it proposes next.
-void Scheduler::TrialEnded(const std::string& trial_id) {
-  const std::optional<TrialRow> trial = store_.GetTrial(trial_id);
-  if (!trial) return;
-  Search* search = SearchOf(trial->experiment_id);
+// Records that a trial ended; when it was the last of its group, tells the
+// strategy and adds what it proposes next. Then completes the experiment
+// when nothing is left open.
+void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
+  const std::string experiment_id = ExperimentOfTrial(trial_id);
+  Search* search = SearchOf(experiment_id);
   if (!search) return;
-  auto key = search->group_of.find(trial_id);
-  if (key == search->group_of.end()) return;
-  Search::Group& group = search->groups.at(key->second);
-  if (group.told) return;
-  Evaluation evaluation{group.config, group.steps, {}};
-  for (const std::string& id : group.trial_ids) {
-    const std::optional<TrialRow> row = id == trial_id ? trial : store_.GetTrial(id);
-    if (!row || !trial_state::IsFinal(row->state)) return;
-    evaluation.trials.push_back(OutcomeOf(*row));
+  if (std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome))) {
+    search->strategy->Tell(*evaluation);
+    AddProposals(experiment_id, *search, search->strategy->Ask());
   }
-  group.told = true;
-  search->strategy->Tell(evaluation);
-  AddProposals(trial->experiment_id, *search, search->strategy->Ask());
+  if (search->open.empty()) {
+    store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
+    searches_.erase(experiment_id);
+  }
 }
 
 bool Scheduler::Cancel(const std::string& experiment_id) {
@@ -269,10 +292,9 @@ std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
   return trial;
 }
 
-bool Scheduler::ExperimentCancelled(const std::string& trial_id) {
-  auto trial = store_.GetTrial(trial_id);
-  if (!trial) return false;
-  auto experiment = store_.GetExperiment(trial->experiment_id);
+bool Scheduler::ExperimentCancelled(const std::string& experiment_id) {
+  if (searches_.count(experiment_id)) return false;  // loaded searches are of running experiments
+  const std::optional<ExperimentRecord> experiment = store_.GetExperiment(experiment_id);
   return experiment && experiment->state == experiment_state::kCancelled;
 }
 
@@ -282,7 +304,12 @@ HeartbeatReply Scheduler::Heartbeat(const std::string& worker_id, const std::str
   HeartbeatReply reply;
   if (trial_id.empty()) return reply;
   reply.lease_valid = store_.ExtendLease(trial_id, attempt, worker_id, now + options_.lease_timeout_ms);
-  reply.stop = !reply.lease_valid || ExperimentCancelled(trial_id);
+  if (!reply.lease_valid) {
+    reply.stop = true;
+    return reply;
+  }
+  std::lock_guard<std::mutex> lock(search_mu_);
+  reply.stop = ExperimentCancelled(ExperimentOfTrial(trial_id));
   return reply;
 }
 
@@ -290,31 +317,36 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
                                   const std::string& event_json) {
   const int64_t now = clock_.NowMs();
   ProgressReply reply;
-  auto trial = store_.GetTrial(trial_id);
-  if (!trial || trial->state != trial_state::kRunning || trial->attempt != attempt ||
-      trial->worker_id != worker_id) {
+  const nlohmann::json event = nlohmann::json::parse(event_json, nullptr, /*allow_exceptions=*/false);
+  const bool malformed = !event.is_object() || (event.contains("step") && !event["step"].is_number_integer());
+  // Extending the lease is the check that this attempt holds it (and a progress event is proof of life).
+  if (!store_.ExtendLease(trial_id, attempt, worker_id, now + options_.lease_timeout_ms)) {
     reply.stop = true;
     reply.reason = "this attempt no longer holds the trial's lease";
     return reply;
   }
-  const nlohmann::json event = nlohmann::json::parse(event_json, nullptr, /*allow_exceptions=*/false);
-  if (!event.is_object() || (event.contains("step") && !event["step"].is_number_integer())) {
-    return reply;  // a malformed event is dropped; the trial goes on
-  }
-  const int step = event.value("step", 0);
-  // A progress event is proof of life too.
-  store_.ExtendLease(trial_id, attempt, worker_id, now + options_.lease_timeout_ms);
-  if (ExperimentCancelled(trial_id)) {
-    store_.AddProgress({trial_id, attempt, step, event_json, now});
+  if (malformed) return reply;  // a malformed event is dropped; the trial goes on
+  const ProgressRow row{trial_id, attempt, event.value("step", 0), event_json, now};
+  std::unique_lock<std::mutex> lock(search_mu_);
+  const std::string experiment_id = ExperimentOfTrial(trial_id);
+  Search* search = SearchOf(experiment_id);
+  if (!search && ExperimentCancelled(experiment_id)) {
+    lock.unlock();
+    store_.AddProgress(row);
     reply.stop = true;
     reply.reason = "experiment cancelled";
     return reply;
   }
-  // Recorded and decided under one lock, so a restart replays the decisions in their order.
-  std::lock_guard<std::mutex> lock(search_mu_);
-  store_.AddProgress({trial_id, attempt, step, event_json, now});
-  Search* search = SearchOf(trial->experiment_id);
-  if (search && search->stopping) {
+  if (!search || !search->stopping) {
+    lock.unlock();
+    store_.AddProgress(row);
+    return reply;
+  }
+  // Early stopping: recorded and decided under one lock, so a restart
+  // replays the decisions in their order.
+  const std::optional<TrialRow> trial = store_.GetTrial(trial_id);
+  store_.AddProgress(row);
+  if (trial) {
     const StopDecision decision = search->stopping->Observe(RunningTrialOf(*trial), event);
     reply.stop = decision.stop;
     reply.reason = decision.reason;
@@ -324,20 +356,19 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
 
 Transition Scheduler::Complete(const std::string& worker_id, const std::string& trial_id, int attempt,
                                const std::string& result_json) {
-  std::string state = trial_state::kCompleted;
+  TrialOutcome outcome;
+  outcome.state = trial_state::kCompleted;
   try {
-    if (nlohmann::json::parse(result_json).value("status", "") == "diverged") state = trial_state::kDiverged;
+    outcome.result = nlohmann::json::parse(result_json);
+    if (outcome.result.value("status", "") == "diverged") outcome.state = trial_state::kDiverged;
   } catch (const nlohmann::json::exception& e) {
     return Fail(worker_id, trial_id, attempt, std::string("unreadable result: ") + e.what(), true, "");
   }
   Transition t;
   {
     std::lock_guard<std::mutex> lock(search_mu_);
-    t = store_.FinishTrial(trial_id, attempt, state, result_json, "", clock_.NowMs());
-    if (t == Transition::kApplied) {
-      TrialEnded(trial_id);
-      CompleteFinishedExperiments();
-    }
+    t = store_.FinishTrial(trial_id, attempt, outcome.state, result_json, "", clock_.NowMs());
+    if (t == Transition::kApplied) TrialEnded(trial_id, std::move(outcome));
   }
   if (t == Transition::kApplied) Changed();
   return t;
@@ -351,14 +382,17 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
   Transition t;
   {
     std::lock_guard<std::mutex> lock(search_mu_);
-    t = stopped ? store_.FinishTrial(
-                      trial_id, attempt,
-                      ExperimentCancelled(trial_id) ? trial_state::kCancelled : trial_state::kStopped,
-                      result_json, error, clock_.NowMs())
-                : store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
+    if (stopped) {
+      const char* state =
+          ExperimentCancelled(ExperimentOfTrial(trial_id)) ? trial_state::kCancelled : trial_state::kStopped;
+      t = store_.FinishTrial(trial_id, attempt, state, result_json, error, clock_.NowMs());
+    } else {
+      t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
+    }
     if (t == Transition::kApplied) {
-      TrialEnded(trial_id);  // nothing to tell while the trial is pending again
-      CompleteFinishedExperiments();
+      // Failed for good, stopped, or pending again (then nothing is told).
+      const std::optional<TrialRow> row = store_.GetTrial(trial_id);
+      if (row && trial_state::IsFinal(row->state)) TrialEnded(trial_id, OutcomeOf(*row));
     }
   }
   if (t == Transition::kApplied) Changed();
@@ -368,7 +402,8 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
 void Scheduler::CompleteFinishedExperiments() {
   for (const std::string& id : store_.ExperimentsReadyToComplete()) {
     // A search loaded now (after a restart) may still propose: then it goes on.
-    SearchOf(id);
+    const Search* search = SearchOf(id);
+    if (search && !search->open.empty()) continue;
     const TrialCountsRow counts = store_.CountTrials(id);
     if (counts.pending + counts.running > 0) continue;
     store_.SetExperimentState(id, experiment_state::kCompleted);
@@ -382,7 +417,7 @@ void Scheduler::Tick() {
     std::lock_guard<std::mutex> lock(search_mu_);
     expired = store_.ExpireLeases(clock_.NowMs());
     for (const TrialRow& trial : expired) {
-      if (trial_state::IsFinal(trial.state)) TrialEnded(trial.id);
+      if (trial_state::IsFinal(trial.state)) TrialEnded(trial.id, OutcomeOf(trial));
     }
     CompleteFinishedExperiments();
   }

@@ -94,9 +94,9 @@ class Scheduler {
   // The following require search_mu_.
   void CompleteFinishedExperiments();
   Search* SearchOf(const std::string& experiment_id);
-  void TrialEnded(const std::string& trial_id);
+  void TrialEnded(const std::string& trial_id, TrialOutcome outcome);
   void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);
-  bool ExperimentCancelled(const std::string& trial_id);
+  bool ExperimentCancelled(const std::string& experiment_id);
 
   Store& store_;
   Clock& clock_;

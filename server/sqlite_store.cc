@@ -76,6 +76,30 @@ SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, sta
        finished_ms
 FROM trials WHERE result_json <> '';
 )sql",
+    // 2: experiment completion checks find open trials without scanning finished ones.
+    R"sql(
+CREATE INDEX trials_open ON trials(experiment_id) WHERE state IN ('pending', 'running');
+)sql",
+    // 3: the results view gains the BEV task's IoU and the test loss.
+    R"sql(
+DROP VIEW results;
+CREATE VIEW results AS
+SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, worker_id,
+       json_extract(result_json, '$.val_accuracy') AS val_accuracy,
+       json_extract(result_json, '$.test_accuracy') AS test_accuracy,
+       json_extract(result_json, '$.val_loss') AS val_loss,
+       json_extract(result_json, '$.val_iou') AS val_iou,
+       json_extract(result_json, '$.test_iou') AS test_iou,
+       json_extract(result_json, '$.test_loss') AS test_loss,
+       json_extract(result_json, '$.step_time_ms.median') AS median_step_time_ms,
+       json_extract(result_json, '$.throughput.samples_per_s') AS throughput,
+       json_extract(result_json, '$.mfu') AS mfu,
+       json_extract(result_json, '$.peak_memory_mb') AS peak_memory_mb,
+       json_extract(result_json, '$.params') AS params,
+       json_extract(result_json, '$.threads') AS threads,
+       finished_ms
+FROM trials WHERE result_json <> '';
+)sql",
 };
 
 class Statement {

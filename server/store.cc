@@ -31,6 +31,11 @@ void AddToCounts(TrialCountsRow& c, const std::string& state, int n) {
   if (state == trial_state::kCancelled) c.cancelled += n;
 }
 
+std::string ExperimentOfTrial(const std::string& trial_id) {
+  const size_t at = trial_id.rfind("-t");
+  return at == std::string::npos ? std::string() : trial_id.substr(0, at);
+}
+
 void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial) {
   char id[96];
   std::snprintf(id, sizeof id, "%s-t%04lld", experiment_id.c_str(), static_cast<long long>(number));

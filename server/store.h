@@ -104,6 +104,8 @@ std::string WorkerIdFor(int64_t seq);      // "worker-0007"
 void AddToCounts(TrialCountsRow& counts, const std::string& state, int n);
 // Sets trial.id to "<experiment>-t<NNNN>" and writes it into the trial's spec.
 void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial);
+// The experiment a trial id names ("exp-000042-t0007" -> "exp-000042"); empty when it names none.
+std::string ExperimentOfTrial(const std::string& trial_id);
 
 class Store {
  public:

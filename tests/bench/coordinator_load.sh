@@ -28,11 +28,13 @@ stop_server() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; serv
 fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q "${PG_URL%/*}/postgres" -c "CREATE DATABASE $1"; echo "${PG_URL%/*}/$1"; }
 
 # SECTIONS: which parts to run (default all): load optuna report
+# STORES / WORKERS: the stores and worker counts of the load section.
 sections="${SECTIONS:-load optuna report}"
+stores="${STORES:-sqlite postgresql}"; worker_counts="${WORKERS:-16 64 256}"
 if [[ " $sections " == *" load "* ]]; then
 echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete)"
-for store in sqlite postgresql; do
-  for workers in 16 64 256; do
+for store in $stores; do
+  for workers in $worker_counts; do
     if [[ $store == sqlite ]]; then url="$work/load-$workers.db"; else url=$(fresh_pg "load$workers"); fi
     start_server "$url"
     line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials")

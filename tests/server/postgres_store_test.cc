@@ -30,7 +30,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
   std::string id;
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 1);
+    EXPECT_EQ(store.schema_version(), 3);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -38,7 +38,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   PostgresStore again(url);
-  EXPECT_EQ(again.schema_version(), 1);
+  EXPECT_EQ(again.schema_version(), 3);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
 }
 

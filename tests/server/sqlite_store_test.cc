@@ -17,7 +17,7 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
   std::string id;
   {
     SqliteStore store(path.string());
-    EXPECT_EQ(store.schema_version(), 1);
+    EXPECT_EQ(store.schema_version(), 3);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -25,7 +25,7 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   SqliteStore again(path.string());
-  EXPECT_EQ(again.schema_version(), 1);
+  EXPECT_EQ(again.schema_version(), 3);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
   EXPECT_EQ(again.ListTrials(id).size(), 1u);
   std::filesystem::remove(path);
