@@ -17,7 +17,15 @@ all_packages=(
   libsqlite3-dev libgtest-dev libgmock-dev googletest
   postgresql prometheus python3-torch python3-optuna python3-psycopg2 openssl
   chromium python3-yaml
+  # deployment checks (tests/deploy): network namespaces, linters, the CUDA
+  # image's library bundling, gRPC health probes, systemd-analyze
+  iproute2 yamllint shellcheck patchelf binutils python3-grpcio systemd
 )
+# The npm validators of tests/deploy need node and npm; keep a node that is
+# already installed (the machine image's) rather than Debian's.
+if ! command -v npm > /dev/null 2>&1; then all_packages+=(nodejs npm); fi
+# kubectl (kustomize) is not in Debian 12 (kubernetes-client 1.20 is too old
+# for these manifests); the test machines' image has it.
 
 packages=("${all_packages[@]}")
 if [[ "${1:-}" == "--runner" ]]; then packages=("${runner_packages[@]}"); fi
