@@ -1,6 +1,7 @@
 #include "server/strategies/asha.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace frontier {
@@ -51,7 +52,21 @@ StopDecision AshaStopper::Report(const std::string& config, int64_t seed, int st
   const size_t quota = std::max<size_t>(1, n / static_cast<size_t>(options_.eta));
   const size_t position =
       static_cast<size_t>(std::find(order.begin(), order.end(), it->second) - order.begin());
-  if (may_stop && position >= quota) {
+  // The extremes of the first front continue whatever the quota: the best
+  // configuration at this rung in some objective. They all have infinite
+  // crowding distance, so the quota would otherwise choose among them by
+  // arrival; and in two objectives max(1, floor(n / eta)) is often a single
+  // place, which would stop one end of the front.
+  bool extreme = false;
+  if (position >= quota && points[it->second].feasible()) {
+    const std::vector<size_t> first_front = NonDominatedFronts(points).front();
+    const auto member = std::find(first_front.begin(), first_front.end(), it->second);
+    if (member != first_front.end()) {
+      const std::vector<double> distance = CrowdingDistances(points, first_front);
+      extreme = std::isinf(distance[static_cast<size_t>(member - first_front.begin())]);
+    }
+  }
+  if (may_stop && position >= quota && !extreme) {
     entry.decision.stop = true;
     entry.decision.reason = "asha: at step " + std::to_string(step) + " ranked " +
                             std::to_string(position + 1) + " of " + std::to_string(n) +

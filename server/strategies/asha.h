@@ -34,9 +34,12 @@ struct StopDecision {
 // decides for all its seeds: with n configurations reported at that rung
 // (this one included), ordered by RankOrder (front under
 // constraint-domination, then crowding distance, then arrival at the rung),
-// it continues when among the first max(1, floor(n / eta)); later seeds of
-// the configuration get the same decision. The first configuration at a
-// rung always continues, so the rule never starves the queue. Only
+// it continues when among the first max(1, floor(n / eta)), or when it is
+// an extreme of the first front (feasible, front 0, infinite crowding
+// distance: the best at the rung in some objective), so that the quota never
+// picks between the front's ends by arrival; later seeds of the
+// configuration get the same decision. The first configuration at a rung
+// always continues, so the rule never starves the queue. Only
 // configurations at the same rung are ever compared: equal fidelity.
 // Deterministic given the sequence of reports; replaying a history rebuilds
 // the same state.

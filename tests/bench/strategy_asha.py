@@ -35,7 +35,9 @@ def main():
     parser.add_argument("--runs", default="runs/asha-bench", help="trial specs and outputs")
     parser.add_argument("--strategy", default="{name: asha, min_steps: 20, eta: 3}")
     parser.add_argument("--workers", type=int, default=2, help="simulated workers in the replay")
-    parser.add_argument("--orders", type=int, default=10, help="ASHA queue orders (seeds) to replay")
+    parser.add_argument("--orders", type=int, default=100,
+                        help="ASHA queue orders (seeds) to replay; the spread between orders is wide, "
+                        "10 give the mean to a few points")
     args = parser.parse_args()
 
     os.makedirs(args.runs, exist_ok=True)

@@ -11,11 +11,15 @@
 //       writes OUTDIR/NNN.json: the grid's trial specs (the baseline and
 //       every runnable configuration at seeds 1..repeats), and
 //       OUTDIR/index.json: [{"file", "config", "seed"}]
-//   strategy_asha_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N]
+//   strategy_asha_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] [--verbose]
 //       RUNDIR holds NNN.jsonl, the output of NNN.json; STRATEGY is the asha
 //       strategy's YAML mapping without its seed, e.g. "{name: asha, min_steps: 20}";
-//       ASHA runs once per seed 0..orders-1 (the seed orders the queue).
+//       ASHA runs once per seed 0..orders-1 (the seed orders the queue);
+//       --verbose lists, per order, how each configuration's trials ended
+//       (done, or sSTEP: stopped at STEP).
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -76,6 +80,7 @@ struct Outcome {
   double hypervolume = 0;
   int completed = 0, stopped = 0;
   size_t front = 0;
+  std::map<std::string, std::string> fates;  // config key -> "120" (completed) or the steps it was stopped at
 };
 
 // Runs an experiment of `yaml` through the Scheduler with `workers`
@@ -132,10 +137,13 @@ Outcome Simulate(const std::string& yaml, const std::map<std::string, Recording>
       scheduler.Fail(worker, r.trial.id, r.trial.attempt, "stopped: " + reply.reason, false, "");
       outcome.compute_s += now - r.start;
       ++outcome.stopped;
+      outcome.fates[r.trial.config_json] +=
+          " s" + std::to_string(r.recording->events[r.next - 1].value("step", 0));
     } else {
       scheduler.Complete(worker, r.trial.id, r.trial.attempt, r.recording->result.dump());
       outcome.compute_s += r.recording->train_time_s;
       ++outcome.completed;
+      outcome.fates[r.trial.config_json] += " done";
     }
     slots[earliest].reset();
   }
@@ -183,7 +191,7 @@ int Specs(const std::string& space_path, const std::string& out_dir) {
 }
 
 int Compare(const std::string& space_path, const std::string& run_dir, const std::string& strategy,
-            int workers, int orders) {
+            int workers, int orders, bool verbose) {
   std::string yaml = ReadFile(space_path);
   std::map<std::string, Recording> recordings;
   for (const json& entry : json::parse(ReadFile(run_dir + "/index.json"))) {
@@ -208,7 +216,8 @@ int Compare(const std::string& space_path, const std::string& run_dir, const std
   std::printf(
       "| asha seed | trials completed | stopped | compute (s) | compute / grid | hypervolume | "
       "hypervolume / grid |\n| --- | --- | --- | --- | --- | --- | --- |\n");
-  double compute_sum = 0, hv_sum = 0, hv_min = 1e300, compute_max = 0;
+  std::vector<double> computes, hvs;
+  int on_target = 0;
   for (int seed = 0; seed < orders; ++seed) {
     std::string asha = strategy;
     asha.insert(asha.rfind('}'), ", seed: " + std::to_string(seed));
@@ -216,15 +225,29 @@ int Compare(const std::string& space_path, const std::string& run_dir, const std
     const double compute = o.compute_s / grid.compute_s, hv = o.hypervolume / grid.hypervolume;
     std::printf("| %d | %d | %d | %.1f | %.3f | %.4f | %.3f |\n", seed, o.completed, o.stopped, o.compute_s,
                 compute, o.hypervolume, hv);
-    compute_sum += compute;
-    hv_sum += hv;
-    hv_min = std::min(hv_min, hv);
-    compute_max = std::max(compute_max, compute);
+    if (verbose) {
+      for (const auto& [config, fate] : o.fates) std::printf("|   | %s:%s\n", config.c_str(), fate.c_str());
+    }
+    computes.push_back(compute);
+    hvs.push_back(hv);
+    on_target += hv >= 0.95 && compute <= 0.35;
   }
+  // Mean, sample standard deviation, min and max of `v`.
+  const auto stats = [](const std::vector<double>& v) {
+    double sum = 0, sq = 0;
+    for (double x : v) sum += x;
+    const double mean = sum / v.size();
+    for (double x : v) sq += (x - mean) * (x - mean);
+    const double sd = v.size() > 1 ? std::sqrt(sq / (v.size() - 1)) : 0;
+    return std::array<double, 4>{mean, sd, *std::min_element(v.begin(), v.end()),
+                                 *std::max_element(v.begin(), v.end())};
+  };
+  const auto c = stats(computes), h = stats(hvs);
   std::printf(
-      "\n%s over %d queue orders, %d workers: compute / grid mean %.3f (max %.3f), "
-      "hypervolume / grid mean %.3f (min %.3f)\n",
-      strategy.c_str(), orders, workers, compute_sum / orders, compute_max, hv_sum / orders, hv_min);
+      "\n%s over %d queue orders, %d workers: compute / grid mean %.3f (sd %.3f, max %.3f), "
+      "hypervolume / grid mean %.3f (sd %.3f, min %.3f); %d of %d orders at >= 0.95 hypervolume "
+      "and <= 0.35 compute\n",
+      strategy.c_str(), orders, workers, c[0], c[1], c[3], h[0], h[1], h[2], on_target, orders);
   return 0;
 }
 
@@ -233,14 +256,21 @@ int Main(int argc, char** argv) {
   if (args.size() == 3 && args[0] == "specs") return Specs(args[1], args[2]);
   if (args.size() >= 4 && args[0] == "compare") {
     int workers = 2, orders = 10;
-    for (size_t i = 4; i + 1 < args.size(); i += 2) {
-      if (args[i] == "--workers") workers = std::atoi(args[i + 1].c_str());
-      if (args[i] == "--orders") orders = std::atoi(args[i + 1].c_str());
+    bool verbose = false;
+    for (size_t i = 4; i < args.size(); ++i) {
+      if (args[i] == "--verbose") {
+        verbose = true;
+      } else if (i + 1 < args.size()) {
+        if (args[i] == "--workers") workers = std::atoi(args[i + 1].c_str());
+        if (args[i] == "--orders") orders = std::atoi(args[i + 1].c_str());
+        ++i;
+      }
     }
-    return Compare(args[1], args[2], args[3], workers, orders);
+    return Compare(args[1], args[2], args[3], workers, orders, verbose);
   }
   std::cerr << "usage: strategy_asha_replay specs SPACE.yaml OUTDIR\n"
-               "       strategy_asha_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N]\n";
+               "       strategy_asha_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] "
+               "[--verbose]\n";
   return 64;
 }
 

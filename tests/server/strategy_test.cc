@@ -334,14 +334,104 @@ TEST(AshaTest, ComparesAtEqualFidelityOnly) {
 TEST(AshaTest, PromotesByNonDominatedRankThenCrowding) {
   AshaStopper asha({10, 2, 20});  // one rung
   EXPECT_FALSE(asha.Report("P1", 1, 10, Point({0, 10}), true).stop);
-  // Both non-dominated with infinite crowding: the earlier arrival ranks first.
-  EXPECT_TRUE(asha.Report("P2", 1, 10, Point({10, 0}), true).stop);
-  // Non-dominated, but crowded between the two extremes.
+  // Both non-dominated with infinite crowding: the earlier arrival ranks first,
+  // but P2 is an extreme of the first front (the best in objective 1), which
+  // continues whatever the quota.
+  EXPECT_FALSE(asha.Report("P2", 1, 10, Point({10, 0}), true).stop);
+  // Non-dominated, but crowded between the two extremes: 3rd of 3, the best 1 continues.
   EXPECT_TRUE(asha.Report("P3", 1, 10, Point({5, 5}), true).stop);
   // Dominates everything: front 0 alone.
   EXPECT_FALSE(asha.Report("P4", 1, 10, Point({-1, -1}), true).stop);
   // Infeasible: behind every feasible configuration whatever its objectives.
   EXPECT_TRUE(asha.Report("P5", 1, 10, Point({-9, -9}, 0.1), true).stop);
+}
+
+// Two objectives (accuracy, throughput), both maximized.
+Fitness AccuracyAndSpeed(double accuracy, double speed) { return Point({-accuracy, -speed}); }
+
+TEST(AshaTest, TheExtremesOfTheFirstFrontAlwaysContinue) {
+  AshaStopper asha({10, 3, 90});  // rungs 10, 30
+  // Rung 10. The baseline arrives first: ranked, never stopped.
+  EXPECT_FALSE(asha.Report("baseline", 1, 10, AccuracyAndSpeed(0.50, 100), false).stop);
+  // Slower and less accurate than the baseline: dominated, 2nd of 2, the best 1 continues.
+  EXPECT_TRUE(asha.Report("A", 1, 10, AccuracyAndSpeed(0.40, 90), true).stop);
+  // The fastest so far but less accurate: the first front's other extreme.
+  // The quota (1) goes to the earlier extreme, the baseline; B continues anyway.
+  EXPECT_FALSE(asha.Report("B", 1, 10, AccuracyAndSpeed(0.30, 300), true).stop);
+  // The most accurate so far: an extreme too, although 2nd in rank order.
+  const StopDecision c = asha.Report("C", 1, 10, AccuracyAndSpeed(0.60, 50), true);
+  EXPECT_FALSE(c.stop);
+  // On the first front between the extremes: 3rd of 5 (behind the extremes B
+  // and C), the best 1 continues.
+  const StopDecision d = asha.Report("D", 1, 10, AccuracyAndSpeed(0.45, 200), true);
+  EXPECT_TRUE(d.stop);
+  EXPECT_EQ(d.reason, "asha: at step 10 ranked 3 of 5 configurations; the best 1 continue");
+  // Nearly as fast as B but dominated by it: the second front, no extreme of the first.
+  EXPECT_TRUE(asha.Report("E", 1, 10, AccuracyAndSpeed(0.29, 299), true).stop);
+  // Later seeds follow their configuration's decision.
+  EXPECT_FALSE(asha.Report("B", 2, 10, AccuracyAndSpeed(0.10, 10), true).stop);
+  EXPECT_TRUE(asha.Report("D", 2, 10, AccuracyAndSpeed(0.99, 999), true).stop);
+  // Rung 30 compares at rung 30 only: B, the fastest there, continues as an extreme.
+  EXPECT_FALSE(asha.Report("C", 1, 30, AccuracyAndSpeed(0.80, 50), true).stop);
+  EXPECT_FALSE(asha.Report("B", 1, 30, AccuracyAndSpeed(0.50, 280), true).stop);
+}
+
+TEST(AshaTest, InfeasibleConfigurationsAreNeverExtremes) {
+  AshaStopper asha({10, 3, 30});  // one rung
+  EXPECT_FALSE(asha.Report("A", 1, 10, AccuracyAndSpeed(0.5, 100), true).stop);
+  // The best in both objectives, but violating a constraint: behind A.
+  EXPECT_TRUE(asha.Report("B", 1, 10, Point({-0.9, -900}, 0.5), true).stop);
+  // With no feasible configuration at a rung there are no extremes: two equal
+  // violations share the first front, and the quota (1) goes to the earlier.
+  AshaStopper infeasible({10, 3, 30});
+  EXPECT_FALSE(infeasible.Report("A", 1, 10, Point({-0.5, -100}, 0.2), true).stop);
+  EXPECT_TRUE(infeasible.Report("B", 1, 10, Point({-0.9, -900}, 0.2), true).stop);
+}
+
+TEST(AshaTest, ReplayingTheReportsRebuildsTheSameDecisions) {
+  // A scripted stream: 4 seeds x 12 configurations at rungs 10 and 30 with
+  // pseudo-random values, in an interleaved order; a restarted coordinator
+  // replays the stored events in the same order into a fresh stopper.
+  struct Event {
+    std::string config;
+    int64_t seed;
+    int step;
+    Fitness fitness;
+    bool may_stop;
+  };
+  std::vector<Event> events;
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / static_cast<double>(uint64_t{1} << 53);
+  };
+  for (int step : {10, 30}) {
+    for (int c = 0; c < 12; ++c) {
+      for (int64_t seed = 1; seed <= 2; ++seed) {
+        events.push_back(
+            {"C" + std::to_string(c), seed, step, AccuracyAndSpeed(next(), 100 * next()), c != 0});
+      }
+    }
+  }
+  std::vector<bool> first;
+  AshaStopper a({10, 3, 90});
+  for (const Event& e : events) {
+    first.push_back(a.Report(e.config, e.seed, e.step, e.fitness, e.may_stop).stop);
+  }
+  AshaStopper b({10, 3, 90});
+  std::vector<bool> second;
+  for (const Event& e : events) {
+    second.push_back(b.Report(e.config, e.seed, e.step, e.fitness, e.may_stop).stop);
+  }
+  EXPECT_EQ(first, second);
+  // Some stop, some continue, and the baseline-like C0 never stops.
+  EXPECT_NE(std::count(first.begin(), first.end(), true), 0);
+  EXPECT_NE(std::count(first.begin(), first.end(), false), 0);
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (!events[i].may_stop) {
+      EXPECT_FALSE(first[i]);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- strategies over a search space
@@ -669,7 +759,8 @@ TEST(EarlyStoppingTest, DecidesAtRungsFromEvalAndProgressEvents) {
                 {"val_loss", 1.0},
                 {"train_time_s", train_time_s}};
   };
-  const RunningTrial a{"t1", "A", 1, false, 8}, b{"t2", "B", 1, false, 8}, c{"t3", "C", 1, false, 8};
+  const RunningTrial a{"t1", "A", 1, false, 8}, b{"t2", "B", 1, false, 8}, c{"t3", "C", 1, false, 8},
+      d{"t4", "D", 1, false, 8};
   const RunningTrial base{"t0", "{}", 1, true, 8};
   // A: 0.5 at 100 samples/s (median step 80 ms from its progress event).
   EXPECT_FALSE(
@@ -679,8 +770,14 @@ TEST(EarlyStoppingTest, DecidesAtRungsFromEvalAndProgressEvents) {
   const StopDecision stop_b = stopping->Observe(b, eval(10, 0.4, 2.0));
   EXPECT_TRUE(stop_b.stop);
   EXPECT_NE(stop_b.reason.find("step 10"), std::string::npos);
-  // C: less accurate but faster (400 samples/s): not dominated; 3 at the rung, the best 1 goes on.
-  EXPECT_TRUE(stopping->Observe(c, eval(10, 0.45, 0.2)).stop);
+  // C: less accurate but faster (400 samples/s): not dominated, and the
+  // fastest: an extreme of the first front, which goes on although 3 at the
+  // rung let the best 1 go on.
+  EXPECT_FALSE(stopping->Observe(c, eval(10, 0.45, 0.2)).stop);
+  // D: between A and C on the first front (0.48 at 200 samples/s): 3rd of 4, the best 2 go on.
+  const StopDecision stop_d = stopping->Observe(d, eval(10, 0.48, 0.4));
+  EXPECT_TRUE(stop_d.stop);
+  EXPECT_NE(stop_d.reason.find("ranked 3 of 4"), std::string::npos);
   // The baseline is scored but never stopped; evals off the rungs go on.
   EXPECT_FALSE(stopping->Observe(base, eval(10, 0.1, 9.0)).stop);
   EXPECT_FALSE(stopping->Observe(a, eval(15, 0.1, 9.0)).stop);
