@@ -14,7 +14,7 @@ all_packages=(
   "${runner_packages[@]}"
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
-  libsqlite3-dev libgtest-dev libgmock-dev googletest
+  libsqlite3-dev libjemalloc-dev libgtest-dev libgmock-dev googletest
   postgresql prometheus python3-torch python3-optuna python3-psycopg2 openssl
   chromium python3-yaml
   # deployment checks (tests/deploy): network namespaces, linters, the CUDA

@@ -50,6 +50,10 @@ std::vector<TrialRow> MeasuredStore::ListTrials(const std::string& experiment_id
   return Timed("list_trials", [&] { return inner_->ListTrials(experiment_id); });
 }
 
+std::vector<TrialRow> MeasuredStore::ListTrialOutcomes(const std::string& experiment_id) {
+  return Timed("list_trial_outcomes", [&] { return inner_->ListTrialOutcomes(experiment_id); });
+}
+
 std::optional<TrialRow> MeasuredStore::GetTrial(const std::string& trial_id) {
   return Timed("get_trial", [&] { return inner_->GetTrial(trial_id); });
 }
@@ -113,6 +117,10 @@ void MeasuredStore::CancelPendingTrials(const std::string& experiment_id, int64_
 
 void MeasuredStore::AddProgress(const ProgressRow& row) {
   Timed("add_progress", [&] { inner_->AddProgress(row); });
+}
+
+bool MeasuredStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
+  return Timed("record_progress", [&] { return inner_->RecordProgress(row, worker_id, lease_expires_ms); });
 }
 
 std::vector<ProgressRow> MeasuredStore::ListProgress(const std::string& trial_id) {

@@ -23,7 +23,8 @@ constexpr size_t kMaxGridForGridStrategy = 100000;
 // takes when it states no goal.
 const std::vector<std::pair<std::string, bool>>& KnownMetrics() {
   static const std::vector<std::pair<std::string, bool>> metrics = {
-      {"val_accuracy", true},    {"test_accuracy", true}, {"val_loss", false},
+      {"val_accuracy", true},    {"test_accuracy", true}, {"val_iou", true},
+      {"test_iou", true},        {"val_loss", false},
       {"throughput", true},      {"step_time_ms", false}, {"mfu", true},
       {"peak_memory_mb", false}, {"params", false},       {"time_to_target_s", false}};
   return metrics;
@@ -31,7 +32,8 @@ const std::vector<std::pair<std::string, bool>>& KnownMetrics() {
 
 // Metrics a parity rule can compare.
 const std::vector<std::string>& QualityMetrics() {
-  static const std::vector<std::string> metrics = {"val_accuracy", "test_accuracy", "val_loss"};
+  static const std::vector<std::string> metrics = {"val_accuracy", "test_accuracy", "val_iou", "test_iou",
+                                                     "val_loss"};
   return metrics;
 }
 
@@ -195,7 +197,8 @@ json NormalizedBaseline(const SearchSpace& space) { return ToJson(ParseTrialSpec
 // the line of the offending node.
 class SpaceParser {
  public:
-  explicit SpaceParser(std::string source) : source_(std::move(source)) {}
+  SpaceParser(std::string source, bool check_choices)
+      : source_(std::move(source)), check_choices_(check_choices) {}
 
   SearchSpace Parse(const std::string& text);
 
@@ -304,6 +307,7 @@ class SpaceParser {
   void ParseStrategy(const YAML::Node& node, SearchSpace& space) const;
 
   std::string source_;
+  bool check_choices_ = true;  // every choice makes a valid trial spec
   std::map<std::string, int> lines_;  // field path -> 1-based line of its key (or list element)
 };
 
@@ -416,14 +420,15 @@ void SpaceParser::ParseDimensions(const YAML::Node& node, SearchSpace& space) co
     if (!list.IsSequence()) Fail(field, "expected a list of choices, got " + Describe(YamlToJson(list)));
     if (list.size() == 0) Fail(field, "needs at least one choice");
     dim.paths = ExpandPath(field, dim.name, normalized);
+    std::set<json> seen;
     for (size_t i = 0; i < list.size(); ++i) {
       json choice = YamlToJson(list[i]);
-      if (std::find(dim.choices.begin(), dim.choices.end(), choice) != dim.choices.end()) {
+      if (!seen.insert(choice).second) {
         FailAt(ElementPath(field, i), field, "duplicate choice '" + Show(choice) + "'");
       }
-      dim.choices.push_back(choice);
+      dim.choices.push_back(std::move(choice));
     }
-    CheckChoices(space, dim);
+    if (check_choices_) CheckChoices(space, dim);
     space.dimensions.push_back(dim);
   }
   CheckOverlaps(space);
@@ -533,8 +538,8 @@ std::string SpaceParser::Metric(const Fields& fields, bool quality_only) const {
          (quality_only ? "'" + metric + "' is not a quality metric" : "unknown metric '" + metric + "'") +
              "; expected one of " + Join(known));
   }
-  if (!quality_only && metric == "test_accuracy") {
-    Fail(fields.Field("metric"), "the test split is for the final report; select on val_accuracy");
+  if (!quality_only && (metric == "test_accuracy" || metric == "test_iou")) {
+    Fail(fields.Field("metric"), "the test split is for the final report; select on val_" + metric.substr(5));
   }
   return metric;
 }
@@ -673,7 +678,7 @@ void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) cons
   if (strategy.min_steps >= task.steps) {
     Fail(fields.Field("min_steps"), "must be below task.steps (" + std::to_string(task.steps) + ")");
   }
-  const std::vector<std::string> measured = {"val_accuracy", "val_loss", "throughput", "step_time_ms"};
+  const std::vector<std::string> measured = {"val_accuracy", "val_iou", "val_loss", "throughput", "step_time_ms"};
   const bool comparable =
       std::any_of(space.objectives.begin(), space.objectives.end(), [&](const Objective& o) {
         return std::find(measured.begin(), measured.end(), o.metric) != measured.end();
@@ -726,7 +731,11 @@ SpaceError::SpaceError(const std::string& file, int line, const std::string& fie
       field_(field) {}
 
 SearchSpace ParseSearchSpace(const std::string& yaml_text, const std::string& source) {
-  return SpaceParser(source).Parse(yaml_text);
+  return SpaceParser(source, /*check_choices=*/true).Parse(yaml_text);
+}
+
+SearchSpace ParseStoredSearchSpace(const std::string& yaml_text, const std::string& source) {
+  return SpaceParser(source, /*check_choices=*/false).Parse(yaml_text);
 }
 
 SearchSpace LoadSearchSpaceFile(const std::string& path) {

@@ -97,6 +97,10 @@ struct SearchSpace {
 // Throws SpaceError.
 SearchSpace ParseSearchSpace(const std::string& yaml_text, const std::string& source);
 SearchSpace LoadSearchSpaceFile(const std::string& path);
+// A space accepted at submission, read back from the store: parsed the same
+// way but without building a trial spec for every choice again (it passed
+// that check then), which dominates the parse of spaces with many choices.
+SearchSpace ParseStoredSearchSpace(const std::string& yaml_text, const std::string& source);
 
 // The baseline spec with the configuration's choices applied (JSON, no seed or
 // trial id yet). Throws SpaceError for a dimension the space does not have,

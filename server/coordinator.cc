@@ -125,18 +125,21 @@ std::string TransitionReason(Transition t) {
 
 }  // namespace
 
-std::vector<TrialRecord> TrialRecordsOf(const std::vector<TrialRow>& rows) {
+// Consumes the rows: each one's strings are released as soon as it is converted.
+std::vector<TrialRecord> TrialRecordsOf(std::vector<TrialRow> rows) {
   std::vector<TrialRecord> records;
-  for (const TrialRow& t : rows) {
+  records.reserve(rows.size());
+  for (TrialRow& t : rows) {
     TrialRecord r;
-    r.trial_id = t.id;
+    r.trial_id = std::move(t.id);
     r.config = nlohmann::json::parse(t.config_json);
     r.config_key = ConfigKey(r.config);
     r.is_baseline = t.is_baseline;
     r.seed = t.seed;
-    r.state = t.state;
+    r.state = std::move(t.state);
     if (!t.result_json.empty()) r.result = nlohmann::json::parse(t.result_json);
     records.push_back(std::move(r));
+    t = TrialRow();
   }
   return records;
 }
@@ -249,8 +252,8 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
     return Guarded("GetReport", [&] {
       auto e = store_.GetExperiment(req->experiment_id());
       if (!e) return NotFound(req->experiment_id());
-      const SearchSpace space = ParseSearchSpace(e->space_yaml, e->source_name);
-      Report report = BuildReport(e->id, space, TrialRecordsOf(store_.ListTrials(e->id)));
+      const SearchSpace space = ParseStoredSearchSpace(e->space_yaml, e->source_name);
+      Report report = BuildReport(e->id, space, TrialRecordsOf(store_.ListTrialOutcomes(e->id)));
       if (req->front_only()) {
         std::vector<ConfigSummary> kept;
         for (ConfigSummary& c : report.configs) {

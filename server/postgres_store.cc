@@ -103,6 +103,10 @@ FROM trials WHERE result_json <> '';
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
     "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms";
+// kTrialColumns with an empty spec, for reads that do not need it.
+constexpr const char* kOutcomeColumns =
+    "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
+    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms";
 
 TrialRow ReadTrial(const pqxx::row& r) {
   TrialRow t;
@@ -175,6 +179,11 @@ void PrepareStatements(pqxx::connection& c) {
             "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running'");
   c.prepare("add_progress",
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
+  c.prepare("record_progress",
+            "WITH held AS (UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
+            "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running' RETURNING id) "
+            "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
+            "SELECT id, $3, $5, $6, $7 FROM held");
   c.prepare("finish_trial",
             "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
             "WHERE id = $5 AND attempt = $6 AND state = 'running'");
@@ -350,6 +359,18 @@ std::vector<TrialRow> PostgresStore::ListTrials(const std::string& experiment_id
   });
 }
 
+std::vector<TrialRow> PostgresStore::ListTrialOutcomes(const std::string& experiment_id) {
+  return Statement("ListTrialOutcomes", [&](pqxx::nontransaction& w) {
+    std::vector<TrialRow> out;
+    for (const auto& row :
+         w.exec_params(Sql("SELECT ", kOutcomeColumns, " FROM trials WHERE experiment_id = $1 ORDER BY seq"),
+                       experiment_id)) {
+      out.push_back(ReadTrial(row));
+    }
+    return out;
+  });
+}
+
 std::optional<TrialRow> PostgresStore::GetTrial(const std::string& trial_id) {
   return Statement("GetTrial", [&](pqxx::nontransaction& w) -> std::optional<TrialRow> {
     const pqxx::result r = w.exec_prepared("get_trial", trial_id);
@@ -467,6 +488,15 @@ void PostgresStore::AddProgress(const ProgressRow& row) {
   Statement("AddProgress", [&](pqxx::nontransaction& w) {
     w.exec_prepared("add_progress", row.trial_id, row.attempt, row.step, row.event_json, row.at_ms);
     return 0;
+  });
+}
+
+bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
+  // One statement: the lease update and the insert commit together or not at all.
+  return Statement("RecordProgress", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id, row.step,
+                           row.event_json, row.at_ms)
+               .affected_rows() == 1;
   });
 }
 

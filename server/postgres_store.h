@@ -36,6 +36,7 @@ class PostgresStore final : public Store {
   std::vector<ExperimentRecord> ListExperiments(int limit) override;
   void SetExperimentState(const std::string& id, const std::string& state) override;
   std::vector<TrialRow> ListTrials(const std::string& experiment_id) override;
+  std::vector<TrialRow> ListTrialOutcomes(const std::string& experiment_id) override;
   std::optional<TrialRow> GetTrial(const std::string& trial_id) override;
   TrialCountsRow CountTrials(const std::string& experiment_id) override;
   std::vector<std::string> ExperimentsReadyToComplete() override;
@@ -50,6 +51,7 @@ class PostgresStore final : public Store {
   void ExtendAllLeases(int64_t expires_ms) override;
   void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) override;
   void AddProgress(const ProgressRow& row) override;
+  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
   std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
   std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) override;
   bool TouchWorker(const std::string& worker_id, int64_t now_ms) override;

@@ -192,16 +192,18 @@ ConfigSummary SummarizeConfig(const std::string& key, const std::vector<const Tr
   summary.config_key = key;
   summary.config = members.front()->config;
   summary.trials_total = static_cast<int>(members.size());
-  std::map<std::string, std::vector<double>> values;
+  std::vector<std::vector<double>> values(metrics.size());  // by metric index
   for (const TrialRecord* trial : members) {
     if (trial->state == "failed" || trial->state == "diverged") ++summary.trials_failed;
     if (trial->state != "completed") continue;
     ++summary.seeds_completed;
-    for (const std::string& metric : metrics) {
-      if (std::optional<double> value = MetricOf(trial->result, metric)) values[metric].push_back(*value);
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      if (std::optional<double> value = MetricOf(trial->result, metrics[i])) values[i].push_back(*value);
     }
   }
-  for (const auto& [metric, metric_values] : values) summary.metrics[metric] = SummarizeMetric(metric_values);
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    if (!values[i].empty()) summary.metrics.emplace(metrics[i], SummarizeMetric(values[i]));
+  }
   return summary;
 }
 
@@ -887,32 +889,29 @@ namespace {
 
 // The trials with time_to_target_s measured against the report's goal where
 // the trial itself had no target.
-std::vector<TrialRecord> WithTimeToTarget(const SearchSpace& space, const std::vector<TrialRecord>& trials,
-                                          std::optional<double>& goal) {
+void AddTimeToTarget(const SearchSpace& space, std::vector<TrialRecord>& trials, std::optional<double>& goal) {
   const bool lower = LowerIsBetter(space.parity.metric, space.objectives);
   std::vector<double> baseline;
   for (const TrialRecord& t : trials) {
     if (!t.is_baseline || t.state != "completed") continue;
     if (auto v = MetricOf(t.result, space.parity.metric)) baseline.push_back(*v);
   }
-  std::vector<TrialRecord> out = trials;
-  if (baseline.empty()) return out;
+  if (baseline.empty()) return;
   const double mean = std::accumulate(baseline.begin(), baseline.end(), 0.0) / baseline.size();
   goal = lower ? mean + space.parity.margin : mean - space.parity.margin;
-  for (TrialRecord& t : out) {
+  for (TrialRecord& t : trials) {
     if (t.state != "completed" || MetricOf(t.result, "time_to_target_s")) continue;
     const auto seconds = TimeToGoal(t.result, space.parity.metric, *goal, lower);
     t.result["time_to_target_s"] = seconds ? json(*seconds) : json(nullptr);
   }
-  return out;
 }
 
 }  // namespace
 
 Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
-                   const std::vector<TrialRecord>& original_trials) {
+                   std::vector<TrialRecord> trials) {
   Report report;
-  const std::vector<TrialRecord> trials = WithTimeToTarget(space, original_trials, report.time_to_target_goal);
+  AddTimeToTarget(space, trials, report.time_to_target_goal);
   report.experiment_id = experiment_id;
   report.name = space.name;
   report.objectives = space.objectives;
@@ -932,6 +931,7 @@ Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
       break;
     }
   }
+  report.configs.reserve(groups.size());
   if (baseline_key) {
     report.configs.push_back(SummarizeConfig(*baseline_key, groups.at(*baseline_key), metrics));
     report.configs.back().is_baseline = true;

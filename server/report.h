@@ -130,8 +130,7 @@ double Hypervolume(const std::vector<std::vector<double>>& points, const std::ve
 // space's objectives, constraints or parity rule name; feasibility on means; the
 // front; baseline-normalized hypervolume; speed-up, quality delta and parity
 // against the baseline (the first group, by key, with a trial flagged is_baseline).
-Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
-                   const std::vector<TrialRecord>& trials);
+Report BuildReport(const std::string& experiment_id, const SearchSpace& space, std::vector<TrialRecord> trials);
 
 // Seconds of summed step time until the evaluations in `result` ("evals":
 // [{val_accuracy, val_loss, train_time_s}]) first reach `goal` on `metric`;

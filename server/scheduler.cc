@@ -179,7 +179,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   if (!experiment || experiment->state != experiment_state::kRunning) return nullptr;
   std::unique_ptr<Search> search;
   try {
-    search = std::make_unique<Search>(ParseSearchSpace(experiment->space_yaml, experiment->source_name));
+    search = std::make_unique<Search>(ParseStoredSearchSpace(experiment->space_yaml, experiment->source_name));
   } catch (const SpaceError&) {
     return nullptr;  // accepted by an older version: it runs the trials it has
   }
@@ -316,37 +316,37 @@ HeartbeatReply Scheduler::Heartbeat(const std::string& worker_id, const std::str
 ProgressReply Scheduler::Progress(const std::string& worker_id, const std::string& trial_id, int attempt,
                                   const std::string& event_json) {
   const int64_t now = clock_.NowMs();
+  const int64_t lease_until = now + options_.lease_timeout_ms;
   ProgressReply reply;
-  const nlohmann::json event = nlohmann::json::parse(event_json, nullptr, /*allow_exceptions=*/false);
-  const bool malformed = !event.is_object() || (event.contains("step") && !event["step"].is_number_integer());
-  // Extending the lease is the check that this attempt holds it (and a progress event is proof of life).
-  if (!store_.ExtendLease(trial_id, attempt, worker_id, now + options_.lease_timeout_ms)) {
+  const auto lost = [&reply] {
     reply.stop = true;
     reply.reason = "this attempt no longer holds the trial's lease";
     return reply;
+  };
+  const nlohmann::json event = nlohmann::json::parse(event_json, nullptr, /*allow_exceptions=*/false);
+  if (!event.is_object() || (event.contains("step") && !event["step"].is_number_integer())) {
+    // A malformed event is dropped and the trial goes on; it still proves the worker alive.
+    return store_.ExtendLease(trial_id, attempt, worker_id, lease_until) ? reply : lost();
   }
-  if (malformed) return reply;  // a malformed event is dropped; the trial goes on
   const ProgressRow row{trial_id, attempt, event.value("step", 0), event_json, now};
-  std::unique_lock<std::mutex> lock(search_mu_);
   const std::string experiment_id = ExperimentOfTrial(trial_id);
+  std::unique_lock<std::mutex> lock(search_mu_);
   Search* search = SearchOf(experiment_id);
-  if (!search && ExperimentCancelled(experiment_id)) {
-    lock.unlock();
-    store_.AddProgress(row);
-    reply.stop = true;
-    reply.reason = "experiment cancelled";
-    return reply;
-  }
   if (!search || !search->stopping) {
+    const bool cancelled = !search && ExperimentCancelled(experiment_id);
     lock.unlock();
-    store_.AddProgress(row);
+    // Recording extends the lease (a progress event is proof of life) and checks that this attempt holds it.
+    if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
+    if (cancelled) {
+      reply.stop = true;
+      reply.reason = "experiment cancelled";
+    }
     return reply;
   }
   // Early stopping: recorded and decided under one lock, so a restart
   // replays the decisions in their order.
-  const std::optional<TrialRow> trial = store_.GetTrial(trial_id);
-  store_.AddProgress(row);
-  if (trial) {
+  if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
+  if (const std::optional<TrialRow> trial = store_.GetTrial(trial_id)) {
     const StopDecision decision = search->stopping->Observe(RunningTrialOf(*trial), event);
     reply.stop = decision.stop;
     reply.reason = decision.reason;
@@ -364,13 +364,16 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
   } catch (const nlohmann::json::exception& e) {
     return Fail(worker_id, trial_id, attempt, std::string("unreadable result: ") + e.what(), true, "");
   }
-  Transition t;
-  {
-    std::lock_guard<std::mutex> lock(search_mu_);
-    t = store_.FinishTrial(trial_id, attempt, outcome.state, result_json, "", clock_.NowMs());
-    if (t == Transition::kApplied) TrialEnded(trial_id, std::move(outcome));
+  // The conditional update needs no lock: it applies once. The search is
+  // told under the lock (and a search loaded meanwhile already sees the trial final).
+  const Transition t = store_.FinishTrial(trial_id, attempt, outcome.state, result_json, "", clock_.NowMs());
+  if (t == Transition::kApplied) {
+    {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      TrialEnded(trial_id, std::move(outcome));
+    }
+    Changed();
   }
-  if (t == Transition::kApplied) Changed();
   return t;
 }
 
@@ -380,22 +383,26 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
   // its experiment), not as a failure.
   const bool stopped = !retryable && error.rfind("stopped:", 0) == 0;
   Transition t;
-  {
-    std::lock_guard<std::mutex> lock(search_mu_);
-    if (stopped) {
-      const char* state =
-          ExperimentCancelled(ExperimentOfTrial(trial_id)) ? trial_state::kCancelled : trial_state::kStopped;
-      t = store_.FinishTrial(trial_id, attempt, state, result_json, error, clock_.NowMs());
-    } else {
-      t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
+  if (stopped) {
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      cancelled = ExperimentCancelled(ExperimentOfTrial(trial_id));
     }
-    if (t == Transition::kApplied) {
-      // Failed for good, stopped, or pending again (then nothing is told).
-      const std::optional<TrialRow> row = store_.GetTrial(trial_id);
-      if (row && trial_state::IsFinal(row->state)) TrialEnded(trial_id, OutcomeOf(*row));
-    }
+    t = store_.FinishTrial(trial_id, attempt, cancelled ? trial_state::kCancelled : trial_state::kStopped,
+                           result_json, error, clock_.NowMs());
+  } else {
+    t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
   }
-  if (t == Transition::kApplied) Changed();
+  if (t == Transition::kApplied) {
+    // Failed for good, stopped, or pending again (then nothing is told).
+    const std::optional<TrialRow> row = store_.GetTrial(trial_id);
+    if (row && trial_state::IsFinal(row->state)) {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      TrialEnded(trial_id, OutcomeOf(*row));
+    }
+    Changed();
+  }
   return t;
 }
 

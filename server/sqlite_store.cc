@@ -164,6 +164,10 @@ void Exec(sqlite3* db, const char* sql) {
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
     "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms";
+// kTrialColumns with an empty spec, for reads that do not need it.
+constexpr const char* kOutcomeColumns =
+    "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
+    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms";
 
 TrialRow ReadTrial(const Statement& s) {
   TrialRow t;
@@ -356,6 +360,15 @@ std::vector<TrialRow> SqliteStore::ListTrials(const std::string& experiment_id) 
   return out;
 }
 
+std::vector<TrialRow> SqliteStore::ListTrialOutcomes(const std::string& experiment_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, Sql("SELECT ", kOutcomeColumns, " FROM trials WHERE experiment_id = ? ORDER BY seq").c_str());
+  s.Bind(1, experiment_id);
+  std::vector<TrialRow> out;
+  while (s.Step()) out.push_back(ReadTrial(s));
+  return out;
+}
+
 std::optional<TrialRow> SqliteStore::GetTrial(const std::string& trial_id) {
   std::lock_guard<std::mutex> lock(mu_);
   return SelectTrial(db_, trial_id);
@@ -515,6 +528,25 @@ void SqliteStore::AddProgress(const ProgressRow& row) {
       .Bind(4, row.event_json)
       .Bind(5, row.at_ms)
       .Run();
+}
+
+bool SqliteStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  Statement held(db_,
+                 "UPDATE trials SET lease_expires_ms = MAX(lease_expires_ms, ?) "
+                 "WHERE id = ? AND attempt = ? AND worker_id = ? AND state = 'running'");
+  held.Bind(1, lease_expires_ms).Bind(2, row.trial_id).Bind(3, row.attempt).Bind(4, worker_id).Run();
+  if (held.Changes() != 1) return false;
+  Statement(db_, "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES (?, ?, ?, ?, ?)")
+      .Bind(1, row.trial_id)
+      .Bind(2, row.attempt)
+      .Bind(3, row.step)
+      .Bind(4, row.event_json)
+      .Bind(5, row.at_ms)
+      .Run();
+  tx.Commit();
+  return true;
 }
 
 std::vector<ProgressRow> SqliteStore::ListProgress(const std::string& trial_id) {

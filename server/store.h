@@ -123,6 +123,8 @@ class Store {
   virtual void SetExperimentState(const std::string& id, const std::string& state) = 0;
 
   virtual std::vector<TrialRow> ListTrials(const std::string& experiment_id) = 0;  // creation order
+  // As ListTrials without the specs (spec_json empty): what reports read.
+  virtual std::vector<TrialRow> ListTrialOutcomes(const std::string& experiment_id) = 0;
   virtual std::optional<TrialRow> GetTrial(const std::string& trial_id) = 0;
   virtual TrialCountsRow CountTrials(const std::string& experiment_id) = 0;
   // Experiments in state running whose trials are all final.
@@ -151,6 +153,10 @@ class Store {
   virtual void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) = 0;
 
   virtual void AddProgress(const ProgressRow& row) = 0;
+  // A progress event of the running `row.attempt` held by `worker_id`: records
+  // it and extends the lease until `lease_expires_ms`, atomically. False, and
+  // nothing recorded, when that attempt does not hold the lease.
+  virtual bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) = 0;
   virtual std::vector<ProgressRow> ListProgress(const std::string& trial_id) = 0;
 
   virtual std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) = 0;

@@ -12,7 +12,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config zlib1g-dev nlohmann-json3-dev \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-      libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev \
+      libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -33,7 +33,7 @@ FROM ${DEBIAN_IMAGE} AS server
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libpqxx-6.4 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
-      libyaml-cpp0.7 libspdlog1.10 libsqlite3-0 ca-certificates python3-grpcio \
+      libyaml-cpp0.7 libspdlog1.10 libsqlite3-0 libjemalloc2 ca-certificates python3-grpcio \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 frontier \
  && useradd --system --uid 10001 --gid frontier --home-dir /var/lib/frontier --shell /usr/sbin/nologin frontier \

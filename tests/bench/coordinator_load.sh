@@ -19,7 +19,7 @@ pg_setup "$work"
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 start_server() {  # start_server STORE
   port=$(free_port); addr="127.0.0.1:$port"
-  "$build/server/frontier-server" --listen "$addr" --store "$1" --metrics-listen "" > "$work/server.log" 2>&1 &
+  ${SERVER_PRELOAD:+env LD_PRELOAD=$SERVER_PRELOAD} "$build/server/frontier-server" --listen "$addr" --store "$1" --metrics-listen "" > "$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do "$build/server/frontier" list --server "$addr" > /dev/null 2>&1 && return; sleep 0.1; done
   echo "server did not start"; cat "$work/server.log"; exit 1
@@ -56,7 +56,7 @@ done
 fi
 if [[ " $sections " == *" report "* ]]; then
 echo "== report query at 100,000 stored trials"
-for store in sqlite postgresql; do
+for store in $stores; do
   if [[ $store == sqlite ]]; then url="$work/big.db"; else url=$(fresh_pg big); fi
   fill=$("$build/tests/bench/load_generator" --fill-store "$url" --trials 100000)
   exp=$(echo "$fill" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["experiment"])')
@@ -83,6 +83,7 @@ PY
     /usr/bin/psql -At "$url" -c "UPDATE experiments SET state = 'completed'" > /dev/null
   fi
   start_server "$url"
+  [[ -n "${PERF_REPORT:-}" ]] && { perf record -F 499 -g -p "$server_pid" -o "$PERF_REPORT" > /dev/null 2>&1 & perf_pid=$!; sleep 0.5; }
   t0=$(date +%s.%N)
   # The Pareto query: statistics over every config, front, hypervolume, parity; the front as JSON.
   "$build/server/frontier" pareto "$exp" --server "$addr" --output json > "$work/report.json"
@@ -90,7 +91,8 @@ PY
   "$build/server/frontier" pareto "$exp" --server "$addr" --output json > /dev/null
   t2=$(date +%s.%N)
   rss=$(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")
-  stop_server
+  [[ -n "${PERF_REPORT:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+  stop_server; [[ -n "${SHOW_LOG:-}" ]] && grep TIMING "$work/server.log"
   echo "$store: Pareto/report query at 100,000 trials $(/usr/bin/python3 -c "print(round($t1 - $t0, 3))") s (again $(/usr/bin/python3 -c "print(round($t2 - $t1, 3))") s); coordinator peak RSS ${rss} MiB"
 done
 fi

@@ -143,9 +143,29 @@ TEST_P(StoreConformanceTest, ProgressAndWorkers) {
   auto t = store_->LeaseNextTrial("w1", 2000, 500);
   store_->AddProgress({t->id, 1, 20, R"({"event":"progress","step":20})", 2100});
   store_->AddProgress({t->id, 1, 10, R"({"event":"progress","step":10})", 2050});
+  // ListTrialOutcomes: every trial, as ListTrials, without the spec.
+  const std::vector<TrialRow> all = store_->ListTrials(t->experiment_id), outcomes = store_->ListTrialOutcomes(t->experiment_id);
+  ASSERT_EQ(outcomes.size(), all.size());
+  EXPECT_FALSE(all[0].spec_json.empty());
+  EXPECT_TRUE(outcomes[0].spec_json.empty());
+  EXPECT_EQ(outcomes[0].id, all[0].id);
+  EXPECT_EQ(outcomes[0].state, all[0].state);
+  EXPECT_EQ(outcomes[0].worker_id, all[0].worker_id);
   auto p = store_->ListProgress(t->id);
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].step, 10);
+  // RecordProgress: only the attempt holding the lease records, and its lease is extended.
+  EXPECT_TRUE(store_->RecordProgress({t->id, 1, 30, R"({"event":"progress","step":30})", 2200}, "w1", 9000));
+  EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 9000);
+  EXPECT_FALSE(store_->RecordProgress({t->id, 1, 40, "{}", 2300}, "w2", 9900));   // another worker
+  EXPECT_FALSE(store_->RecordProgress({t->id, 2, 40, "{}", 2300}, "w1", 9900));   // another attempt
+  EXPECT_FALSE(store_->RecordProgress({"nope", 1, 40, "{}", 2300}, "w1", 9900));  // unknown trial
+  EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 9000);
+  ASSERT_EQ(store_->ListProgress(t->id).size(), 3u);
+  EXPECT_EQ(store_->ListProgress(t->id)[2].step, 30);
+  ASSERT_EQ(store_->FinishTrial(t->id, 1, trial_state::kCompleted, "{}", "", 2400), Transition::kApplied);
+  EXPECT_FALSE(store_->RecordProgress({t->id, 1, 50, "{}", 2500}, "w1", 9900));  // no longer running
+  EXPECT_EQ(store_->ListProgress(t->id).size(), 3u);
   WorkerRecord w;
   w.host = "node1";
   w.device = "cuda";
