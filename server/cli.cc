@@ -173,9 +173,10 @@ int PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output)
   const bool csv = output == "csv";
   if (csv) {
     std::cout << "id,config,seed,state,attempt,val_accuracy,test_accuracy,median_step_ms,throughput,mfu,"
-                 "peak_memory_mb,worker,error\n";
+                 "peak_memory_mb,worker,error,val_iou,test_iou\n";
   } else {
-    std::printf("%-18s %-9s %4s %3s %8s %10s %10s  %s\n", "trial", "state", "seed", "try", "val_acc", "step_ms",
+    // "val": validation accuracy, or IoU for the BEV task.
+    std::printf("%-18s %-9s %4s %3s %8s %10s %10s  %s\n", "trial", "state", "seed", "try", "val", "step_ms",
                 "samples/s", "config");
   }
   for (const auto& t : trials.trials()) {
@@ -183,6 +184,7 @@ int PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output)
     auto num = [&](const json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
     const double val = num(r.value("val_accuracy", json()));
     const double test = num(r.value("test_accuracy", json()));
+    const double val_iou = num(r.value("val_iou", json())), test_iou = num(r.value("test_iou", json()));
     const double step = r.contains("step_time_ms") ? num(r["step_time_ms"].value("median", json())) : std::nan("");
     const double tput = r.contains("throughput") && r["throughput"].is_object()
                             ? num(r["throughput"].value("samples_per_s", json()))
@@ -193,10 +195,12 @@ int PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output)
     if (csv) {
       std::cout << t.id() << "," << CsvField(t.config_json()) << "," << t.seed() << "," << StateName(t.state())
                 << "," << t.attempt() << "," << val << "," << test << "," << step << "," << tput << "," << mfu << ","
-                << mem << "," << t.worker_id() << "," << CsvField(t.error()) << "\n";
+                << mem << "," << t.worker_id() << "," << CsvField(t.error()) << "," << val_iou << "," << test_iou
+                << "\n";
     } else {
       std::printf("%-18s %-9s %4lld %3d %8.4f %10.2f %10.0f  %s%s\n", t.id().c_str(), StateName(t.state()),
-                  static_cast<long long>(t.seed()), t.attempt(), val, step, tput, config.c_str(),
+                  static_cast<long long>(t.seed()), t.attempt(), std::isnan(val) ? val_iou : val, step, tput,
+                  config.c_str(),
                   t.error().empty() ? "" : ("  [" + t.error() + "]").c_str());
     }
   }

@@ -404,12 +404,25 @@ struct TextTable {
   std::vector<std::vector<std::string>> rows;
 };
 
+// The task's quality metric pair: BEV occupancy reports IoU, classification accuracy.
+struct QualityColumns {
+  std::string val, test, val_label, test_label;
+};
+
+QualityColumns QualityColumnsOf(const Report& report) {
+  bool iou = report.parity.metric.find("iou") != std::string::npos;
+  for (const Objective& o : report.objectives) iou = iou || o.metric.find("iou") != std::string::npos;
+  if (iou) return {"val_iou", "test_iou", "val IoU", "test IoU"};
+  return {"val_accuracy", "test_accuracy", "val acc", "test acc"};
+}
+
 TextTable BuildTextTable(const Report& report) {
   TextTable table;
+  const QualityColumns quality = QualityColumnsOf(report);
   table.header = {"config",
                   "seeds",
-                  "val acc",
-                  "test acc",
+                  quality.val_label,
+                  quality.test_label,
                   "step ms",
                   "samples/s",
                   "MFU %",
@@ -422,7 +435,7 @@ TextTable BuildTextTable(const Report& report) {
   table.right_aligned = {false, true, true, true, true, true, true, true, true, true, true, false, false};
   for (const ConfigSummary& c : report.configs) {
     table.rows.push_back({c.is_baseline ? "baseline" : c.config_key, FormatSeeds(c),
-                          FormatMeanAndHalfWidth(c, "val_accuracy"), FormatMetric(c, "test_accuracy", "%.4f"),
+                          FormatMeanAndHalfWidth(c, quality.val), FormatMetric(c, quality.test, "%.4f"),
                           FormatMetric(c, "step_time_ms", "%.2f"), FormatMetric(c, "throughput", "%.1f"),
                           FormatMetric(c, "mfu", "%.1f", 100), FormatMetric(c, "peak_memory_mb", "%.1f"),
                           FormatCount(c, "params"), FormatSpeedup(c), FormatQualityDelta(c), c.parity,
@@ -732,7 +745,7 @@ ul.notes { color: #57606a; padding-left: 20px; }
 // Public API
 
 const std::vector<std::string>& ReportMetrics() {
-  static const std::vector<std::string> kMetrics = {"val_accuracy",   "test_accuracy", "val_loss",
+  static const std::vector<std::string> kMetrics = {"val_accuracy",   "test_accuracy", "val_iou", "test_iou", "val_loss",
                                                     "step_time_ms",   "throughput",    "mfu",
                                                     "peak_memory_mb", "params",        "time_to_target_s"};
   return kMetrics;

@@ -76,7 +76,7 @@ struct Report {
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:
-// val_accuracy, test_accuracy, val_loss, step_time_ms (median step time),
+// val_accuracy, test_accuracy, val_iou, test_iou (BEV task), val_loss, step_time_ms (median step time),
 // throughput (samples/s), mfu, peak_memory_mb, params, time_to_target_s.
 const std::vector<std::string>& ReportMetrics();
 

@@ -407,8 +407,8 @@ std::vector<Proposal> Replay(Strategy& strategy, const std::optional<Evaluation>
 }
 
 EarlyStopping::EarlyStopping(const SearchSpace& space, AshaOptions options) : asha_(options) {
-  static const std::set<std::string> kMeasuredDuringTraining = {"val_accuracy", "val_loss", "throughput",
-                                                                "step_time_ms"};
+  static const std::set<std::string> kMeasuredDuringTraining = {"val_accuracy", "val_iou", "val_loss",
+                                                                "throughput", "step_time_ms"};
   for (const Objective& objective : space.objectives) {
     if (kMeasuredDuringTraining.count(objective.metric)) objectives_.push_back(objective);
   }
@@ -429,7 +429,7 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
   }
   if (kind != "eval" || !step || *step <= 0) return {};
   json partial = json::object();
-  for (const char* metric : {"val_accuracy", "val_loss"}) {
+  for (const char* metric : {"val_accuracy", "val_iou", "val_loss"}) {
     if (event.contains(metric)) partial[metric] = event[metric];
   }
   std::optional<double> step_ms;

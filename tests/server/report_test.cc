@@ -118,7 +118,32 @@ TEST(MetricOfTest, MapsReportNamesToResultFields) {
   EXPECT_EQ(MetricOf(result, "throughput.end_to_end_samples_per_s"), 9000);
   EXPECT_EQ(MetricOf(json(nullptr), "mfu"), std::nullopt);
   EXPECT_EQ(MetricOf(json::parse(R"({"throughput": 5})"), "throughput"), std::nullopt);
-  EXPECT_EQ(ReportMetrics().size(), 9u);
+  EXPECT_EQ(ReportMetrics().size(), 11u);
+  EXPECT_EQ(MetricOf(json::parse(R"({"val_iou": 0.41, "test_iou": 0.4})"), "val_iou"), 0.41);
+}
+
+TEST(ReportTest, TableShowsIouForTheBevTask) {
+  SearchSpace space;
+  space.objectives = {{"val_iou", true}, {"throughput", true}};
+  space.parity = {"val_iou", 0.01};
+  std::vector<TrialRecord> trials;
+  for (int seed = 1; seed <= 2; ++seed) {
+    TrialRecord t;
+    t.trial_id = "t" + std::to_string(seed);
+    t.config = json::object();
+    t.config_key = "{}";
+    t.is_baseline = true;
+    t.seed = seed;
+    t.state = "completed";
+    t.result = {{"val_iou", 0.40 + 0.02 * seed}, {"test_iou", 0.39}, {"throughput", {{"samples_per_s", 100.0}}}};
+    trials.push_back(t);
+  }
+  const Report report = BuildReport("exp-iou", space, trials);
+  EXPECT_NEAR(report.configs.at(0).metrics.at("val_iou").mean, 0.43, 1e-12);
+  const std::string table = RenderTable(report);
+  EXPECT_NE(table.find("val IoU"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.3900"), std::string::npos) << table;  // test IoU
+  EXPECT_EQ(table.find("val acc"), std::string::npos) << table;
 }
 
 // ---------------------------------------------------------------------------
