@@ -1,9 +1,13 @@
 #include "worker/agent.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -72,6 +76,114 @@ std::string NumberAt(const json& document, const char* pointer, const char* form
 std::string StringField(const json& object, const char* key) {
   const auto it = object.find(key);
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// The full path of `program` in the worker's PATH, or "" when it is not there.
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = dirs.substr(begin, end - begin);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
+    begin = end + 1;
+  }
+  return "";
+}
+
+// The folder frontier-trial writes a trial's profile to: <artifact
+// dir>/<trial id with characters other than [A-Za-z0-9._-] replaced by _>
+// (the same rule as worker/profiler.cc).
+std::filesystem::path TrialArtifactDir(const std::string& artifact_dir, const std::string& trial_id) {
+  std::string name;
+  for (char c : trial_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (name.empty() || name == "." || name == "..") name = "trial";
+  std::error_code ignored;
+  return (std::filesystem::absolute(artifact_dir.empty() ? "artifacts" : artifact_dir, ignored) / name)
+      .lexically_normal();
+}
+
+// How a trial whose spec asks for profile.tool nsys or ncu is run.
+struct ProfileWrapping {
+  std::vector<std::string> wrapper;  // the tool's command line before the trial's; empty: run unwrapped
+  std::string report;                // the report file the tool is to write
+  json profile;                      // merged into the result's "profile"; null: nothing to add
+};
+
+ProfileWrapping WrapForProfileTool(const AgentOptions& options, const json& spec,
+                                   const std::string& trial_id) {
+  ProfileWrapping wrapping;
+  const auto profile = spec.find("profile");
+  if (profile == spec.end() || !profile->is_object()) return wrapping;
+  const std::string tool = StringField(*profile, "tool");
+  if (tool != "nsys" && tool != "ncu") return wrapping;
+  const int steps = profile->value("steps", 0);
+  wrapping.profile = {{"tool", tool}, {"host", HostName()}, {"worker", options.host}};
+  if (options.device != "cuda") {
+    wrapping.profile["error"] = tool + " profiles CUDA work; worker " + options.host + " runs trials on " +
+                                options.device + ", so the trial ran unprofiled";
+    return wrapping;
+  }
+  const std::string program = FindOnPath(tool);
+  if (program.empty()) {
+    wrapping.profile["error"] =
+        tool + " not found on PATH of worker " + options.host + "; the trial ran unprofiled";
+    return wrapping;
+  }
+  const std::filesystem::path dir = TrialArtifactDir(options.artifact_dir, trial_id);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    wrapping.profile["error"] = "cannot create " + dir.string() + " on worker " + options.host + ": " +
+                                error.message() + "; the trial ran unprofiled";
+    return wrapping;
+  }
+  const std::string output = (dir / "trace").string();
+  if (tool == "nsys") {
+    wrapping.wrapper = {program, "profile", "--output=" + output, "--force-overwrite=true",
+                        "--trace=cuda,nvtx,osrt"};
+    wrapping.report = output + ".nsys-rep";
+  } else {
+    wrapping.wrapper = {program, "--output", output, "--force-overwrite", "--target-processes", "all"};
+    if (steps > 0) {
+      // Only the kernels of the profiled steps: frontier-trial marks each with this NVTX range.
+      for (const char* arg : {"--nvtx", "--nvtx-include", "frontier.profiled_step/"})
+        wrapping.wrapper.push_back(arg);
+    } else {
+      for (const char* arg : {"--launch-count", "200"}) wrapping.wrapper.push_back(arg);
+    }
+    wrapping.report = output + ".ncu-rep";
+  }
+  std::string command;
+  for (const std::string& arg : wrapping.wrapper) command += (command.empty() ? "" : " ") + arg;
+  wrapping.profile["artifact_dir"] = dir.string();
+  wrapping.profile["report"] = wrapping.report;
+  wrapping.profile["command"] = command;
+  return wrapping;
+}
+
+// The result line with the agent's part of "profile" merged in.
+std::string WithProfile(const std::string& result_json, const ProfileWrapping& wrapping) {
+  if (wrapping.profile.is_null() || result_json.empty()) return result_json;
+  json result = json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  if (!result.is_object()) return result_json;
+  json& profile = result["profile"];
+  if (!profile.is_object()) profile = json::object();
+  for (const auto& [key, value] : wrapping.profile.items()) profile[key] = value;
+  if (!wrapping.report.empty() && !std::filesystem::exists(wrapping.report) && !profile.contains("error")) {
+    profile["error"] =
+        wrapping.profile.value("tool", "the profiler") + " wrote no report at " + wrapping.report;
+  }
+  return result.dump();
 }
 
 }  // namespace
@@ -316,14 +428,22 @@ void Agent::RunTrial(int slot, const Lease& lease) {
     }
   }
 
-  TrialCommand command{spec_path, options_.progress_every, {}};
+  const ProfileWrapping wrapping = WrapForProfileTool(options_, spec, lease.trial_id);
+  if (wrapping.profile.contains("error")) {
+    spdlog::warn("trial {}: {}", lease.trial_id, wrapping.profile["error"].get<std::string>());
+  }
+  TrialCommand command{spec_path, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper};
   if (options_.device == "cuda")
     command.environment.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(slot));
   std::string error;
   std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
   const bool started = process != nullptr;
-  const Outcome outcome =
+  Outcome outcome =
       started ? Supervise(lease, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
+  outcome.result_json = WithProfile(outcome.result_json, wrapping);
+  if (!wrapping.wrapper.empty() && outcome.kind == Outcome::Kind::kFail && outcome.result_json.empty()) {
+    outcome.error += " (run under " + wrapping.profile.value("command", std::string()) + ")";
+  }
   process.reset();
   std::remove(spec_path.c_str());
   Report(lease, outcome);

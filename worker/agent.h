@@ -34,6 +34,12 @@ struct AgentOptions {
   // leaves the spec as it is.
   int threads_per_trial = 0;
   int progress_every = 10;  // frontier-trial --progress-every
+  // frontier-trial --artifact-dir: profiles land in <artifact_dir>/<trial id>/
+  // on this host; empty: the trial's default (./artifacts). A spec whose
+  // profile.tool is nsys or ncu runs wrapped in that tool when this is a cuda
+  // worker with the tool on its PATH, else unprofiled with the reason in the
+  // result's "profile" (docs/profiling.md).
+  std::string artifact_dir;
   int max_trials = 0;       // Run returns after leasing this many trials and finishing them; 0: no limit
   // A running trial is killed after this.
   std::chrono::milliseconds trial_timeout{std::chrono::hours(1)};

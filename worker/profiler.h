@@ -1,5 +1,6 @@
 // Profiles a few training steps of a trial (the spec's `profile` section) and
-// judges where the step time goes. See docs/profiling.md.
+// judges where the step time goes. See docs/profiling.md for the result's
+// "profile" and "bottleneck" objects and the rules behind the verdict.
 #pragma once
 
 #include <memory>
@@ -11,21 +12,41 @@
 
 namespace frontier {
 
+// Records the steps [first, first + spec.steps) of a training loop, where
+// first = spec.start, or warmup_steps when spec.start is -1.
+//
+// tool "libtorch": the legacy LibTorch profiler records every operator of
+// those steps (with input shapes; with CUDA events when `cuda`), the
+// project's FlopCounter counts their FLOPs, and Finish writes a
+// Chrome/Perfetto trace and the full operator table under
+// <artifact_dir>/<trial_id>/ and returns the summary.
+// tool "nsys" | "ncu": the worker wraps the whole trial process in the tool
+// (worker/agent.cc); in a CUDA build the profiled steps are marked with NVTX
+// ranges ("frontier.profiled_steps" around them, one per operator inside),
+// so the tool's timeline shows them and ncu can be limited to them.
+//
+// Never throws for profiling problems: they end up in the "error" field of
+// Finish's object and the trial goes on. One StepProfiler per thread at a
+// time; the steps must run on the thread that calls BeforeStep/AfterStep.
 class StepProfiler {
  public:
   // `artifact_dir`: folder the trace is written to (created when needed).
-  StepProfiler(const ProfileSpec& spec, int warmup_steps, std::string artifact_dir, std::string trial_id);
+  // `cuda`: the trial runs on a CUDA device (CUDA event times per operator;
+  // only in a CUDA build).
+  StepProfiler(const ProfileSpec& spec, int warmup_steps, std::string artifact_dir, std::string trial_id,
+               bool cuda = false);
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;
 
-  // True when `step` (0-based) is recorded by the in-process profiler; such
-  // steps are left out of the step-time statistics.
+  // True when `step` (0-based) is one of the profiled steps; such steps are
+  // left out of the step-time statistics (the profiler slows them down).
   bool Covers(int step) const;
-  void BeforeStep(int step);  // starts recording at the first profiled step
-  void AfterStep(int step);   // stops recording after the last profiled step
-  // The result's "profile" object (trace path, per-operator summary), or null
-  // when nothing was profiled in-process.
+  void BeforeStep(int step);  // starts recording a profiled step
+  void AfterStep(int step);   // stops recording it; call after the step's work is synchronized
+  // The result's "profile" object (docs/profiling.md), or null when the spec
+  // profiles nothing. Ends a recording that is still open (a trial that
+  // diverged inside the profiled steps).
   nlohmann::json Finish();
 
  private:
@@ -34,7 +55,18 @@ class StepProfiler {
 };
 
 // The result's "bottleneck" object, judged from a finished result's
-// measurements (data wait share, achieved FLOP/s, the profile if any).
+// measurements (data_wait_fraction, achieved_flops_per_s, peak_flops, and the
+// "profile" object if any). A pure function of the JSON.
 nlohmann::json BottleneckVerdict(const nlohmann::json& result);
+
+// Operator classes of the profile summary ("compute", "elementwise",
+// "normalization", "reduction", "data_movement", "view", "autograd",
+// "other") by LibTorch operator name, e.g. "aten::addmm" -> "compute".
+std::string OperatorClass(const std::string& op_name);
+
+// What an operator class is limited by: "compute" (compute), "memory"
+// (elementwise, normalization, reduction, data_movement) or "overhead" (view,
+// autograd, other: framework bookkeeping that moves no data).
+std::string BoundClass(const std::string& op_class);
 
 }  // namespace frontier

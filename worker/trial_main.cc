@@ -9,9 +9,11 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: frontier-trial --spec FILE [--progress-every N]\n"
+    "usage: frontier-trial --spec FILE [--progress-every N] [--artifact-dir DIR]\n"
     "  --spec FILE          trial spec (JSON, docs/trial-spec.md); '-' reads standard input\n"
     "  --progress-every N   a progress event every N steps (default 10, 0 = none)\n"
+    "  --artifact-dir DIR   profiles (the spec's `profile` section) go to DIR/<trial_id>/\n"
+    "                       (default ./artifacts; docs/profiling.md)\n"
     "exit status: 0 completed, 2 failed, 3 diverged, 64 usage error\n";
 
 int Usage(const std::string& problem) {
@@ -41,6 +43,9 @@ int main(int argc, char** argv) {
         return Usage("--progress-every takes a whole number, got '" + std::string(argv[i]) + "'");
       }
       if (options.progress_every < 0) return Usage("--progress-every must be >= 0");
+    } else if (arg == "--artifact-dir" && has_value) {
+      options.artifact_dir = argv[++i];
+      if (options.artifact_dir.empty()) return Usage("--artifact-dir takes a folder");
     } else {
       return Usage("unknown or incomplete argument '" + arg + "'");
     }

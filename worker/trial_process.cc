@@ -263,14 +263,22 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
   for (int signal : kDefaultSignals) sigaddset(&signals, signal);
   posix_spawnattr_setsigdefault(&attributes, &signals);
 
-  std::vector<std::string> args = {trial_binary_, "--spec", command.spec_path, "--progress-every",
-                                   std::to_string(command.progress_every)};
+  std::vector<std::string> args = command.wrapper;
+  for (std::string arg : {trial_binary_, std::string("--spec"), command.spec_path,
+                          std::string("--progress-every"), std::to_string(command.progress_every)}) {
+    args.push_back(std::move(arg));
+  }
+  if (!command.artifact_dir.empty()) {
+    args.push_back("--artifact-dir");
+    args.push_back(command.artifact_dir);
+  }
+  const std::string& program = args.front();
   std::vector<std::string> env = ChildEnvironment(command.environment);
   std::vector<char*> argv = NullTerminated(args);
   std::vector<char*> envp = NullTerminated(env);
 
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, trial_binary_.c_str(), &actions, &attributes, argv.data(), envp.data());
+  const int rc = posix_spawnp(&pid, program.c_str(), &actions, &attributes, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   close(out[1]);
@@ -278,7 +286,7 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
   if (rc != 0) {
     close(out[0]);
     close(err[0]);
-    *error = "cannot start " + trial_binary_ + ": " + std::strerror(rc);
+    *error = "cannot start " + program + ": " + std::strerror(rc);
     return nullptr;
   }
   return std::make_unique<ChildProcess>(pid, out[0], err[0]);

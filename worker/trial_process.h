@@ -13,13 +13,19 @@
 
 namespace frontier {
 
-// What to run: `<trial binary> --spec <spec_path> --progress-every <progress_every>`.
+// What to run: `[wrapper...] <trial binary> --spec <spec_path> --progress-every
+// <progress_every> [--artifact-dir <artifact_dir>]`.
 struct TrialCommand {
   std::string spec_path;    // trial spec file (docs/trial-spec.md)
   int progress_every = 10;  // a progress event every this many steps; 0: none
   // Variables set in the child's environment on top of the worker's own
   // (e.g. CUDA_VISIBLE_DEVICES for the slot's GPU).
   std::vector<std::pair<std::string, std::string>> environment;
+  std::string artifact_dir;  // frontier-trial --artifact-dir; empty: the trial's default
+  // A program the trial runs under, with its arguments, e.g. {"/usr/bin/nsys",
+  // "profile", "-o", "..."}; empty: the trial binary runs directly. The
+  // wrapper must run the command that follows its own arguments.
+  std::vector<std::string> wrapper;
 };
 
 // How a child process ended.

@@ -38,14 +38,19 @@ constexpr const char* kUsage =
     "  --threads-per-trial N     runtime.threads for specs that leave it at 0 (default cores / slots)\n"
     "  --progress-every N        frontier-trial --progress-every (default 10)\n"
     "  --work-dir DIR            folder for spec files (default: a fresh temporary folder)\n"
+    "  --artifact-dir DIR        profiles of trials go to DIR/<trial id>/ (default\n"
+    "                            $XDG_STATE_HOME/frontier/artifacts, else "
+    "~/.local/state/frontier/artifacts)\n"
     "  --max-trials N            exit after N trials (default 0: run until stopped)\n"
     "  --drain-timeout SECONDS   on SIGTERM/SIGINT, wait this long for running trials (default 600)\n"
     "  --name NAME               this worker's label for people (default: the host name)\n"
     "  --token-file FILE         worker token for a coordinator that requires one (else $FRONTIER_TOKEN)\n"
-    "  --tls-ca FILE             connect with TLS, trusting this CA; --tls-cert/--tls-key FILE for mutual TLS\n"
+    "  --tls-ca FILE             connect with TLS, trusting this CA; --tls-cert/--tls-key FILE for mutual "
+    "TLS\n"
     "  --metrics-listen HOST:PORT  serve Prometheus /metrics there (default 127.0.0.1:9465; port 0: any\n"
     "                            free port; 0 or empty: none)\n"
-    "exit status: 0 done or drained, 1 registration refused, no work folder or no /metrics address,\n"
+    "exit status: 0 done or drained, 1 registration refused, no work or artifact folder or no /metrics "
+    "address,\n"
     "  64 usage error\n";
 
 int Usage(const std::string& problem) {
@@ -93,6 +98,15 @@ bool Executable(const std::string& binary) {
     begin = end + 1;
   }
   return false;
+}
+
+// $XDG_STATE_HOME/frontier/artifacts, else $HOME/.local/state/frontier/artifacts, else ./artifacts.
+std::string DefaultArtifactDir() {
+  const char* state = getenv("XDG_STATE_HOME");
+  if (state != nullptr && *state == '/') return std::string(state) + "/frontier/artifacts";
+  const char* home = getenv("HOME");
+  if (home != nullptr && *home == '/') return std::string(home) + "/.local/state/frontier/artifacts";
+  return "artifacts";
 }
 
 std::string HostName() {
@@ -160,6 +174,9 @@ int main(int argc, char** argv) {
       options.progress_every = static_cast<int>(*every);
     } else if (flag == "--work-dir") {
       options.work_dir = *value;
+    } else if (flag == "--artifact-dir") {
+      if (value->empty()) return Usage("--artifact-dir takes a folder");
+      options.artifact_dir = *value;
     } else if (flag == "--max-trials") {
       const auto max_trials = ParseWhole(*value, 0);
       if (!max_trials) return Usage(bad + ": a whole number >= 0");
@@ -215,6 +232,19 @@ int main(int argc, char** argv) {
     if (error) return Usage("--work-dir '" + options.work_dir + "': " + error.message());
   }
 
+  if (options.artifact_dir.empty()) options.artifact_dir = DefaultArtifactDir();
+  {
+    std::error_code error;
+    std::filesystem::create_directories(options.artifact_dir, error);
+    if (!error) options.artifact_dir = std::filesystem::absolute(options.artifact_dir, error).string();
+    if (error) {
+      std::cerr << "frontier-worker: cannot create the artifact folder '" << options.artifact_dir
+                << "': " << error.message() << " (use --artifact-dir)\n";
+      if (temporary_work_dir) std::filesystem::remove_all(*temporary_work_dir);
+      return kExitFailure;
+    }
+  }
+
   spdlog::set_default_logger(spdlog::stderr_color_mt("frontier-worker"));
 
   std::unique_ptr<frontier::MetricsEndpoint> metrics_endpoint;
@@ -256,8 +286,9 @@ int main(int argc, char** argv) {
     }
   });
 
-  spdlog::info("frontier-worker {}: coordinator {}, trial binary {}, work dir {}", frontier::kWorkerVersion,
-               coordinator, trial_binary, options.work_dir);
+  spdlog::info("frontier-worker {}: coordinator {}, trial binary {}, work dir {}, artifacts {}:{}",
+               frontier::kWorkerVersion, coordinator, trial_binary, options.work_dir, HostName(),
+               options.artifact_dir);
   const grpc::Status status = agent.Run();
   done = true;
   signal_thread.join();

@@ -591,6 +591,113 @@ TEST_F(AgentTest, SpecThatIsNotJsonFailsForGood) {
   EXPECT_THAT(failure.error(), HasSubstr("spec_json"));
 }
 
+TEST_F(AgentTest, ArtifactDirIsPassedToTheTrial) {
+  AgentOptions options = Options();
+  options.artifact_dir = dir_ + "/artifacts";
+  RunOneTrial(
+      Script("args.sh", "echo \"$5 $6\" > " + dir_ + "/args\necho '" + std::string(kResultLine) + "'"),
+      options);
+  EXPECT_EQ(ReadFile("args"), "--artifact-dir " + dir_ + "/artifacts\n");
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(1));
+}
+
+// Puts `dir` first on PATH (or replaces PATH) for the test's lifetime.
+class PathGuard {
+ public:
+  explicit PathGuard(const std::string& path) {
+    const char* old = std::getenv("PATH");
+    old_ = old ? old : "";
+    setenv("PATH", path.c_str(), 1);
+  }
+  ~PathGuard() { setenv("PATH", old_.c_str(), 1); }
+
+ private:
+  std::string old_;
+};
+
+std::string SpecWithProfileTool(const std::string& tool) {
+  nlohmann::json spec = nlohmann::json::parse(kSpec);
+  spec["profile"] = {{"steps", 1}, {"tool", tool}};
+  return spec.dump();
+}
+
+TEST_F(AgentTest, NsysWrapsTheTrialOnCudaWorkers) {
+  const std::string trial = Script("trial.sh", "echo '" + std::string(kResultLine) + "'");
+  std::filesystem::create_directories(dir_ + "/bin");
+  // A fake nsys: records its arguments, writes the report it was asked for and runs the trial.
+  Script("bin/nsys",
+         "echo \"$@\" > " + dir_ +
+             "/nsys-args\n"
+             "for a in \"$@\"; do case \"$a\" in --output=*) out=\"${a#--output=}\";; esac; done\n"
+             ": > \"$out.nsys-rep\"\n"
+             "while [ \"$1\" != \"" +
+             trial +
+             "\" ]; do shift; done\n"
+             "exec \"$@\"");
+  PathGuard path(dir_ + "/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin"));
+  AgentOptions options = Options();
+  options.device = "cuda";
+  options.artifact_dir = dir_ + "/artifacts";
+  coordinator_.AddTrial("t1", SpecWithProfileTool("nsys"));
+  auto agent = Start(options, trial);
+  ASSERT_TRUE(agent->Finished());
+
+  const std::string artifacts = dir_ + "/artifacts/t1";
+  EXPECT_EQ(ReadFile("nsys-args"),
+            "profile --output=" + artifacts + "/trace --force-overwrite=true --trace=cuda,nvtx,osrt " +
+                trial + " --spec " + options.work_dir + "/t1-attempt1.json --progress-every 1" +
+                " --artifact-dir " + dir_ + "/artifacts\n");
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  const auto result = nlohmann::json::parse(completions[0].result_json());
+  EXPECT_EQ(result["status"], "completed");
+  EXPECT_EQ(result["val_accuracy"], 0.5);
+  const auto& profile = result["profile"];
+  EXPECT_EQ(profile["tool"], "nsys");
+  EXPECT_EQ(profile["report"], artifacts + "/trace.nsys-rep");
+  EXPECT_EQ(profile["artifact_dir"], artifacts);
+  EXPECT_EQ(profile["worker"], "test-host");
+  EXPECT_FALSE(profile["host"].get<std::string>().empty());
+  EXPECT_EQ(profile["command"].get<std::string>().rfind(dir_ + "/bin/nsys profile", 0), 0u)
+      << profile["command"];
+  EXPECT_FALSE(profile.contains("error")) << profile["error"];
+}
+
+TEST_F(AgentTest, MissingNsysRunsTheTrialUnprofiledAndSaysWhy) {
+  if (access("/usr/bin/nsys", X_OK) == 0 || access("/bin/nsys", X_OK) == 0)
+    GTEST_SKIP() << "nsys is installed";
+  PathGuard path("/usr/bin:/bin");
+  AgentOptions options = Options();
+  options.device = "cuda";
+  coordinator_.AddTrial("t1", SpecWithProfileTool("nsys"));
+  auto agent = Start(options, Script("trial.sh", "echo \"$1\" > " + dir_ + "/argv1\necho '" +
+                                                     std::string(kResultLine) + "'"));
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_EQ(ReadFile("argv1"), "--spec\n") << "the trial ran directly";
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  const auto result = nlohmann::json::parse(completions[0].result_json());
+  EXPECT_EQ(result["status"], "completed");
+  EXPECT_EQ(result["profile"]["tool"], "nsys");
+  EXPECT_EQ(result["profile"]["error"],
+            "nsys not found on PATH of worker test-host; the trial ran unprofiled");
+}
+
+TEST_F(AgentTest, NcuOnACpuWorkerRunsUnprofiledAndSaysWhy) {
+  std::filesystem::create_directories(dir_ + "/bin");
+  Script("bin/ncu", "touch " + dir_ + "/ncu-ran\nexit 1");
+  PathGuard path(dir_ + "/bin:/usr/bin:/bin");
+  coordinator_.AddTrial("t1", SpecWithProfileTool("ncu"));
+  auto agent = Start(Options(), Script("trial.sh", "echo '" + std::string(kResultLine) + "'"));
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/ncu-ran"));
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1));
+  const auto result = nlohmann::json::parse(completions[0].result_json());
+  EXPECT_EQ(result["profile"]["error"],
+            "ncu profiles CUDA work; worker test-host runs trials on cpu, so the trial ran unprofiled");
+}
+
 // The real runner, when FRONTIER_TRIAL_BINARY names it (a LibTorch build).
 TEST_F(AgentTest, RealTrialRunnerCompletes) {
   const char* binary = std::getenv("FRONTIER_TRIAL_BINARY");
@@ -624,7 +731,7 @@ TEST(ProcessTrialLauncherTest, StreamsLinesAndKeepsTheStderrTail) {
   chmod(script.c_str(), 0755);
   ProcessTrialLauncher launcher(script);
   std::string error;
-  auto process = launcher.Start(TrialCommand{"spec.json", 7, {{"FRONTIER_TEST_VAR", "x"}}}, &error);
+  auto process = launcher.Start(TrialCommand{"spec.json", 7, {{"FRONTIER_TEST_VAR", "x"}}, "", {}}, &error);
   ASSERT_NE(process, nullptr) << error;
   std::vector<std::string> lines;
   std::string line;
