@@ -204,6 +204,28 @@ ConfigSummary SummarizeConfig(const std::string& key, const std::vector<const Tr
   for (size_t i = 0; i < metrics.size(); ++i) {
     if (!values[i].empty()) summary.metrics.emplace(metrics[i], SummarizeMetric(values[i]));
   }
+  for (const TrialRecord* trial : members) {
+    if (trial->state != "completed" || !trial->result.is_object()) continue;
+    const json& bottleneck = trial->result.value("bottleneck", json());
+    if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
+      ++summary.bottleneck_verdicts[bottleneck["verdict"].get<std::string>()];
+      if (summary.bottleneck_summary.empty()) summary.bottleneck_summary = bottleneck.value("summary", "");
+    }
+    const json& profile = trial->result.value("profile", json());
+    if (!profile.is_object()) continue;
+    json top = json::array();
+    for (const json& op : profile.value("top_operators", json::array())) {
+      if (top.size() == 5) break;
+      top.push_back({{"name", op.value("name", "")}, {"class", op.value("class", "")}, {"share", op.value("share", 0.0)}});
+    }
+    json entry = {{"trial_id", trial->trial_id},
+                  {"tool", profile.value("tool", "")},
+                  {"host", profile.value("host", "")},
+                  {"trace", profile.value("trace", profile.value("report", ""))},
+                  {"top_operators", top}};
+    if (profile.contains("error")) entry["error"] = profile["error"];
+    summary.profiles.push_back(std::move(entry));
+  }
   return summary;
 }
 
@@ -428,18 +450,19 @@ TextTable BuildTextTable(const Report& report) {
                   "MFU %",
                   "peak MB",
                   "params",
+                  "bottleneck",
                   "speed-up [95% CI]",
                   "\u0394 " + report.parity.metric,
                   "parity",
                   "front"};
-  table.right_aligned = {false, true, true, true, true, true, true, true, true, true, true, false, false};
+  table.right_aligned = {false, true, true, true, true, true, true, true, false, true, true, false, false};
   for (const ConfigSummary& c : report.configs) {
     table.rows.push_back({c.is_baseline ? "baseline" : c.config_key, FormatSeeds(c),
                           FormatMeanAndHalfWidth(c, quality.val), FormatMetric(c, quality.test, "%.4f"),
                           FormatMetric(c, "step_time_ms", "%.2f"), FormatMetric(c, "throughput", "%.1f"),
                           FormatMetric(c, "mfu", "%.1f", 100), FormatMetric(c, "peak_memory_mb", "%.1f"),
-                          FormatCount(c, "params"), FormatSpeedup(c), FormatQualityDelta(c), c.parity,
-                          FrontMarker(c)});
+                          FormatCount(c, "params"), BottleneckLabel(c), FormatSpeedup(c), FormatQualityDelta(c),
+                          c.parity, FrontMarker(c)});
   }
   return table;
 }
@@ -744,6 +767,15 @@ ul.notes { color: #57606a; padding-left: 20px; }
 // ---------------------------------------------------------------------------
 // Public API
 
+std::string BottleneckLabel(const ConfigSummary& config) {
+  if (config.bottleneck_verdicts.size() == 1) return config.bottleneck_verdicts.begin()->first;
+  std::string label;
+  for (const auto& [verdict, n] : config.bottleneck_verdicts) {
+    label += (label.empty() ? "" : ", ") + verdict + " " + std::to_string(n);
+  }
+  return label;
+}
+
 const std::vector<std::string>& ReportMetrics() {
   static const std::vector<std::string> kMetrics = {"val_accuracy",   "test_accuracy", "val_iou", "test_iou", "val_loss",
                                                     "step_time_ms",   "throughput",    "mfu",
@@ -991,7 +1023,11 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"on_front", c.on_front},
                        {"speedup", IntervalToJson(c.speedup)},
                        {"quality_delta", IntervalToJson(c.quality_delta)},
-                       {"parity", c.parity}});
+                       {"parity", c.parity},
+                       {"bottleneck",
+                        {{"verdicts", c.bottleneck_verdicts},
+                         {"summary", c.bottleneck_summary},
+                         {"profiles", c.profiles}}}});
   }
   return {{"experiment_id", report.experiment_id},
           {"name", report.name},
@@ -1090,6 +1126,35 @@ std::string RenderCsv(const Report& report) {
   return out;
 }
 
+namespace {
+
+// "Where the step time goes": each config's verdict and summary, and the
+// profiled seeds' traces and top operators (docs/profiling.md).
+std::string BottleneckSection(const Report& report) {
+  std::string html;
+  for (const ConfigSummary& c : report.configs) {
+    if (c.bottleneck_verdicts.empty() && c.profiles.empty()) continue;
+    html += "<li class=\"bottleneck\" data-config=\"" + EscapeHtml(c.config_key) + "\"><b>" +
+            EscapeHtml(c.is_baseline ? "baseline" : c.config_key) + "</b>: " + EscapeHtml(BottleneckLabel(c)) +
+            (c.bottleneck_summary.empty() ? "" : " &mdash; " + EscapeHtml(c.bottleneck_summary));
+    for (const json& p : c.profiles) {
+      html += "<br>profile of " + EscapeHtml(p.value("trial_id", "")) + " (" + EscapeHtml(p.value("tool", "")) +
+              "): " + EscapeHtml(p.value("host", "") + ":" + p.value("trace", ""));
+      if (p.contains("error")) html += " &mdash; " + EscapeHtml(p["error"].dump());
+      std::string ops;
+      for (const json& op : p.value("top_operators", json::array())) {
+        ops += (ops.empty() ? "" : ", ") + op.value("name", "") + Printf(" %.0f%%", 100 * op.value("share", 0.0));
+      }
+      if (!ops.empty()) html += "<br>top operators: " + EscapeHtml(ops);
+    }
+    html += "</li>\n";
+  }
+  if (html.empty()) return "";
+  return "<h2>Where the step time goes</h2>\n<ul class=\"bottlenecks\">\n" + html + "</ul>\n";
+}
+
+}  // namespace
+
 std::string RenderHtml(const Report& report) {
   std::vector<PlotPoint> points;
   for (size_t i = 0; i < report.configs.size(); ++i) {
@@ -1133,7 +1198,7 @@ std::string RenderHtml(const Report& report) {
   }
   html += "</tbody>\n</table>\n<ul class=\"notes\">\n";
   for (const std::string& note : ReportNotes(report)) html += "<li>" + EscapeHtml(note) + "</li>\n";
-  html += "</ul>\n</body>\n</html>\n";
+  html += "</ul>\n" + BottleneckSection(report) + "</body>\n</html>\n";
   return html;
 }
 

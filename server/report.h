@@ -56,7 +56,17 @@ struct ConfigSummary {
   std::optional<Interval> speedup;        // throughput ratio variant / baseline
   std::optional<Interval> quality_delta;  // parity metric, variant - baseline
   std::string parity;       // "baseline", "at parity", "worse", "inconclusive", or "no data"
+  // Where the step time goes (docs/profiling.md): each completed seed's
+  // bottleneck verdict, counted; one seed's one-line summary; and the seeds
+  // that were profiled: {trial_id, host, trace, top_operators [{name, class, share}]}.
+  std::map<std::string, int> bottleneck_verdicts;
+  std::string bottleneck_summary;
+  nlohmann::json profiles = nlohmann::json::array();
 };
+
+// The bottleneck column: the verdict all completed seeds share, or the counts
+// when they differ ("compute-bound 1, memory-bound 1"); "" when none has one.
+std::string BottleneckLabel(const ConfigSummary& config);
 
 struct Report {
   std::string experiment_id;

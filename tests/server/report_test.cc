@@ -122,6 +122,50 @@ TEST(MetricOfTest, MapsReportNamesToResultFields) {
   EXPECT_EQ(MetricOf(json::parse(R"({"val_iou": 0.41, "test_iou": 0.4})"), "val_iou"), 0.41);
 }
 
+TEST(ReportTest, ShowsEachConfigsBottleneckAndProfiles) {
+  SearchSpace space;
+  space.objectives = {{"val_accuracy", true}, {"throughput", true}};
+  space.parity = {"val_accuracy", 0.01};
+  std::vector<TrialRecord> trials;
+  const char* verdicts[] = {"compute-bound", "compute-bound", "input-bound"};
+  for (int i = 0; i < 3; ++i) {
+    TrialRecord t;
+    t.trial_id = "t" + std::to_string(i);
+    t.config = i < 2 ? json::object() : json{{"block", "convnext"}};
+    t.config_key = t.config.dump();
+    t.is_baseline = i < 2;
+    t.seed = i % 2 + 1;
+    t.state = "completed";
+    t.result = {{"val_accuracy", 0.9}, {"throughput", {{"samples_per_s", 100.0}}},
+                {"bottleneck", {{"verdict", verdicts[i]}, {"summary", std::string(verdicts[i]) + ": because"}}}};
+    if (i == 0) {
+      t.result["profile"] = {{"tool", "libtorch"}, {"host", "node7"}, {"trace", "/a/t0/trace.json"},
+                             {"top_operators", {{{"name", "aten::convolution_backward"}, {"class", "compute"}, {"share", 0.39}}}}};
+    }
+    trials.push_back(t);
+  }
+  const Report report = BuildReport("exp-b", space, trials);
+  ASSERT_EQ(report.configs.size(), 2u);
+  EXPECT_EQ(BottleneckLabel(report.configs[0]), "compute-bound");
+  EXPECT_EQ(report.configs[0].bottleneck_verdicts.at("compute-bound"), 2);
+  ASSERT_EQ(report.configs[0].profiles.size(), 1u);
+  EXPECT_EQ(report.configs[0].profiles[0]["host"], "node7");
+  EXPECT_EQ(BottleneckLabel(report.configs[1]), "input-bound");
+  const std::string table = RenderTable(report);
+  EXPECT_NE(table.find("bottleneck"), std::string::npos) << table;
+  EXPECT_NE(table.find("input-bound"), std::string::npos) << table;
+  const std::string html = RenderHtml(report);
+  EXPECT_NE(html.find("Where the step time goes"), std::string::npos);
+  EXPECT_NE(html.find("node7:/a/t0/trace.json"), std::string::npos);
+  EXPECT_NE(html.find("aten::convolution_backward 39%"), std::string::npos);
+  const json j = ReportToJson(report);
+  EXPECT_EQ(j["configs"][0]["bottleneck"]["verdicts"]["compute-bound"], 2);
+  EXPECT_EQ(j["configs"][0]["bottleneck"]["profiles"][0]["trace"], "/a/t0/trace.json");
+  ConfigSummary mixed;
+  mixed.bottleneck_verdicts = {{"compute-bound", 1}, {"memory-bound", 1}};
+  EXPECT_EQ(BottleneckLabel(mixed), "compute-bound 1, memory-bound 1");
+}
+
 TEST(ReportTest, TableShowsIouForTheBevTask) {
   SearchSpace space;
   space.objectives = {{"val_iou", true}, {"throughput", true}};
