@@ -351,7 +351,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.source = source_;
   Fields top(*this, root, "",
              {"name", "description", "task", "baseline", "space", "objectives", "constraints", "repeats",
-              "parity", "strategy", "max_attempts"});
+              "parity", "strategy", "max_attempts", "profile"});
   top.Required("name");
   top.String("name", space.name);
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");
@@ -394,6 +394,12 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
   json arch = YamlToJson(baseline.Required("arch"));
   json runtime = baseline.Has("runtime") ? baseline.Value("runtime") : json::object();
   space.base = {{"schema", kTrialSpecSchema}, {"task", task}, {"arch", arch}, {"runtime", runtime}};
+  // Profiling (docs/profiling.md) applies to every trial of the experiment.
+  if (top.Has("profile")) {
+    const json profile = top.Value("profile");
+    if (!profile.is_object()) Fail("profile", "expected a mapping like {steps: 3}, got " + Describe(profile));
+    space.base["profile"] = profile;
+  }
 }
 
 // The baseline must be a valid trial spec; its errors point at the field in

@@ -342,7 +342,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"DuplicateKey", "repeats: 2\nrepeats: 3\n", "t.yaml:10: repeats: duplicate key"},
         ErrorCase{"UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
                   "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, space, "
-                  "objectives, constraints, repeats, parity, strategy, max_attempts"},
+                  "objectives, constraints, repeats, parity, strategy, max_attempts, profile"},
         ErrorCase{"MissingName", "!baseline: {arch: {stages: [{}]}}\nobjectives: [{metric: mfu}]\n",
                   "t.yaml: missing field 'name'"},
         ErrorCase{"BadName", "!name: my space\n",
@@ -416,7 +416,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
                   "  - {metric: accuracy, goal: maximize}\n",
                   "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
-                  "test_accuracy, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
+                  "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
                   "time_to_target_s"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
@@ -430,7 +430,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "t.yaml:3: objectives: needs at least one objective"},
         ErrorCase{"UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
                   "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
-                  "test_accuracy, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
+                  "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
                   "time_to_target_s"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
@@ -440,7 +440,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{
             "ParityNotQuality", "parity: {metric: throughput, margin: 0.1}\n",
             "t.yaml:9: parity.metric: 'throughput' is not a quality metric; expected one of val_accuracy, "
-            "test_accuracy, val_loss"},
+            "test_accuracy, val_iou, test_iou, val_loss"},
         ErrorCase{"NegativeMargin", "parity:\n  margin: -0.1\n",
                   "t.yaml:10: parity.margin: must be at least 0"},
         ErrorCase{"UnknownStrategy", "strategy: {name: bayes}\n",
@@ -464,6 +464,60 @@ INSTANTIATE_TEST_SUITE_P(
             "  activation: [relu, gelu]\n",
             "t.yaml:9: space: the grid has 200000 configurations, more than 100000; use strategy random"}),
     [](const testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace frontier
+
+namespace frontier {
+namespace {
+
+// The BEV spaces: IoU is a first-class quality metric, and every one-factor
+// change from the baseline is a valid trial (the ablation strategy runs them all).
+TEST(BevSearchSpaceTest, ShippedBevSpacesParseAndEveryOneFactorChangeRuns) {
+  for (const char* file : {"bev_lss.yaml", "bev_lss_gpu.yaml"}) {
+    SearchSpace space = LoadSearchSpaceFile(ShippedFile(file));
+    EXPECT_EQ(space.base["task"]["dataset"], "bev-synthetic") << file;
+    EXPECT_EQ(space.objectives[0].metric, "val_iou") << file;
+    EXPECT_TRUE(space.objectives[0].maximize) << file;
+    EXPECT_EQ(space.parity.metric, "val_iou") << file;
+    EXPECT_EQ(WhyInvalid(space, Config::object()), std::nullopt) << file;
+    size_t variants = 0;
+    for (const Dimension& dim : space.dimensions) {
+      for (const auto& choice : dim.choices) {
+        Config config = {{dim.name, choice}};
+        EXPECT_EQ(WhyInvalid(space, config), std::nullopt) << file << " " << ConfigKey(config);
+        variants += !IsBaseline(space, config);
+      }
+    }
+    EXPECT_GE(variants, 6u) << file;
+  }
+}
+
+TEST(BevSearchSpaceTest, IouMetricsAreKnownAndTestIouIsNotSelectable) {
+  const std::string bev_head = R"(name: t
+task: {dataset: bev-synthetic, bev: {train_samples: 8, val_samples: 8, test_samples: 8}}
+baseline:
+  arch:
+    stages: [{block: basic, width: 16, depth: 1}]
+    bev: {view_transform: lss}
+)";
+  EXPECT_EQ(ErrorOf(bev_head + "objectives: [{metric: val_iou}]\nparity: {metric: test_iou, margin: 0.01}\n"),
+            "(accepted)");
+  EXPECT_NE(ErrorOf(bev_head + "objectives: [{metric: test_iou}]\n").find("select on val_iou"), std::string::npos)
+      << ErrorOf(bev_head + "objectives: [{metric: test_iou}]\n");
+}
+
+TEST(SearchSpaceTest, ProfileAppliesToEveryTrial) {
+  SearchSpace space = Parse("task: {steps: 20, warmup_steps: 5}\nprofile: {steps: 3}\nspace:\n  precision: [fp32, bf16]\n");
+  for (const Config& config : EnumerateGrid(space)) {
+    const TrialSpec spec = MakeTrialSpec(space, config, 1, "t");
+    EXPECT_EQ(spec.profile.steps, 3);
+    EXPECT_EQ(spec.profile.tool, "libtorch");
+  }
+  EXPECT_NE(ErrorOf(std::string(kHead) + "task: {steps: 20, warmup_steps: 5}\nprofile: {steps: 30}\n").find("profile"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kHead) + "profile: 3\n").find("profile"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace frontier
