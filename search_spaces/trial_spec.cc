@@ -115,9 +115,11 @@ void ParseOptimizer(const json& j, const std::string& path, OptimizerSpec& o) {
   }
 }
 
+void ParseBevTask(const json& j, BevTaskSpec& b);
+
 void ParseTask(const json& j, TaskSpec& t) {
   ObjectReader r(j, "task");
-  r.Choice("dataset", t.dataset, {"fashion-mnist", "synthetic"});
+  r.Choice("dataset", t.dataset, {"fashion-mnist", "synthetic", "bev-synthetic"});
   r.String("data_dir", t.data_dir);
   if (const json* in = r.Get("input")) {
     if (t.dataset != "synthetic") throw SpecError("task.input", "only the synthetic dataset takes an input shape");
@@ -133,6 +135,10 @@ void ParseTask(const json& j, TaskSpec& t) {
   r.Int("eval_every", t.eval_every, 0, kMaxInt);
   r.Int("warmup_steps", t.warmup_steps, 0, kMaxInt);
   r.Int("val_size", t.val_size, 1, 59000);
+  if (const json* b = r.Get("bev")) {
+    if (t.dataset != "bev-synthetic") throw SpecError("task.bev", "only the bev-synthetic dataset takes a bev section");
+    ParseBevTask(*b, t.bev);
+  }
   if (const json* a = r.Get("augment")) {
     ObjectReader ar(*a, "task.augment");
     ar.Bool("flip", t.augment.flip);
@@ -151,15 +157,69 @@ void ParseTask(const json& j, TaskSpec& t) {
   if (const json* g = r.Get("target")) {
     TargetSpec target;
     ObjectReader gr(*g, "task.target");
-    gr.Choice("metric", target.metric, {"val_accuracy", "val_loss"});
+    gr.Choice("metric", target.metric, {"val_accuracy", "val_iou", "val_loss"});
     gr.Double("value", target.value, -1e9, 1e9);
     gr.RejectUnknown();
     t.target = target;
   }
   r.RejectUnknown();
+  const bool bev = t.dataset == "bev-synthetic";
+  if (bev && (t.augment.flip || t.augment.crop_padding > 0)) {
+    throw SpecError("task.augment", "bev-synthetic takes no augmentation (it would break the camera geometry)");
+  }
+  if (t.target && (t.target->metric == "val_iou") != bev && t.target->metric != "val_loss") {
+    throw SpecError("task.target.metric", bev ? "bev-synthetic reports val_iou, not val_accuracy"
+                                              : "val_iou is the metric of bev-synthetic only");
+  }
   if (t.warmup_steps >= t.steps) {
     throw SpecError("task.warmup_steps", "must be below task.steps (" + std::to_string(t.steps) +
                                              ") so that some steps are measured");
+  }
+}
+
+void ParseBevTask(const json& j, BevTaskSpec& b) {
+  ObjectReader r(j, "task.bev");
+  r.Int("cameras", b.cameras, 1, 12);
+  r.Int("height", b.height, 8, 1024);
+  r.Int("width", b.width, 8, 2048);
+  r.Double("fov_deg", b.fov_deg, 0, 170);
+  r.Int("grid", b.grid, 4, 1024);
+  r.Double("resolution", b.resolution, 0.05, 10);
+  r.Int("max_boxes", b.max_boxes, 0, 200);
+  r.Int("train_samples", b.train_samples, 1, 1 << 22);
+  r.Int("val_samples", b.val_samples, 1, 1 << 22);
+  r.Int("test_samples", b.test_samples, 1, 1 << 22);
+  r.Int64("data_seed", b.data_seed, 0, INT64_MAX);
+  r.Double("noise", b.noise, 0, 1);
+  r.RejectUnknown();
+}
+
+void ParseStage(const json& j, const std::string& path, StageSpec& s);
+
+void ParseBevArch(const json& j, BevArchSpec& b) {
+  ObjectReader r(j, "arch.bev");
+  b.enabled = true;
+  r.Choice("view_transform", b.view_transform, {"lss", "ipm", "mean_lift"});
+  r.Choice("pooling", b.pooling, {"naive", "fused"});
+  r.Int("depth_bins", b.depth_bins, 1, 512);
+  r.Double("depth_min", b.depth_min, 0.1, 1000);
+  r.Double("depth_max", b.depth_max, 0.1, 1000);
+  r.Int("channels", b.channels, 1, 4096);
+  r.Int("heights", b.heights, 1, 64);
+  r.Double("max_height", b.max_height, 0, 100);
+  if (const json* e = r.Get("encoder")) {
+    if (!e->is_array()) throw SpecError("arch.bev.encoder", "expected a list of stages");
+    for (size_t i = 0; i < e->size(); ++i) {
+      StageSpec stage;
+      ParseStage((*e)[i], "arch.bev.encoder[" + std::to_string(i) + "]", stage);
+      b.encoder.push_back(stage);
+    }
+  }
+  r.RejectUnknown();
+  if (b.depth_max <= b.depth_min) throw SpecError("arch.bev.depth_max", "must be above depth_min");
+  if (b.view_transform != "lss" && b.pooling != "naive") {
+    throw SpecError("arch.bev.pooling", "pooling '" + b.pooling + "' applies to view_transform lss only (" +
+                                            b.view_transform + " samples, it does not pool)");
   }
 }
 
@@ -220,6 +280,7 @@ void ParseArch(const json& j, ArchSpec& a) {
   r.Double("width_mult", a.width_mult, 0.01, 64);
   r.Double("depth_mult", a.depth_mult, 0.01, 64);
   r.Double("dropout", a.dropout, 0, 0.99);
+  if (const json* b = r.Get("bev")) ParseBevArch(*b, a.bev);
   r.RejectUnknown();
 }
 
@@ -258,6 +319,91 @@ int DefaultKernel(const std::string& block) { return block == "convnext" ? 7 : 3
 
 int ConvOut(int size, int kernel, int stride, int pad) { return (size + 2 * pad - kernel) / stride + 1; }
 
+void CheckGroups(const ArchSpec& a, int width, const std::string& field) {
+  if (a.norm == "group" && width % a.norm_groups != 0) {
+    throw SpecError(field, "width " + std::to_string(width) + " is not divisible by arch.norm_groups (" +
+                               std::to_string(a.norm_groups) + ")");
+  }
+}
+
+void CheckMap(int h, int w, const std::string& field) {
+  if (h < 1 || w < 1) {
+    throw SpecError(field, "the feature map vanishes (" + std::to_string(h) + "x" + std::to_string(w) +
+                               "); use smaller strides for this input size");
+  }
+}
+
+// Resolves a list of stages entering at in_width channels on an h x w map;
+// updates all three to what leaves the last stage. `prefix` names the list.
+std::vector<ResolvedStage> ResolveStages(const std::vector<StageSpec>& stages, const ArchSpec& a,
+                                         const std::string& prefix, int& in_width, int& h, int& w) {
+  std::vector<ResolvedStage> out;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const StageSpec& s = stages[i];
+    const std::string path = prefix + "[" + std::to_string(i) + "]";
+    ResolvedStage r;
+    r.block = s.block;
+    r.in_width = in_width;
+    r.width = std::max(1, static_cast<int>(std::lround(s.width * a.width_mult)));
+    r.depth = std::max(1, static_cast<int>(std::ceil(s.depth * a.depth_mult - 1e-9)));
+    r.stride = s.stride;
+    r.kernel = s.kernel ? s.kernel : DefaultKernel(s.block);
+    r.expansion = s.expansion > 0 ? s.expansion : 4.0;
+    r.se = s.se;
+    r.in_height = h;
+    r.in_width_px = w;
+    // Every family downsamples in its first block with padding k/2 (or a
+    // stride x stride patch conv for convnext), so the map shrinks as ceil(h/stride).
+    h = (h + s.stride - 1) / s.stride;
+    w = (w + s.stride - 1) / s.stride;
+    if (s.block == "convnext" && s.stride > 1 && (r.in_height % s.stride || r.in_width_px % s.stride)) {
+      throw SpecError(path + ".stride", "convnext downsampling needs the " + std::to_string(r.in_height) + "x" +
+                                            std::to_string(r.in_width_px) + " map divisible by the stride");
+    }
+    CheckMap(h, w, path + ".stride");
+    r.out_height = h;
+    r.out_width_px = w;
+    CheckGroups(a, r.width, path + ".width");
+    if (s.block == "bottleneck") {
+      int mid = static_cast<int>(std::lround(r.width / r.expansion));
+      if (mid < 1) throw SpecError(path + ".expansion", "leaves a bottleneck width below 1");
+      CheckGroups(a, mid, path + ".expansion");
+    }
+    if (s.block == "convnext") CheckGroups(a, static_cast<int>(std::lround(r.width * r.expansion)), path + ".expansion");
+    if (s.block == "mbconv" || s.block == "fused_mbconv") {
+      // The first block expands the stage's input width, the others its width.
+      CheckGroups(a, static_cast<int>(std::lround(r.in_width * r.expansion)), path + ".expansion");
+      CheckGroups(a, static_cast<int>(std::lround(r.width * r.expansion)), path + ".expansion");
+    }
+
+    AttentionSpec att = s.attention;
+    if (att.kind != "none") {
+      const std::string ap = path + ".attention";
+      if (att.head_dim == 0) {
+        if (r.width % att.heads != 0) {
+          throw SpecError(ap + ".heads", std::to_string(att.heads) + " heads do not divide the stage width " +
+                                             std::to_string(r.width) + " (set head_dim to decouple them)");
+        }
+        att.head_dim = r.width / att.heads;
+      }
+      if (att.kind == "window" && (h % att.window != 0 || w % att.window != 0)) {
+        throw SpecError(ap + ".window", "window " + std::to_string(att.window) + " does not divide the stage's " +
+                                            std::to_string(h) + "x" + std::to_string(w) + " feature map");
+      }
+      if (att.kind == "gqa" && att.heads % att.kv_heads != 0) {
+        throw SpecError(ap + ".kv_heads", "must divide heads");
+      }
+      int blocks = att.blocks == 0 ? r.depth : std::min(att.blocks, r.depth);
+      r.attention_from_block = r.depth - blocks;
+      att.blocks = blocks;
+    }
+    r.attention = att;
+    out.push_back(r);
+    in_width = r.width;
+  }
+  return out;
+}
+
 }  // namespace
 
 SpecError::SpecError(std::string path, const std::string& problem)
@@ -280,7 +426,10 @@ TrialSpec ParseTrialSpec(const json& j) {
   if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
   if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
   r.RejectUnknown();
-  ResolveArch(spec.arch, InputShapeOf(spec.task));  // shape-dependent checks
+  const bool bev_task = spec.task.dataset == "bev-synthetic";
+  if (bev_task && !spec.arch.bev.enabled) throw SpecError("arch.bev", "the bev-synthetic dataset needs an arch.bev section");
+  if (!bev_task && spec.arch.bev.enabled) throw SpecError("arch.bev", "only the bev-synthetic dataset takes a bev section");
+  ResolveArch(spec.arch, spec.task);  // shape-dependent checks
   return spec;
 }
 
@@ -309,6 +458,7 @@ TrialSpec LoadTrialSpecFile(const std::string& path) {
 
 InputShape InputShapeOf(const TaskSpec& task) {
   if (task.dataset == "fashion-mnist") return InputShape{1, 28, 28, 10};
+  if (task.dataset == "bev-synthetic") return InputShape{3, task.bev.height, task.bev.width, 1};  // per camera
   return task.input;
 }
 
@@ -321,19 +471,6 @@ ResolvedArch ResolveArch(const ArchSpec& a, const InputShape& input) {
   out.dropout = a.dropout;
   out.stem = a.stem;
   if (out.stem.stride == 0) out.stem.stride = DefaultStemStride(a.stem.kind);
-
-  auto check_groups = [&](int width, const std::string& field) {
-    if (a.norm == "group" && width % a.norm_groups != 0) {
-      throw SpecError(field, "width " + std::to_string(width) + " is not divisible by arch.norm_groups (" +
-                                 std::to_string(a.norm_groups) + ")");
-    }
-  };
-  auto check_map = [](int h, int w, const std::string& field) {
-    if (h < 1 || w < 1) {
-      throw SpecError(field, "the feature map vanishes (" + std::to_string(h) + "x" + std::to_string(w) +
-                                 "); use smaller strides for this input size");
-    }
-  };
 
   int h = input.height, w = input.width;
   const StemSpec& stem = out.stem;
@@ -352,82 +489,38 @@ ResolvedArch ResolveArch(const ArchSpec& a, const InputShape& input) {
     h = ConvOut(ConvOut(h, 7, stem.stride, 3), 3, 2, 1);
     w = ConvOut(ConvOut(w, 7, stem.stride, 3), 3, 2, 1);
   }
-  check_map(h, w, "arch.stem.stride");
-  check_groups(stem.width, "arch.stem.width");
+  CheckMap(h, w, "arch.stem.stride");
+  CheckGroups(a, stem.width, "arch.stem.width");
   out.stem_out_height = h;
   out.stem_out_width = w;
 
   int in_width = stem.width;
-  for (size_t i = 0; i < a.stages.size(); ++i) {
-    const StageSpec& s = a.stages[i];
-    const std::string path = "arch.stages[" + std::to_string(i) + "]";
-    ResolvedStage r;
-    r.block = s.block;
-    r.in_width = in_width;
-    r.width = std::max(1, static_cast<int>(std::lround(s.width * a.width_mult)));
-    r.depth = std::max(1, static_cast<int>(std::ceil(s.depth * a.depth_mult - 1e-9)));
-    r.stride = s.stride;
-    r.kernel = s.kernel ? s.kernel : DefaultKernel(s.block);
-    r.expansion = s.expansion > 0 ? s.expansion : 4.0;
-    r.se = s.se;
-    r.in_height = h;
-    r.in_width_px = w;
-    // Every family downsamples in its first block with padding k/2 (or a
-    // stride x stride patch conv for convnext), so the map shrinks as ceil(h/stride).
-    h = (h + s.stride - 1) / s.stride;
-    w = (w + s.stride - 1) / s.stride;
-    if (s.block == "convnext" && s.stride > 1 && (r.in_height % s.stride || r.in_width_px % s.stride)) {
-      throw SpecError(path + ".stride", "convnext downsampling needs the " + std::to_string(r.in_height) + "x" +
-                                            std::to_string(r.in_width_px) + " map divisible by the stride");
-    }
-    check_map(h, w, path + ".stride");
-    r.out_height = h;
-    r.out_width_px = w;
-    check_groups(r.width, path + ".width");
-    if (s.block == "bottleneck") {
-      int mid = static_cast<int>(std::lround(r.width / r.expansion));
-      if (mid < 1) throw SpecError(path + ".expansion", "leaves a bottleneck width below 1");
-      check_groups(mid, path + ".expansion");
-    }
-    if (s.block == "convnext") check_groups(static_cast<int>(std::lround(r.width * r.expansion)), path + ".expansion");
-    if (s.block == "mbconv" || s.block == "fused_mbconv") {
-      // The first block expands the stage's input width, the others its width.
-      check_groups(static_cast<int>(std::lround(r.in_width * r.expansion)), path + ".expansion");
-      check_groups(static_cast<int>(std::lround(r.width * r.expansion)), path + ".expansion");
-    }
-
-    AttentionSpec att = s.attention;
-    if (att.kind != "none") {
-      const std::string ap = path + ".attention";
-      if (att.head_dim == 0) {
-        if (r.width % att.heads != 0) {
-          throw SpecError(ap + ".heads", std::to_string(att.heads) + " heads do not divide the stage width " +
-                                             std::to_string(r.width) + " (set head_dim to decouple them)");
-        }
-        att.head_dim = r.width / att.heads;
-      }
-      if (att.kind == "window" && (h % att.window != 0 || w % att.window != 0)) {
-        throw SpecError(ap + ".window", "window " + std::to_string(att.window) + " does not divide the stage's " +
-                                            std::to_string(h) + "x" + std::to_string(w) + " feature map");
-      }
-      if (att.kind == "gqa" && att.heads % att.kv_heads != 0) {
-        throw SpecError(ap + ".kv_heads", "must divide heads");
-      }
-      int blocks = att.blocks == 0 ? r.depth : std::min(att.blocks, r.depth);
-      r.attention_from_block = r.depth - blocks;
-      att.blocks = blocks;
-    }
-    r.attention = att;
-    out.stages.push_back(r);
-    in_width = r.width;
-  }
+  out.stages = ResolveStages(a.stages, a, "arch.stages", in_width, h, w);
   out.features = in_width;
+  out.feature_height = h;
+  out.feature_width = w;
   return out;
 }
 
-json ToJson(const TrialSpec& s) {
+ResolvedArch ResolveArch(const ArchSpec& a, const TaskSpec& task) {
+  ResolvedArch out = ResolveArch(a, InputShapeOf(task));
+  if (!a.bev.enabled) return out;
+  ResolvedBev& bev = out.bev;
+  bev.enabled = true;
+  bev.spec = a.bev;
+  bev.grid = task.dataset == "bev-synthetic" ? task.bev.grid : BevTaskSpec{}.grid;
+  int width = a.bev.channels, h = bev.grid, w = bev.grid;
+  CheckGroups(a, width, "arch.bev.channels");
+  bev.encoder = ResolveStages(a.bev.encoder, a, "arch.bev.encoder", width, h, w);
+  bev.encoder_features = width;
+  bev.encoder_height = h;
+  bev.encoder_width = w;
+  return out;
+}
+
+static json StagesJson(const std::vector<StageSpec>& list) {
   json stages = json::array();
-  for (const StageSpec& st : s.arch.stages) {
+  for (const StageSpec& st : list) {
     stages.push_back({{"block", st.block},
                       {"width", st.width},
                       {"depth", st.depth},
@@ -443,6 +536,11 @@ json ToJson(const TrialSpec& s) {
                         {"window", st.attention.window},
                         {"blocks", st.attention.blocks}}}});
   }
+  return stages;
+}
+
+json ToJson(const TrialSpec& s) {
+  const json stages = StagesJson(s.arch.stages);
   const TaskSpec& t = s.task;
   json task = {{"dataset", t.dataset},
                {"batch_size", t.batch_size},
@@ -469,7 +567,16 @@ json ToJson(const TrialSpec& s) {
                      {"classes", t.input.classes}};
   }
   if (t.target) task["target"] = {{"metric", t.target->metric}, {"value", t.target->value}};
-  return {{"schema", s.schema},
+  if (t.dataset == "bev-synthetic") {
+    const BevTaskSpec& b = t.bev;
+    task["bev"] = {{"cameras", b.cameras},         {"height", b.height},
+                   {"width", b.width},             {"fov_deg", b.fov_deg},
+                   {"grid", b.grid},               {"resolution", b.resolution},
+                   {"max_boxes", b.max_boxes},     {"train_samples", b.train_samples},
+                   {"val_samples", b.val_samples}, {"test_samples", b.test_samples},
+                   {"data_seed", b.data_seed},     {"noise", b.noise}};
+  }
+  json out = {{"schema", s.schema},
           {"trial_id", s.trial_id},
           {"seed", s.seed},
           {"task", task},
@@ -492,6 +599,19 @@ json ToJson(const TrialSpec& s) {
             {"threads", s.runtime.threads},
             {"device", s.runtime.device}}},
           {"profile", {{"steps", s.profile.steps}, {"start", s.profile.start}, {"tool", s.profile.tool}}}};
+  if (s.arch.bev.enabled) {
+    const BevArchSpec& b = s.arch.bev;
+    out["arch"]["bev"] = {{"view_transform", b.view_transform},
+                          {"pooling", b.pooling},
+                          {"depth_bins", b.depth_bins},
+                          {"depth_min", b.depth_min},
+                          {"depth_max", b.depth_max},
+                          {"channels", b.channels},
+                          {"heights", b.heights},
+                          {"max_height", b.max_height},
+                          {"encoder", StagesJson(b.encoder)}};
+  }
+  return out;
 }
 
 }  // namespace frontier

@@ -51,7 +51,8 @@ struct AugmentSpec {
 };
 
 struct TargetSpec {
-  std::string metric = "val_accuracy";  // val_accuracy (maximize) | val_loss (minimize)
+  // val_accuracy (maximize, classification) | val_iou (maximize, bev-synthetic) | val_loss (minimize)
+  std::string metric = "val_accuracy";
   double value = 0;
 };
 
@@ -63,8 +64,22 @@ struct InputShape {
   int classes = 10;
 };
 
+// Scene generator and camera rig of the bev-synthetic dataset (docs/bev.md).
+// The rig is fixed for the whole dataset, as on a real vehicle.
+struct BevTaskSpec {
+  int cameras = 6;             // a ring of pinhole cameras, the first looking forward (+x)
+  int height = 32, width = 88;  // image size in pixels
+  double fov_deg = 0;          // horizontal field of view; 0 = 360 / cameras + 20 (overlapping views)
+  int grid = 48;               // BEV label: grid x grid cells, ego vehicle at the centre
+  double resolution = 1.0;     // metres per BEV cell
+  int max_boxes = 10;          // 0..max_boxes boxes per scene
+  int train_samples = 2000, val_samples = 256, test_samples = 256;
+  int64_t data_seed = 1;       // the dataset is a function of this seed only (not of the trial seed)
+  double noise = 0.02;         // Gaussian pixel noise, standard deviation in [0, 1] intensity units
+};
+
 struct TaskSpec {
-  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic
+  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic | bev-synthetic
   std::string data_dir;                   // empty: the Debian package's folder
   InputShape input;                       // fixed for fashion-mnist; free for synthetic
   int batch_size = 128;
@@ -72,6 +87,7 @@ struct TaskSpec {
   int eval_every = 100;     // 0: evaluate only at the end
   int warmup_steps = 10;    // excluded from step-time statistics
   int val_size = 5000;      // held out from the end of the training file
+  BevTaskSpec bev;          // bev-synthetic only
   AugmentSpec augment;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
@@ -106,6 +122,22 @@ struct StemSpec {
   int depth = 2;   // conv3x3 only: number of 3x3 convs
 };
 
+// The BEV head of a network for bev-synthetic: the backbone runs on every
+// camera image (shared weights), a view transform lifts image features into
+// the BEV grid, an encoder of block stages runs on the grid and a head
+// predicts per-cell occupancy logits. docs/bev.md.
+struct BevArchSpec {
+  bool enabled = false;                 // true when the spec has an arch.bev section
+  std::string view_transform = "lss";  // lss | ipm | mean_lift
+  std::string pooling = "naive";        // lss only: naive (index_add) | fused (interval-reduction operator)
+  int depth_bins = 24;                  // lss: depth distribution bins
+  double depth_min = 2.0, depth_max = 38.0;  // lss: metres covered by the bins (uniform)
+  int channels = 32;                    // BEV feature channels the view transform produces
+  int heights = 4;                      // mean_lift: sample heights from 0 to max_height
+  double max_height = 2.0;              // mean_lift: metres
+  std::vector<StageSpec> encoder;       // BEV encoder stages (may be empty)
+};
+
 struct ArchSpec {
   StemSpec stem;
   std::vector<StageSpec> stages;
@@ -115,6 +147,7 @@ struct ArchSpec {
   double width_mult = 1.0;
   double depth_mult = 1.0;
   double dropout = 0.0;  // before the classifier
+  BevArchSpec bev;
 };
 
 struct RuntimeSpec {
@@ -158,6 +191,16 @@ struct ResolvedStage {
   int attention_from_block = 0;          // blocks [from, depth) carry attention
 };
 
+// The BEV part after defaults: the encoder's stages run on the grid x grid map.
+struct ResolvedBev {
+  bool enabled = false;
+  BevArchSpec spec;
+  int grid = 0;                        // label and feature grid side
+  std::vector<ResolvedStage> encoder;
+  int encoder_features = 0;            // channels into the head
+  int encoder_height = 0, encoder_width = 0;  // map leaving the encoder
+};
+
 struct ResolvedArch {
   StemSpec stem;  // stride resolved
   int stem_out_height = 0, stem_out_width = 0;
@@ -167,7 +210,9 @@ struct ResolvedArch {
   std::string activation;
   double dropout = 0;
   InputShape input;
-  int features = 0;  // channels into the classifier
+  int features = 0;  // channels out of the backbone (into the classifier or the view transform)
+  int feature_height = 0, feature_width = 0;  // backbone output map
+  ResolvedBev bev;
 };
 
 // Parses and validates a trial spec. Unknown keys are errors (a typo must not
@@ -186,5 +231,7 @@ InputShape InputShapeOf(const TaskSpec& task);
 // everything that depends on them (heads divide width, window divides the
 // map, groups divide widths, the map does not vanish). Throws SpecError.
 ResolvedArch ResolveArch(const ArchSpec& arch, const InputShape& input);
+// The same for a task: also resolves arch.bev against task.bev (bev-synthetic).
+ResolvedArch ResolveArch(const ArchSpec& arch, const TaskSpec& task);
 
 }  // namespace frontier

@@ -1,7 +1,8 @@
 // Training data held once in memory as uint8 images, served as normalized
 // float batches. Fashion-MNIST comes from the Debian package
 // dataset-fashion-mnist; `synthetic` is random pixels and labels of any shape,
-// for throughput-only trials.
+// for throughput-only trials; `bev-synthetic` is the procedural multi-camera
+// scene generator of worker/bev_scene.h (docs/bev.md).
 #pragma once
 
 #include <random>
@@ -17,8 +18,8 @@ namespace frontier {
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 struct Split {
-  torch::Tensor images;  // uint8 (N, C, H, W)
-  torch::Tensor labels;  // int64 (N)
+  torch::Tensor images;  // uint8 (N, C, H, W); bev-synthetic: C = 3 x cameras (RGB planes per camera)
+  torch::Tensor labels;  // int64 (N); bev-synthetic: uint8 (N, grid, grid) occupancy
   int64_t size() const { return labels.size(0); }
 };
 
@@ -26,6 +27,7 @@ struct Dataset {
   Split train, val, test;
   InputShape shape;
   float mean = 0.5f, std = 0.5f;  // pixel normalization, in [0, 1] units
+  double generate_s = 0;          // wall time spent generating (bev-synthetic)
   int64_t bytes() const;          // memory held by all splits
 };
 
@@ -37,7 +39,12 @@ Dataset LoadFashionMnist(const std::string& dir, int val_size);
 // samples and one batch each of validation and test.
 Dataset MakeSynthetic(const InputShape& shape, int64_t train_size, int64_t eval_size, uint64_t seed);
 
-// Dataset named by the task (fashion-mnist or synthetic).
+// The bev-synthetic dataset: train/val/test scenes drawn from spec.data_seed
+// (independent streams per split), rendered in parallel over samples with the
+// current intra-op thread count. Deterministic for any thread count.
+Dataset MakeBevSynthetic(const BevTaskSpec& spec);
+
+// Dataset named by the task (fashion-mnist, synthetic or bev-synthetic).
 Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed);
 
 // uint8 images -> normalized float on `device`, in the given memory format.

@@ -2,8 +2,8 @@
 // search_spaces/trial_spec.h) into LibTorch modules.
 //
 // A network is a Backbone (stem + stages, producing a feature map) followed by
-// a task head. Classification uses ClassifierHead; the BEV task will put a view
-// transform and a BEV encoder behind the same Backbone.
+// a task head. Classification uses Classifier; the BEV task (worker/bev_model.h)
+// puts a view transform and a BEV encoder behind the same Backbone.
 #pragma once
 
 #include <string>
@@ -135,11 +135,18 @@ class BackboneImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Backbone);
 
+// A whole network as the trainer sees it: a batch of inputs -> the task's
+// logits (classes for classification, BEV cells for bev-synthetic).
+class NetworkImpl : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
 // Global average pool -> dropout -> linear classifier.
-class ClassifierImpl : public torch::nn::Module {
+class ClassifierImpl : public NetworkImpl {
  public:
   explicit ClassifierImpl(const ResolvedArch& arch);
-  torch::Tensor forward(const torch::Tensor& x);  // logits (B, classes)
+  torch::Tensor forward(const torch::Tensor& x) override;  // logits (B, classes)
 
  private:
   Backbone backbone_{nullptr};

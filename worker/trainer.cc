@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "worker/bev_model.h"
 #include "worker/dataset.h"
 #include "worker/device.h"
 #include "worker/flop_counter.h"
@@ -27,16 +28,44 @@ json StatsJson(const SeriesStats& s, double scale) {
           {"mean", s.mean * scale}, {"min", s.min * scale},   {"max", s.max * scale}, {"cv", s.cv}};
 }
 
-struct EvalResult {
-  double loss = 0, accuracy = 0;
+// What the task learns and how its quality is named: classification reports
+// top-1 accuracy; bev-synthetic reports BEV occupancy IoU.
+struct TaskKind {
+  bool bev = false;
+  std::string quality;  // "accuracy" | "iou": result keys are val_<quality>, test_<quality>
 };
 
-EvalResult Evaluate(model::Classifier& net, const Dataset& data, const Split& split, int batch_size,
-                    const DeviceInfo& dev, const RuntimeSpec& rt, at::MemoryFormat format) {
+TaskKind KindOf(const TaskSpec& task) {
+  const bool bev = task.dataset == "bev-synthetic";
+  return {bev, bev ? "iou" : "accuracy"};
+}
+
+// Weight of occupied cells in the BEV loss: Simple-BEV's value (occupied cells
+// are a few percent of the grid; without it early models predict all-empty).
+constexpr double kBevPositiveWeight = 2.13;
+
+// Mean loss of the batch. Classification: cross-entropy over classes; BEV:
+// per-cell binary cross-entropy on the occupancy logits.
+torch::Tensor TaskLoss(const TaskKind& kind, const torch::Tensor& logits, const torch::Tensor& labels) {
+  if (kind.bev) {
+    const torch::Tensor pos_weight = torch::full({1}, kBevPositiveWeight, logits.options().dtype(torch::kFloat));
+    return torch::binary_cross_entropy_with_logits(logits.to(torch::kFloat), labels.to(torch::kFloat), {},
+                                                   pos_weight);
+  }
+  return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
+}
+
+struct EvalResult {
+  double loss = 0;
+  double quality = 0;  // accuracy, or IoU = TP / (TP + FP + FN) over every cell of the split (0 if none)
+};
+
+EvalResult Evaluate(model::NetworkImpl& net, const TaskKind& kind, const Dataset& data, const Split& split,
+                    int batch_size, const DeviceInfo& dev, const RuntimeSpec& rt, at::MemoryFormat format) {
   torch::NoGradGuard no_grad;
-  net->eval();
+  net.eval();
   double loss_sum = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, intersection = 0, uni = 0;
   // Training-sized batches: LibTorch on CPU is much slower per sample at very large batches.
   for (int64_t begin = 0; begin < split.size(); begin += batch_size) {
     const int64_t end = std::min<int64_t>(split.size(), begin + batch_size);
@@ -45,16 +74,22 @@ EvalResult Evaluate(model::Classifier& net, const Dataset& data, const Split& sp
     torch::Tensor logits;
     {
       AutocastScope autocast(rt.precision, dev);
-      logits = net(x);
+      logits = net.forward(x);
     }
     logits = logits.to(torch::kFloat);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
-    correct += logits.argmax(1).eq(y).sum().item<int64_t>();
+    loss_sum += TaskLoss(kind, logits, y).item<double>() * (end - begin);
+    if (kind.bev) {
+      torch::Tensor predicted = logits.gt(0), occupied = y.gt(0);
+      intersection += predicted.logical_and(occupied).sum().item<int64_t>();
+      uni += predicted.logical_or(occupied).sum().item<int64_t>();
+    } else {
+      correct += logits.argmax(1).eq(y).sum().item<int64_t>();
+    }
   }
-  net->train();
-  return {loss_sum / split.size(), static_cast<double>(correct) / split.size()};
+  net.train();
+  const double quality = kind.bev ? (uni > 0 ? static_cast<double>(intersection) / uni : 0.0)
+                                  : static_cast<double>(correct) / split.size();
+  return {loss_sum / split.size(), quality};
 }
 
 // Dynamic loss scaling for fp16 (as torch.cuda.amp.GradScaler): skip steps with
@@ -107,7 +142,7 @@ void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
 }
 
 bool ReachedTarget(const TargetSpec& target, const EvalResult& e) {
-  return target.metric == "val_loss" ? e.loss <= target.value : e.accuracy >= target.value;
+  return target.metric == "val_loss" ? e.loss <= target.value : e.quality >= target.value;
 }
 
 std::string ErrorKind(const std::exception& e) {
@@ -179,12 +214,24 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
     const at::MemoryFormat format =
         rt.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 
-    const ResolvedArch arch = ResolveArch(spec.arch, InputShapeOf(task));
+    const ResolvedArch arch = ResolveArch(spec.arch, task);
+    const TaskKind kind = KindOf(task);
     const Dataset data = LoadTaskDataset(task, static_cast<uint64_t>(spec.seed));
     result["dataset_bytes"] = data.bytes();
+    if (kind.bev) result["dataset_generate_s"] = data.generate_s;
 
-    model::Classifier net(arch);
+    std::shared_ptr<model::NetworkImpl> net = model::BuildNetwork(arch, task);
     net->to(dev.device);
+    if (auto* bev_net = dynamic_cast<model::BevNetImpl*>(net.get())) {
+      result["bev"] = {{"view_transform", arch.bev.spec.view_transform}, {"grid", arch.bev.grid}};
+      if (arch.bev.spec.view_transform == "lss") {
+        const bev::PoolPlan& plan = bev_net->pool_plan();
+        result["bev"]["pooling"] = arch.bev.spec.pooling;
+        result["bev"]["frustum_points"] = plan.points;
+        result["bev"]["points_in_grid"] = plan.valid_points.numel();
+        result["bev"]["occupied_cells"] = plan.interval_cells.numel();
+      }
+    }
     model::SetMemoryFormat(*net, format);
     const int64_t params = model::CountParameters(*net);
     const ModelFlops flops = CountModelFlops(
@@ -195,7 +242,9 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
                        {"train_per_step", flops.train_step},
                        {"train_per_sample", flops.train_step / task.batch_size},
                        {"forward_by_op", flops.forward_by_op},
-                       {"convention", "conv+linear+matmul MACs x2; train step = 3 x forward"}};
+                       {"convention", kind.bev ? "conv+linear+matmul MACs x2; train step = 3 x forward; BEV pooling, "
+                                                 "grid sampling and the LSS outer product count 0 (no MACs)"
+                                               : "conv+linear+matmul MACs x2; train step = 3 x forward"}};
     result["peak_flops"] = {{"flops_per_s", peak.flops_per_s}, {"dtype", peak.dtype}, {"source", peak.source}};
     options.emit({{"event", "start"},
                   {"trial_id", spec.trial_id},
@@ -224,7 +273,7 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
     std::string status = "completed";
     double last_loss = 0;
 
-    StepProfiler profiler(spec.profile, task.warmup_steps, options.artifact_dir, spec.trial_id);
+    StepProfiler profiler(spec.profile, task.warmup_steps, options.artifact_dir, spec.trial_id, dev.is_cuda());
     std::vector<double> profiled_times;  // kept out of step_times: the profiler slows them down
     for (int step = 0; step < task.steps; ++step) {
       profiler.BeforeStep(step);
@@ -241,7 +290,7 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       torch::Tensor loss;
       {
         AutocastScope autocast(rt.precision, dev);
-        loss = torch::nn::functional::cross_entropy(net(x).to(torch::kFloat), y);
+        loss = TaskLoss(kind, net->forward(x), y);
       }
       scaler.Scale(loss).backward();
       const bool apply = scaler.Unscale(parameters);
@@ -278,12 +327,12 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       }
       const bool eval_point = (task.eval_every > 0 && steps_run % task.eval_every == 0) || steps_run == task.steps;
       if (eval_point) {
-        last_eval = Evaluate(net, data, data.val, task.batch_size, dev, rt, format);
+        last_eval = Evaluate(*net, kind, data, data.val, task.batch_size, dev, rt, format);
         evaluated = true;
         json e = {{"event", "eval"},
                   {"step", steps_run},
                   {"val_loss", last_eval.loss},
-                  {"val_accuracy", last_eval.accuracy},
+                  {"val_" + kind.quality, last_eval.quality},
                   {"train_time_s", train_time}};
         options.emit(e);
         e.erase("event");
@@ -326,12 +375,12 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       result["steps_to_target"] = steps_to_target ? json(*steps_to_target) : json(nullptr);
     }
     if (status == "completed") {
-      if (!evaluated) last_eval = Evaluate(net, data, data.val, task.batch_size, dev, rt, format);
-      const EvalResult test = Evaluate(net, data, data.test, task.batch_size, dev, rt, format);
+      if (!evaluated) last_eval = Evaluate(*net, kind, data, data.val, task.batch_size, dev, rt, format);
+      const EvalResult test = Evaluate(*net, kind, data, data.test, task.batch_size, dev, rt, format);
       result["val_loss"] = last_eval.loss;
-      result["val_accuracy"] = last_eval.accuracy;
+      result["val_" + kind.quality] = last_eval.quality;
       result["test_loss"] = test.loss;
-      result["test_accuracy"] = test.accuracy;
+      result["test_" + kind.quality] = test.quality;
     }
     if (scaler.scale() != 65536.0) result["loss_scale"] = scaler.scale();
     const json profile = profiler.Finish();

@@ -1,0 +1,424 @@
+// The bev-synthetic task: scene generator geometry and determinism, fused vs
+// naive BEV pooling, the BEV network, and a short training run that learns.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/trial_spec.h"
+#include "worker/bev_model.h"
+#include "worker/bev_pool.h"
+#include "worker/bev_scene.h"
+#include "worker/dataset.h"
+#include "worker/flop_counter.h"
+#include "worker/trainer.h"
+
+namespace frontier {
+namespace {
+
+BevTaskSpec SmallTask() {
+  BevTaskSpec t;
+  t.cameras = 6;
+  t.height = 32;
+  t.width = 88;
+  t.grid = 48;
+  t.resolution = 1.0;
+  t.noise = 0;
+  return t;
+}
+
+std::vector<uint8_t> RenderCamera(const bev::Scene& scene, const bev::Rig& rig, int camera, double noise,
+                                  std::vector<float>* depth = nullptr) {
+  const bev::Camera& cam = rig.cameras[camera];
+  std::vector<uint8_t> rgb(3 * cam.height * cam.width);
+  if (depth) depth->assign(cam.height * cam.width, 0);
+  bev::Render(scene, rig, camera, noise, rgb.data(), depth ? depth->data() : nullptr);
+  return rgb;
+}
+
+TEST(BevSceneTest, SameSeedSameSceneImagesAndLabel) {
+  const BevTaskSpec task = SmallTask();
+  const bev::Rig rig = bev::MakeRig(task);
+  const bev::Scene a = bev::MakeScene(task, 42), b = bev::MakeScene(task, 42), c = bev::MakeScene(task, 43);
+  ASSERT_EQ(a.boxes.size(), b.boxes.size());
+  for (size_t i = 0; i < a.boxes.size(); ++i) {
+    EXPECT_EQ(a.boxes[i].x, b.boxes[i].x);
+    EXPECT_EQ(a.boxes[i].yaw, b.boxes[i].yaw);
+  }
+  for (int cam = 0; cam < task.cameras; ++cam) {
+    EXPECT_EQ(RenderCamera(a, rig, cam, 0.05), RenderCamera(b, rig, cam, 0.05)) << "camera " << cam;
+  }
+  bool differs = a.boxes.size() != c.boxes.size();
+  for (size_t i = 0; !differs && i < a.boxes.size(); ++i) differs = a.boxes[i].x != c.boxes[i].x;
+  EXPECT_TRUE(differs) << "seeds 42 and 43 gave the same scene";
+}
+
+TEST(BevSceneTest, DatasetIsDeterministicAcrossThreadCounts) {
+  BevTaskSpec task = SmallTask();
+  task.train_samples = 6;
+  task.val_samples = 2;
+  task.test_samples = 2;
+  task.noise = 0.02;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const Dataset one = MakeBevSynthetic(task);
+  at::set_num_threads(2);
+  const Dataset two = MakeBevSynthetic(task);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(one.train.images, two.train.images));
+  EXPECT_TRUE(torch::equal(one.train.labels, two.train.labels));
+  EXPECT_TRUE(torch::equal(one.test.images, two.test.images));
+  EXPECT_FALSE(torch::equal(one.train.images.slice(0, 0, 2), one.val.images)) << "splits must be independent";
+  EXPECT_EQ(one.train.images.sizes(), (std::vector<int64_t>{6, 18, 32, 88}));
+  EXPECT_EQ(one.train.labels.sizes(), (std::vector<int64_t>{6, 48, 48}));
+}
+
+TEST(BevSceneTest, RigProjectsItsOwnRaysAndCellsRoundTrip) {
+  const bev::Rig rig = bev::MakeRig(SmallTask());
+  ASSERT_EQ(rig.cameras.size(), 6u);
+  for (const bev::Camera& cam : rig.cameras) {
+    const bev::Vec3 r = cam.Ray(10.5, 20.5);
+    const bev::Vec3 p{cam.position.x + 7 * r.x, cam.position.y + 7 * r.y, cam.position.z + 7 * r.z};
+    double u, v, depth;
+    ASSERT_TRUE(cam.Project(p, &u, &v, &depth));
+    EXPECT_NEAR(u, 10.5, 1e-9);
+    EXPECT_NEAR(v, 20.5, 1e-9);
+    EXPECT_NEAR(depth, 7, 1e-9);
+  }
+  // Camera 0 looks along +x, camera 3 (of 6) along -x.
+  EXPECT_NEAR(rig.cameras[0].forward.x, std::cos(8 * M_PI / 180), 1e-12);
+  EXPECT_NEAR(rig.cameras[3].forward.x, -std::cos(8 * M_PI / 180), 1e-12);
+  // Row 0 is the far front, column 0 the far left.
+  EXPECT_EQ(rig.CellOf(23.5, 23.5), 0);
+  EXPECT_EQ(rig.CellOf(-23.5, -23.5), 48 * 48 - 1);
+  EXPECT_EQ(rig.CellOf(24.5, 0), -1);
+  double x, y;
+  rig.CellCentre(14, 24, &x, &y);
+  EXPECT_DOUBLE_EQ(x, 9.5);
+  EXPECT_DOUBLE_EQ(y, -0.5);
+  EXPECT_EQ(rig.CellOf(x, y), 14 * 48 + 24);
+}
+
+// A red 4 x 2 x 1.5 m box 10 m ahead: worked out by hand.
+//  - Label: cell centres x = 24 - (r + 0.5), y = 24 - (c + 0.5); the footprint
+//    x in [8, 12], y in [-1, 1] holds exactly rows 12..15 and columns 23..24.
+//  - Camera 0 (at x = 1 m, 1.6 m high, looking +x, pitched 8 degrees down)
+//    sees the box centre (10, 0, 0.75) at u = cx = 44, v = cy + fy tan(angle)
+//    where the angle below the axis is 8 - atan(0.85 / 9) = 2.6 degrees; the
+//    front face is ~7 m away along the axis.
+//  - Camera 3 looks backwards and sees nothing of it.
+TEST(BevSceneTest, BoxAheadAppearsInFrontCameraAndLabel) {
+  const BevTaskSpec task = SmallTask();
+  const bev::Rig rig = bev::MakeRig(task);
+  bev::Scene empty;
+  empty.seed = 5;
+  bev::Scene scene = empty;
+  bev::Box box;
+  box.x = 10;
+  box.y = 0;
+  box.yaw = 0;
+  box.length = 4;
+  box.width = 2;
+  box.height = 1.5;
+  box.color[0] = 220;
+  box.color[1] = 20;
+  box.color[2] = 20;
+  scene.boxes.push_back(box);
+
+  std::vector<uint8_t> label(48 * 48);
+  bev::Rasterize(scene, rig, label.data());
+  int occupied = 0;
+  for (int r = 0; r < 48; ++r) {
+    for (int c = 0; c < 48; ++c) {
+      const bool expected = r >= 12 && r <= 15 && c >= 23 && c <= 24;
+      EXPECT_EQ(label[r * 48 + c], expected ? 1 : 0) << "cell " << r << "," << c;
+      occupied += label[r * 48 + c];
+    }
+  }
+  EXPECT_EQ(occupied, 8);
+
+  const bev::Camera& cam = rig.cameras[0];
+  const double angle = (8 - std::atan(0.85 / 9) * 180 / M_PI) * M_PI / 180;
+  const int v = static_cast<int>(std::floor(cam.cy + cam.fy * std::tan(angle)));
+  const int u = 44;
+  std::vector<float> depth;
+  const std::vector<uint8_t> with = RenderCamera(scene, rig, 0, 0, &depth);
+  const std::vector<uint8_t> without = RenderCamera(empty, rig, 0, 0);
+  const int h = cam.height, w = cam.width;
+  const uint8_t red = with[(0 * h + v) * w + u], green = with[(1 * h + v) * w + u], blue = with[(2 * h + v) * w + u];
+  EXPECT_GT(red, 2 * green) << "pixel (" << v << ", " << u << ") should show the red box";
+  EXPECT_GT(red, 2 * blue);
+  EXPECT_NE(with, without);
+  EXPECT_GT(depth[v * w + u], 6.5);
+  EXPECT_LT(depth[v * w + u], 7.5);
+  // The box covers about 2 m / 7 m * fx = 15 columns around the centre, not the image edges.
+  EXPECT_EQ(with[(0 * h + v) * w + 2], without[(0 * h + v) * w + 2]);
+  EXPECT_EQ(RenderCamera(scene, rig, 3, 0), RenderCamera(empty, rig, 3, 0));
+}
+
+TEST(BevSceneTest, BoxBehindAnotherIsOccludedButLabelled) {
+  const BevTaskSpec task = SmallTask();
+  const bev::Rig rig = bev::MakeRig(task);
+  bev::Scene near_only, both;
+  bev::Box near_box;
+  near_box.x = 8, near_box.length = 2, near_box.width = 4, near_box.height = 3;
+  near_box.color[2] = 220;  // blue, tall, wide
+  bev::Box far_box;
+  far_box.x = 16, far_box.length = 2, far_box.width = 1, far_box.height = 1;
+  far_box.color[0] = 220;  // red, small, hidden behind
+  near_only.boxes = {near_box};
+  both.boxes = {near_box, far_box};
+  EXPECT_EQ(RenderCamera(near_only, rig, 0, 0), RenderCamera(both, rig, 0, 0));
+  std::vector<uint8_t> label(48 * 48);
+  bev::Rasterize(both, rig, label.data());
+  EXPECT_EQ(label[rig.CellOf(16, 0.2)], 1);
+}
+
+// ---- pooling ----
+
+struct PoolCase {
+  const char* name;
+  int64_t batch, points, channels, cells;
+  int64_t cell_lo, cell_hi;  // point cells uniform in [lo, hi]; outside [0, cells) means off the grid
+};
+
+class BevPoolTest : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(BevPoolTest, FusedMatchesNaiveForwardAndGradient) {
+  const PoolCase& p = GetParam();
+  torch::manual_seed(7);
+  const torch::Tensor cells = torch::randint(p.cell_lo, p.cell_hi + 1, {p.points}, torch::kLong);
+  const bev::PoolPlan plan = bev::MakePoolPlan(cells, p.cells);
+  const torch::Tensor x0 = torch::randn({p.batch, p.points, p.channels}, torch::kDouble);
+  const torch::Tensor upstream = torch::randn({p.batch, p.cells, p.channels}, torch::kDouble);
+
+  torch::Tensor xn = x0.clone().requires_grad_(true), xf = x0.clone().requires_grad_(true);
+  const torch::Tensor yn = bev::NaivePool(xn, plan), yf = bev::FusedPool(xf, plan);
+  ASSERT_EQ(yf.sizes(), yn.sizes());
+  EXPECT_TRUE(torch::allclose(yf, yn, 1e-12, 1e-12)) << (yf - yn).abs().max().item<double>();
+  (yn * upstream).sum().backward();
+  (yf * upstream).sum().backward();
+  EXPECT_TRUE(torch::allclose(xf.grad(), xn.grad(), 1e-12, 1e-12));
+
+  // Independent reference: a plain loop.
+  torch::Tensor ref = torch::zeros_like(yn);
+  auto c = cells.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < p.points; ++i) {
+    if (c[i] >= 0 && c[i] < p.cells) ref.select(1, c[i]).add_(x0.select(1, i));
+  }
+  EXPECT_TRUE(torch::allclose(yf, ref, 1e-10, 1e-10));
+
+  // Finite differences of L = sum(pool(x) * upstream) at a few entries.
+  for (int trial = 0; trial < 5; ++trial) {
+    const int64_t b = trial % p.batch, i = (trial * 7919) % p.points, ch = trial % p.channels;
+    auto loss = [&](double delta) {
+      torch::Tensor x = x0.clone();
+      x[b][i][ch] += delta;
+      return (bev::FusedPool(x, plan) * upstream).sum().item<double>();
+    };
+    const double numeric = (loss(1e-6) - loss(-1e-6)) / 2e-6;
+    EXPECT_NEAR(xf.grad()[b][i][ch].item<double>(), numeric, 1e-6) << "entry " << b << "," << i << "," << ch;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BevPoolTest,
+    ::testing::Values(PoolCase{"random_some_outside", 3, 2000, 5, 64, -10, 70},
+                      PoolCase{"empty_cells", 2, 300, 4, 1000, 0, 9},
+                      PoolCase{"all_in_one_cell", 2, 500, 3, 16, 7, 7},
+                      PoolCase{"all_outside", 2, 100, 3, 16, 16, 40},
+                      PoolCase{"mostly_one_point_per_cell", 1, 4096, 8, 1 << 16, 0, (1 << 16) - 1}),
+    [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
+
+TEST(BevPoolPlanTest, IntervalsCoverEachCellOnceInOrder) {
+  const torch::Tensor cells = torch::tensor({3, -1, 3, 0, 7, 3, 99, 0}, torch::kLong);
+  const bev::PoolPlan plan = bev::MakePoolPlan(cells, 8);
+  EXPECT_EQ(plan.ranks.numel(), 6);  // -1 and 99 are off the grid
+  EXPECT_TRUE(torch::equal(plan.ranks, torch::tensor({3, 7, 0, 2, 5, 4}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.interval_cells, torch::tensor({0, 3, 7}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.interval_starts, torch::tensor({0, 2, 5}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.interval_lengths, torch::tensor({2, 3, 1}, torch::kLong)));
+}
+
+TEST(BevPoolPlanTest, Bf16FusedAccumulatesInFloat) {
+  torch::manual_seed(3);
+  const torch::Tensor cells = torch::randint(0, 4, {4000}, torch::kLong);
+  const bev::PoolPlan plan = bev::MakePoolPlan(cells, 4);
+  const torch::Tensor x = torch::rand({1, 4000, 2});
+  const torch::Tensor exact = bev::NaivePool(x.to(torch::kDouble), plan);
+  const torch::Tensor fused = bev::FusedPool(x.to(torch::kBFloat16), plan).to(torch::kDouble);
+  // ~1000 points of ~0.5 per cell: a bf16 running sum would stall near 256; float accumulation ends within
+  // the rounding of the inputs and the final bf16 cast (relative 2^-8).
+  EXPECT_TRUE(torch::allclose(fused, exact, 1e-2, 0)) << (fused - exact).abs().max().item<double>();
+}
+
+// ---- network ----
+
+TrialSpec BevSpec(const std::string& view_transform, const std::string& pooling) {
+  nlohmann::json j = {
+      {"schema", 1},
+      {"seed", 1},
+      {"task",
+       {{"dataset", "bev-synthetic"},
+        {"bev", {{"cameras", 4}, {"height", 24}, {"width", 64}, {"grid", 32}, {"max_boxes", 8},
+                 {"train_samples", 32}, {"val_samples", 8}, {"test_samples", 8}}},
+        {"batch_size", 2},
+        {"steps", 12},
+        {"eval_every", 0},
+        {"warmup_steps", 2}}},
+      {"arch",
+       {{"stem", {{"kind", "conv3x3"}, {"width", 8}, {"stride", 2}, {"depth", 1}}},
+        {"stages", {{{"block", "basic"}, {"width", 16}, {"depth", 1}, {"stride", 2}}}},
+        {"bev",
+         {{"view_transform", view_transform},
+          {"pooling", pooling},
+          {"depth_bins", 8},
+          {"channels", 8},
+          {"encoder", {{{"block", "basic"}, {"width", 16}, {"depth", 1}, {"stride", 2}}}}}}}},
+      {"runtime", {{"threads", 2}}}};
+  return ParseTrialSpec(j);
+}
+
+TEST(BevNetTest, EveryViewTransformGivesGridLogits) {
+  for (const auto& [vt, pooling] : std::vector<std::pair<std::string, std::string>>{
+           {"lss", "naive"}, {"lss", "fused"}, {"ipm", "naive"}, {"mean_lift", "naive"}}) {
+    const TrialSpec spec = BevSpec(vt, pooling);
+    auto net = model::BuildNetwork(ResolveArch(spec.arch, spec.task), spec.task);
+    const torch::Tensor x = torch::randn({2, 12, 24, 64});
+    const torch::Tensor y = net->forward(x);
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 32, 32})) << vt;
+    y.sum().backward();
+    int with_grad = 0;
+    for (const auto& p : net->parameters()) with_grad += p.grad().defined() && p.grad().abs().sum().item<double>() > 0;
+    EXPECT_GT(with_grad, 0) << vt;
+    // FLOPs: the backbone, the view transform's convs and the encoder are counted.
+    const ModelFlops flops = CountModelFlops(net, x);
+    EXPECT_GT(flops.forward, 0) << vt;
+  }
+}
+
+TEST(BevNetTest, FusedAndNaivePoolingGiveTheSameNetwork) {
+  torch::manual_seed(1);
+  auto naive = model::BuildNetwork(ResolveArch(BevSpec("lss", "naive").arch, BevSpec("lss", "naive").task),
+                                   BevSpec("lss", "naive").task);
+  const TrialSpec fs = BevSpec("lss", "fused");
+  auto fused = model::BuildNetwork(ResolveArch(fs.arch, fs.task), fs.task);
+  {
+    torch::NoGradGuard no_grad;
+    auto src = naive->named_parameters(), dst = fused->named_parameters();
+    for (const auto& item : src) dst[item.key()].copy_(item.value());
+  }
+  naive->eval();
+  fused->eval();
+  const torch::Tensor x = torch::randn({2, 12, 24, 64});
+  EXPECT_TRUE(torch::allclose(naive->forward(x), fused->forward(x), 1e-4, 1e-5));
+}
+
+TEST(BevNetTest, FrustumPointsAheadOfTheFrontCameraLandAhead) {
+  const BevTaskSpec task = SmallTask();
+  const bev::Rig rig = bev::MakeRig(task);
+  BevArchSpec spec;
+  spec.depth_bins = 4;
+  spec.depth_min = 2;
+  spec.depth_max = 10;  // bins centred at 3, 5, 7, 9 m
+  const torch::Tensor cells = model::FrustumCells(rig, 8, 22, spec);
+  ASSERT_EQ(cells.numel(), 6 * 4 * 8 * 22);
+  // Camera 0, lowest feature row (v = 30 of 32, 14 px below the centre: 14.9 deg
+  // + 8 deg pitch = 22.9 deg below the horizon), column 11 (u = 46, near cx = 44).
+  // The ray drops 0.403 m per metre of depth and hits the ground at depth ~4 m.
+  // Bin 1 (depth 5 m): x = 1 + 5 * 0.953 = 5.77 m, z = -0.41 m (in the band):
+  // cell row 18 (centre x 5.5), column 24 (y = -0.19 m, centre -0.5).
+  // Bin 2 (7 m): z = -1.22 m, under the ground and below the band: dropped.
+  auto index = [](int bin) { return ((0 * 4 + bin) * 8 + 7) * 22 + 11; };
+  const int64_t cell = cells[index(1)].item<int64_t>();
+  ASSERT_GE(cell, 0);
+  EXPECT_EQ(cell, 18 * 48 + 24);
+  const int64_t row = cell / 48, col = cell % 48;
+  double x, y;
+  rig.CellCentre(static_cast<int>(row), static_cast<int>(col), &x, &y);
+  EXPECT_GT(x, 5);
+  EXPECT_LT(x, 6.5);
+  EXPECT_EQ(cells[index(2)].item<int64_t>(), -1);
+  EXPECT_LE(std::abs(y), 1.0);
+}
+
+// ---- spec ----
+
+TEST(BevSpecTest, ValidatesTheBevSections) {
+  EXPECT_NO_THROW(BevSpec("lss", "fused"));
+  EXPECT_THROW(BevSpec("ipm", "fused"), SpecError);  // pooling applies to lss only
+  nlohmann::json j = ToJson(BevSpec("lss", "fused"));
+  EXPECT_EQ(j["arch"]["bev"]["pooling"], "fused");
+  EXPECT_EQ(ToJson(ParseTrialSpec(j)), j) << "ToJson must round-trip";
+  j["task"]["dataset"] = "fashion-mnist";
+  j["task"].erase("bev");
+  EXPECT_THROW(ParseTrialSpec(j), SpecError);  // arch.bev without the bev task
+  nlohmann::json t = ToJson(BevSpec("lss", "naive"));
+  t["task"]["target"] = {{"metric", "val_accuracy"}, {"value", 0.5}};
+  EXPECT_THROW(ParseTrialSpec(t), SpecError);  // bev reports IoU
+  t["task"]["target"]["metric"] = "val_iou";
+  EXPECT_NO_THROW(ParseTrialSpec(t));
+}
+
+// ---- learning ----
+
+// Prior baseline: the best IoU any fixed map (per-cell training frequency above
+// a threshold, the threshold chosen on the evaluated split itself, which
+// flatters the baseline) reaches. The all-empty map has IoU 0 by definition.
+double PriorIou(const Dataset& data, const torch::Tensor& labels) {
+  const torch::Tensor freq = data.train.labels.to(torch::kFloat).mean(0);
+  const torch::Tensor occupied = labels.gt(0);
+  double best = 0;
+  for (double t = 0.0; t < 1.0; t += 0.02) {
+    const torch::Tensor pred = freq.gt(t).unsqueeze(0).expand_as(occupied);
+    const double inter = pred.logical_and(occupied).sum().item<double>();
+    const double uni = pred.logical_or(occupied).sum().item<double>();
+    if (uni > 0) best = std::max(best, inter / uni);
+  }
+  return best;
+}
+
+TEST(BevTrainingTest, ShortLssRunBeatsAllEmptyAndPriorBaselines) {
+  nlohmann::json j = ToJson(BevSpec("lss", "fused"));
+  j["task"]["bev"]["train_samples"] = 600;
+  j["task"]["bev"]["val_samples"] = 128;
+  j["task"]["bev"]["test_samples"] = 128;
+  j["task"]["batch_size"] = 8;
+  j["task"]["steps"] = 150;
+  j["task"]["eval_every"] = 75;
+  j["task"]["warmup_steps"] = 5;
+  j["task"]["optimizer"] = {{"name", "adamw"}, {"lr", 3e-3}, {"weight_decay", 0.01}};
+  j["task"]["schedule"] = {{"name", "cosine"}, {"warmup", 10}};
+  j["arch"]["bev"]["depth_bins"] = 16;
+  j["arch"]["bev"]["channels"] = 16;
+  const TrialSpec spec = ParseTrialSpec(j);
+  const nlohmann::json result = RunTrial(spec, TrialOptions{});
+  ASSERT_EQ(result["status"], "completed") << result.dump();
+  ASSERT_TRUE(result.contains("val_iou")) << result.dump();
+  EXPECT_FALSE(result.contains("val_accuracy")) << "IoU must not be reported under an accuracy name";
+
+  const Dataset data = MakeBevSynthetic(spec.task.bev);
+  const double prior_val = PriorIou(data, data.val.labels), prior_test = PriorIou(data, data.test.labels);
+  const double val = result["val_iou"], test = result["test_iou"];
+  std::cout << "val_iou " << val << " test_iou " << test << " prior val " << prior_val << " prior test "
+            << prior_test << " wall " << result["wall_time_s"] << " s\n";
+  // Thresholds. The all-empty map scores IoU 0. The prior baseline (the best
+  // thresholded per-cell frequency map, threshold picked on the evaluated
+  // split itself) scored 0.040 (val) / 0.038 (test) here: boxes are spread
+  // over the whole grid, so no fixed map localises them. A model that reads
+  // the images must localise boxes; we require at least twice the flattered
+  // prior and 0.05 above it (IoU is pooled over every cell of 128 scenes,
+  // so a gap of 0.05 is not sampling noise). The
+  // first version of this run (before the positive weight in the loss)
+  // reached 0.118 / 0.100 and the current one 0.284 / 0.269 (1 run each), so
+  // the bar holds with a margin and was not tuned to the result.
+  EXPECT_GT(val, 2 * prior_val);
+  EXPECT_GT(test, 2 * prior_test);
+  EXPECT_GT(val, prior_val + 0.05);
+  EXPECT_GT(test, prior_test + 0.05);
+}
+
+}  // namespace
+}  // namespace frontier

@@ -1,0 +1,72 @@
+// The BEV network of the bev-synthetic task (docs/bev.md):
+//   cameras (B, N*3, H, W) -> shared Backbone on (B*N, 3, H, W)
+//   -> view transform into the grid x grid BEV map:
+//        lss:       1x1 conv to D depth logits + C context channels, softmax
+//                   over depth, outer product lifted to a frustum point cloud
+//                   (N*D*h*w points per sample), BEV pooling (naive | fused)
+//        ipm:       every BEV cell centre on the ground (z = 0) projected into
+//                   every camera, features bilinearly sampled and averaged
+//                   over the cameras that see it, 1x1 conv to C channels
+//        mean_lift: the same at `heights` heights from 0 to max_height
+//                   (Simple-BEV's parameter-free lifting), heights stacked
+//                   into channels, 1x1 conv to C
+//   -> BEV encoder (block stages) -> head: 3x3 conv-norm-act, 1x1 conv to one
+//      occupancy logit per cell (bilinearly upsampled when the encoder
+//      downsampled) -> logits (B, grid, grid).
+// The geometry (frustum cells, sampling grids) depends only on the rig and
+// is computed once at construction.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "search_spaces/trial_spec.h"
+#include "worker/bev_pool.h"
+#include "worker/bev_scene.h"
+#include "worker/model.h"
+
+namespace frontier::model {
+
+class BevNetImpl : public NetworkImpl {
+ public:
+  BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig);
+  torch::Tensor forward(const torch::Tensor& x) override;  // (B, N*3, H, W) -> logits (B, grid, grid)
+
+  // Image features lifted into the BEV grid, before the encoder: (B, C, grid, grid).
+  torch::Tensor Lift(const torch::Tensor& x);
+  const bev::PoolPlan& pool_plan() const { return plan_; }  // lss only, on the CPU
+
+ private:
+  torch::Tensor LiftSplat(const torch::Tensor& features, int64_t batch);
+  torch::Tensor Sample(const torch::Tensor& features, int64_t batch);
+
+  ResolvedBev bev_;
+  int cameras_;
+  int grid_;
+  Backbone backbone_{nullptr};
+  torch::nn::Conv2d depth_context_{nullptr};  // lss
+  Norm2d lss_norm_{nullptr};                  // lss: after pooling
+  ConvNormAct reduce_{nullptr};               // ipm, mean_lift: heights x features -> channels
+  torch::nn::Sequential encoder_;
+  ConvNormAct head_conv_{nullptr};
+  torch::nn::Conv2d head_out_{nullptr};
+  bev::PoolPlan plan_;         // on the CPU
+  bev::PoolPlan device_plan_;  // a copy on the features' device, made on first use there
+  // Buffers (they follow the module's device):
+  torch::Tensor sample_grid_;  // (N, Z*grid, grid, 2) normalized image coordinates
+  torch::Tensor sample_mask_;  // (1, N, 1, Z, grid, grid): 1 where the camera sees the point
+  torch::Tensor sample_count_; // (1, 1, Z, grid, grid): cameras that see the point, at least 1
+};
+TORCH_MODULE(BevNet);
+
+// The network for a trial: BevNet for bev-synthetic, Classifier otherwise.
+std::shared_ptr<NetworkImpl> BuildNetwork(const ResolvedArch& arch, const TaskSpec& task);
+
+// Cell of every frustum point of the LSS lift, in the order of the lifted
+// features ((camera, depth bin, row, column) of the h x w feature map),
+// -1 outside the grid or outside the height band [-1, 3] m.
+torch::Tensor FrustumCells(const bev::Rig& rig, int feature_height, int feature_width, const BevArchSpec& spec);
+
+}  // namespace frontier::model
