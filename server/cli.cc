@@ -231,6 +231,7 @@ class LocalWorkers {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(count)));
     fs::create_directories(log_dir);
+    const std::string artifacts = fs::absolute(log_dir / "artifacts").string();  // profiles (docs/profiling.md)
     for (int i = 0; i < count; ++i) {
       const std::string log = (log_dir / ("worker-" + std::to_string(i) + ".log")).string();
       const std::string name = "local-" + std::to_string(i);
@@ -247,11 +248,11 @@ class LocalWorkers {
         sigprocmask(SIG_SETMASK, &none, nullptr);
         setpgid(0, 0);  // Ctrl-C reaches the CLI, which stops the workers itself
         execl(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
-              threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
-              static_cast<char*>(nullptr));
+              threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(), "--artifact-dir",
+              artifacts.c_str(), static_cast<char*>(nullptr));
         execlp(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
-               threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
-               static_cast<char*>(nullptr));
+               threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(), "--artifact-dir",
+               artifacts.c_str(), static_cast<char*>(nullptr));
         std::fprintf(stderr, "cannot execute %s\n", binary.c_str());
         _exit(127);
       }
