@@ -366,8 +366,9 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   if (top.Has("constraints")) ParseConstraints(top.Get("constraints"), space);
   top.Integer("repeats", space.repeats, 1, 1000);
   if (top.Has("parity")) {
-    Fields parity(*this, top.Get("parity"), "parity", {"metric", "margin"});
+    Fields parity(*this, top.Get("parity"), "parity", {"metric", "margin", "test"});
     if (parity.Has("metric")) space.parity.metric = Metric(parity, true);
+    parity.Choice("test", space.parity.test, {"welch", "paired"});
     if (std::optional<double> margin = parity.Number("margin")) {
       if (*margin < 0) Fail("parity.margin", "must be at least 0");
       space.parity.margin = *margin;

@@ -55,6 +55,9 @@ struct Dimension {
 struct ParityRule {
   std::string metric = "val_accuracy";
   double margin = 0.005;
+  // welch: unpaired (Welch) over the seeds' means; paired: differences per
+  // seed, for variants that share the baseline's seeds (data order, init).
+  std::string test = "welch";
 };
 
 // How configurations are chosen (docs/strategies.md). Each field applies to

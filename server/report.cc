@@ -187,7 +187,7 @@ std::string Printf(const char* format, ...) {
 }
 
 ConfigSummary SummarizeConfig(const std::string& key, const std::vector<const TrialRecord*>& members,
-                              const std::vector<std::string>& metrics) {
+                              const std::vector<std::string>& metrics, const std::string& parity_metric) {
   ConfigSummary summary;
   summary.config_key = key;
   summary.config = members.front()->config;
@@ -197,6 +197,7 @@ ConfigSummary SummarizeConfig(const std::string& key, const std::vector<const Tr
     if (trial->state == "failed" || trial->state == "diverged") ++summary.trials_failed;
     if (trial->state != "completed") continue;
     ++summary.seeds_completed;
+    if (std::optional<double> q = MetricOf(trial->result, parity_metric)) summary.parity_by_seed[trial->seed] = *q;
     for (size_t i = 0; i < metrics.size(); ++i) {
       if (std::optional<double> value = MetricOf(trial->result, metrics[i])) values[i].push_back(*value);
     }
@@ -358,10 +359,19 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
   }
   const MetricSummary* q = find(config, quality);
   const MetricSummary* baseline_q = find(*baseline, quality);
-  if (q != nullptr && baseline_q != nullptr) {
+  const bool lower = LowerIsBetter(quality, report.objectives);
+  std::optional<Interval> paired;
+  if (report.parity.test == "paired") paired = PairedDifferenceInterval(config.parity_by_seed, baseline->parity_by_seed);
+  if (paired) {
+    // Same seeds on both sides (same data order and initialization): the
+    // per-seed differences carry the comparison.
+    config.parity_test = "paired";
+    config.quality_delta = paired;
+    config.parity = PairedParityVerdict(config.parity_by_seed, baseline->parity_by_seed, report.parity.margin, lower);
+  } else if (q != nullptr && baseline_q != nullptr) {
+    config.parity_test = "welch";
     config.quality_delta = DifferenceInterval(*q, *baseline_q);
-    config.parity =
-        ParityVerdict(*q, *baseline_q, report.parity.margin, LowerIsBetter(quality, report.objectives));
+    config.parity = ParityVerdict(*q, *baseline_q, report.parity.margin, lower);
   }
 }
 
@@ -496,8 +506,11 @@ std::vector<std::string> ReportNotes(const Report& report) {
       Printf(
           "parity: %s, margin %g; at parity when the one-sided 95%% lower bound of the quality gain over the "
           "baseline is above -margin, worse when its one-sided 95%% upper bound is below -margin "
-          "(Welch; fewer than 2 seeds on either side: inconclusive)",
-          report.parity.metric.c_str(), report.parity.margin),
+          "(%s; fewer than 2 seeds on either side: inconclusive)",
+          report.parity.metric.c_str(), report.parity.margin,
+          report.parity.test == "paired"
+              ? "paired: the per-seed differences where the variant completed the baseline's seeds, else Welch"
+              : "Welch"),
       "intervals: \u00b1 is the half-width of the two-sided 95% Student-t interval of the mean (of the "
       "difference, Welch, for the \u0394 column); speed-up: mean throughput ratio, 95% delta-method interval "
       "with Welch-Satterthwaite degrees of freedom",
@@ -868,6 +881,49 @@ Interval DifferenceInterval(const MetricSummary& variant, const MetricSummary& b
   return WelchInterval(variant, baseline, kTwoSidedQuantile);
 }
 
+namespace {
+
+// The per-seed differences variant - baseline, when both completed the same seeds (at least 2).
+std::optional<std::vector<double>> PairedDifferences(const std::map<int64_t, double>& variant,
+                                                     const std::map<int64_t, double>& baseline) {
+  if (variant.size() < 2 || variant.size() != baseline.size()) return std::nullopt;
+  std::vector<double> d;
+  for (const auto& [seed, value] : variant) {
+    auto b = baseline.find(seed);
+    if (b == baseline.end()) return std::nullopt;
+    d.push_back(value - b->second);
+  }
+  return d;
+}
+
+// Mean of `d` with the Student-t bounds at quantile p (n - 1 degrees of freedom).
+Interval MeanInterval(const std::vector<double>& d, double p) {
+  const MetricSummary s = SummarizeMetric(d);
+  const double half = s.std > 0 ? StudentTQuantile(p, s.n - 1) * s.std / std::sqrt(static_cast<double>(s.n)) : 0;
+  return Interval{s.mean, s.mean - half, s.mean + half, s.n, s.n};
+}
+
+}  // namespace
+
+std::optional<Interval> PairedDifferenceInterval(const std::map<int64_t, double>& variant,
+                                                 const std::map<int64_t, double>& baseline) {
+  const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
+  if (!d) return std::nullopt;
+  return MeanInterval(*d, kTwoSidedQuantile);
+}
+
+std::string PairedParityVerdict(const std::map<int64_t, double>& variant, const std::map<int64_t, double>& baseline,
+                                double margin, bool lower_is_better) {
+  const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
+  if (!d) return "inconclusive";
+  const Interval bounds = MeanInterval(*d, kOneSidedQuantile);  // its ends: one-sided bounds
+  const double gain_low = lower_is_better ? -bounds.high : bounds.low;
+  const double gain_high = lower_is_better ? -bounds.low : bounds.high;
+  if (gain_low > -margin) return "at parity";
+  if (gain_high < -margin) return "worse";
+  return "inconclusive";
+}
+
 std::string ParityVerdict(const MetricSummary& variant, const MetricSummary& baseline, double margin,
                           bool lower_is_better) {
   const Interval bounds = WelchInterval(variant, baseline, kOneSidedQuantile);  // its ends: one-sided bounds
@@ -978,11 +1034,11 @@ Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
   }
   report.configs.reserve(groups.size());
   if (baseline_key) {
-    report.configs.push_back(SummarizeConfig(*baseline_key, groups.at(*baseline_key), metrics));
+    report.configs.push_back(SummarizeConfig(*baseline_key, groups.at(*baseline_key), metrics, space.parity.metric));
     report.configs.back().is_baseline = true;
   }
   for (const auto& [key, members] : groups) {
-    if (key != baseline_key) report.configs.push_back(SummarizeConfig(key, members, metrics));
+    if (key != baseline_key) report.configs.push_back(SummarizeConfig(key, members, metrics, space.parity.metric));
   }
 
   for (ConfigSummary& config : report.configs) CheckConstraints(space.constraints, config);
@@ -1024,6 +1080,7 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"speedup", IntervalToJson(c.speedup)},
                        {"quality_delta", IntervalToJson(c.quality_delta)},
                        {"parity", c.parity},
+                       {"parity_test", c.parity_test},
                        {"bottleneck",
                         {{"verdicts", c.bottleneck_verdicts},
                          {"summary", c.bottleneck_summary},
@@ -1033,7 +1090,7 @@ nlohmann::json ReportToJson(const Report& report) {
           {"name", report.name},
           {"objectives", objectives},
           {"constraints", constraints},
-          {"parity", {{"metric", report.parity.metric}, {"margin", report.parity.margin}}},
+          {"parity", {{"metric", report.parity.metric}, {"margin", report.parity.margin}, {"test", report.parity.test}}},
           {"configs", configs},
           {"hypervolume", report.hypervolume},
           {"reference_point", report.reference_point},

@@ -56,6 +56,11 @@ struct ConfigSummary {
   std::optional<Interval> speedup;        // throughput ratio variant / baseline
   std::optional<Interval> quality_delta;  // parity metric, variant - baseline
   std::string parity;       // "baseline", "at parity", "worse", "inconclusive", or "no data"
+  // How the parity verdict and quality delta were computed: "paired" (the
+  // variant and the baseline completed the same seeds, at least 2: differences
+  // per seed) or "welch" (unpaired); empty for the baseline and without data.
+  std::string parity_test;
+  std::map<int64_t, double> parity_by_seed;  // the parity metric of each completed seed
   // Where the step time goes (docs/profiling.md): each completed seed's
   // bottleneck verdict, counted; one seed's one-line summary; and the seeds
   // that were profiled: {trial_id, host, trace, top_operators [{name, class, share}]}.
@@ -122,6 +127,18 @@ Interval DifferenceInterval(const MetricSummary& variant, const MetricSummary& b
 // Requires n >= 1 on both sides (throws std::invalid_argument otherwise).
 std::string ParityVerdict(const MetricSummary& variant, const MetricSummary& baseline, double margin,
                           bool lower_is_better);
+
+// Paired by seed: the differences variant - baseline over seeds both sides
+// completed. nullopt unless both completed exactly the same seeds, at least 2.
+// The interval is two-sided 95% (Student t on the differences, n - 1 degrees
+// of freedom); the point value when the differences have no spread.
+std::optional<Interval> PairedDifferenceInterval(const std::map<int64_t, double>& variant,
+                                                 const std::map<int64_t, double>& baseline);
+// The parity verdict on paired differences (same rule as ParityVerdict, with
+// one-sided 95% bounds of the mean difference); "inconclusive" unless
+// PairedDifferenceInterval applies.
+std::string PairedParityVerdict(const std::map<int64_t, double>& variant, const std::map<int64_t, double>& baseline,
+                                double margin, bool lower_is_better);
 
 // Indices of the non-dominated points; `maximize[i]` says the direction of objective i.
 // A point dominates another when it is at least as good in every objective and

@@ -166,6 +166,56 @@ TEST(ReportTest, ShowsEachConfigsBottleneckAndProfiles) {
   EXPECT_EQ(BottleneckLabel(mixed), "compute-bound 1, memory-bound 1");
 }
 
+TEST(ReportTest, PairedParityUsesPerSeedDifferences) {
+  // Identical per-seed quality (e.g. the same computation, faster): the paired
+  // differences are 0 with no spread, so the variant is at parity; the unpaired
+  // Welch test over 2 seeds with these spreads cannot say so.
+  SearchSpace space;
+  space.objectives = {{"val_iou", true}, {"throughput", true}};
+  space.parity = {"val_iou", 0.01, "paired"};
+  std::vector<TrialRecord> trials;
+  const double iou[] = {0.367, 0.397};
+  for (int variant = 0; variant < 2; ++variant) {
+    for (int seed = 1; seed <= 2; ++seed) {
+      TrialRecord t;
+      t.trial_id = "t" + std::to_string(variant) + std::to_string(seed);
+      t.config = variant ? json{{"pool", "fused"}} : json::object();
+      t.config_key = t.config.dump();
+      t.is_baseline = variant == 0;
+      t.seed = seed;
+      t.state = "completed";
+      t.result = {{"val_iou", iou[seed - 1]}, {"throughput", {{"samples_per_s", variant ? 130.0 : 100.0}}}};
+      trials.push_back(t);
+    }
+  }
+  Report paired = BuildReport("exp-p", space, trials);
+  ASSERT_EQ(paired.configs.size(), 2u);
+  EXPECT_EQ(paired.configs[1].parity_test, "paired");
+  EXPECT_EQ(paired.configs[1].parity, "at parity");
+  EXPECT_DOUBLE_EQ(paired.configs[1].quality_delta->value, 0);
+  EXPECT_DOUBLE_EQ(paired.configs[1].quality_delta->low, 0);
+  space.parity.test = "welch";
+  Report welch = BuildReport("exp-w", space, trials);
+  EXPECT_EQ(welch.configs[1].parity_test, "welch");
+  EXPECT_EQ(welch.configs[1].parity, "inconclusive");
+
+  // Differences 0.01, 0.03, 0.02 (mean 0.02, sd 0.01, n 3): one-sided 95% t(2) = 2.919986,
+  // lower bound 0.02 - 2.919986 * 0.01 / sqrt(3) = 0.003141 (computed by hand).
+  const std::map<int64_t, double> v = {{1, 0.51}, {2, 0.53}, {3, 0.52}}, b = {{1, 0.50}, {2, 0.50}, {3, 0.50}};
+  EXPECT_EQ(PairedParityVerdict(v, b, 0.0, false), "at parity");   // 0.003141 > -0
+  EXPECT_EQ(PairedParityVerdict(b, v, 0.0, false), "worse");       // upper bound -0.003141 < 0
+  EXPECT_EQ(PairedParityVerdict(b, v, 0.01, false), "inconclusive");
+  // Two-sided 95%: t(2) = 4.302653, half-width 0.024841.
+  const std::optional<Interval> d = PairedDifferenceInterval(v, b);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NEAR(d->value, 0.02, 1e-12);
+  EXPECT_NEAR(d->low, 0.02 - 0.0248414, 1e-6);
+  EXPECT_NEAR(d->high, 0.02 + 0.0248414, 1e-6);
+  // Not paired: different seeds, or fewer than 2.
+  EXPECT_FALSE(PairedDifferenceInterval({{1, 0.5}, {2, 0.5}}, {{1, 0.5}, {3, 0.5}}).has_value());
+  EXPECT_FALSE(PairedDifferenceInterval({{1, 0.5}}, {{1, 0.5}}).has_value());
+}
+
 TEST(ReportTest, TableShowsIouForTheBevTask) {
   SearchSpace space;
   space.objectives = {{"val_iou", true}, {"throughput", true}};
