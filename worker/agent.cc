@@ -433,8 +433,11 @@ void Agent::RunTrial(int slot, const Lease& lease) {
     spdlog::warn("trial {}: {}", lease.trial_id, wrapping.profile["error"].get<std::string>());
   }
   TrialCommand command{spec_path, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper};
-  if (options_.device == "cuda")
-    command.environment.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(slot));
+  if (options_.device == "cuda") {
+    const size_t i = static_cast<size_t>(slot);
+    command.environment.emplace_back(
+        "CUDA_VISIBLE_DEVICES", i < options_.visible_devices.size() ? options_.visible_devices[i] : std::to_string(slot));
+  }
   std::string error;
   std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
   const bool started = process != nullptr;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -29,6 +30,9 @@ struct AgentOptions {
   std::string device = "cpu";  // "cpu" or "cuda"
   std::string device_name;     // e.g. "cpu: AMD EPYC 7B13" or "NVIDIA H200" (DetectDeviceName)
   int slots = 1;               // trials run at once (>= 1); on cuda slot i runs on GPU i
+  // The GPUs this worker may use, from its own CUDA_VISIBLE_DEVICES (Slurm,
+  // systemd, containers): slot i runs on visible_devices[i]. Empty: GPU i.
+  std::vector<std::string> visible_devices;
   std::string work_dir;        // existing folder for the spec files of running trials
   // Written into a spec's runtime.threads when the spec leaves it at 0; 0
   // leaves the spec as it is.

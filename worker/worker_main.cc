@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -216,6 +217,17 @@ int main(int argc, char** argv) {
   options.threads_per_trial =
       static_cast<int>(threads_per_trial.value_or(std::max(1, UsableCores() / options.slots)));
   options.device_name = frontier::DetectDeviceName(options.device);
+  // Slot i runs on the i-th GPU this worker was given, when it was given some.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible && options.device == "cuda") {
+    std::stringstream list(visible);
+    for (std::string gpu; std::getline(list, gpu, ',');) {
+      if (!gpu.empty()) options.visible_devices.push_back(gpu);
+    }
+    if (static_cast<int>(options.visible_devices.size()) < options.slots) {
+      return Usage("--slots " + std::to_string(options.slots) + " but CUDA_VISIBLE_DEVICES='" + visible + "' gives " +
+                   std::to_string(options.visible_devices.size()) + " GPU(s)");
+    }
+  }
 
   std::optional<std::filesystem::path> temporary_work_dir;
   if (options.work_dir.empty()) {

@@ -525,6 +525,16 @@ TEST_F(AgentTest, CudaSlotsGetTheirDeviceAndGpu) {
   EXPECT_EQ(nlohmann::json::parse(ReadFile("seen-spec.json"))["runtime"]["device"], "cuda");
 }
 
+TEST_F(AgentTest, CudaSlotsUseTheGpusTheWorkerWasGiven) {
+  AgentOptions options = Options();
+  options.device = "cuda";
+  options.visible_devices = {"3", "5"};  // e.g. Slurm gave this worker GPUs 3 and 5
+  RunOneTrial(Script("env.sh", "echo \"$CUDA_VISIBLE_DEVICES\" > " + dir_ + "/gpu\necho '" +
+                                   std::string(kResultLine) + "'"),
+              options);
+  EXPECT_EQ(ReadFile("gpu"), "3\n");
+}
+
 TEST_F(AgentTest, DrainFinishesTheRunningTrialAndLeasesNoMore) {
   coordinator_.AddTrial("t1");
   coordinator_.AddTrial("t2");
