@@ -163,6 +163,11 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
   return ids;
 }
 
+// Extends the lease of the trial $2 when its attempt $3 is running for worker $4.
+constexpr const char* kExtendHeldLease =
+    "UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
+    "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running'";
+
 // The statements of the hot path (lease, progress, completion), prepared once
 // per connection: planned once instead of on every call.
 void PrepareStatements(pqxx::connection& c) {
@@ -174,16 +179,12 @@ void PrepareStatements(pqxx::connection& c) {
                 "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
                 "RETURNING ",
                 kTrialColumns, ""));
-  c.prepare("extend_lease",
-            "UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
-            "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running'");
+  c.prepare("extend_lease", kExtendHeldLease);
   c.prepare("add_progress",
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
-  c.prepare("record_progress",
-            "WITH held AS (UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
-            "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running' RETURNING id) "
-            "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
-            "SELECT id, $3, $5, $6, $7 FROM held");
+  c.prepare("record_progress", std::string("WITH held AS (") + kExtendHeldLease +
+                                   " RETURNING id) INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
+                                   "SELECT id, $3, $5, $6, $7 FROM held");
   c.prepare("finish_trial",
             "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
             "WHERE id = $5 AND attempt = $6 AND state = 'running'");
@@ -419,15 +420,12 @@ bool PostgresStore::ExtendLease(const std::string& trial_id, int attempt, const 
   });
 }
 
-// Why a conditional update of `attempt` did not apply.
+// Why a conditional update of `attempt` did not apply (read after it: a trial
+// found running that attempt again cannot be, attempts only grow; stale then).
 Transition PostgresStore::Classify(const std::string& trial_id, int attempt, const std::string& state,
                                    const std::string& error) {
-  const std::optional<TrialRow> current = GetTrial(trial_id);
-  if (!current) return Transition::kNotFound;
-  if (current->attempt != attempt) return Transition::kStale;
-  if (!state.empty()) return current->state == state ? Transition::kDuplicate : Transition::kStale;
-  return current->state != trial_state::kRunning && current->error == error ? Transition::kDuplicate
-                                                                           : Transition::kStale;
+  const Transition t = TransitionFor(GetTrial(trial_id), attempt, state, error);
+  return t == Transition::kApplied ? Transition::kStale : t;
 }
 
 Transition PostgresStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,

@@ -819,6 +819,26 @@ std::optional<double> MetricOf(const nlohmann::json& result, const std::string& 
   return value;
 }
 
+namespace {
+
+// Half-width of the Student-t bound at quantile p of a summary's mean (n - 1
+// degrees of freedom); 0 without spread.
+double HalfWidth(const MetricSummary& s, double p) {
+  return s.n < 2 || s.std == 0 ? 0 : StudentTQuantile(p, s.n - 1) * s.std / std::sqrt(static_cast<double>(s.n));
+}
+
+// The non-inferiority verdict from one-sided bounds of variant - baseline: the
+// gain in quality, negated when lower is better, against -margin.
+std::string VerdictFromBounds(const Interval& bounds, double margin, bool lower_is_better) {
+  const double gain_low = lower_is_better ? -bounds.high : bounds.low;
+  const double gain_high = lower_is_better ? -bounds.low : bounds.high;
+  if (gain_low > -margin) return "at parity";
+  if (gain_high < -margin) return "worse";
+  return "inconclusive";
+}
+
+}  // namespace
+
 MetricSummary SummarizeMetric(const std::vector<double>& values) {
   MetricSummary summary;
   summary.n = static_cast<int>(values.size());
@@ -831,7 +851,7 @@ MetricSummary SummarizeMetric(const std::vector<double>& values) {
   double squares = 0;
   for (double v : values) squares += (v - summary.mean) * (v - summary.mean);
   summary.std = std::sqrt(squares / (summary.n - 1));
-  const double half = StudentTQuantile(kTwoSidedQuantile, summary.n - 1) * summary.std / std::sqrt(summary.n);
+  const double half = HalfWidth(summary, kTwoSidedQuantile);
   summary.ci_low = summary.mean - half;
   summary.ci_high = summary.mean + half;
   return summary;
@@ -896,44 +916,30 @@ std::optional<std::vector<double>> PairedDifferences(const std::map<int64_t, dou
   return d;
 }
 
-// Mean of `d` with the Student-t bounds at quantile p (n - 1 degrees of freedom).
-Interval MeanInterval(const std::vector<double>& d, double p) {
-  const MetricSummary s = SummarizeMetric(d);
-  const double half = s.std > 0 ? StudentTQuantile(p, s.n - 1) * s.std / std::sqrt(static_cast<double>(s.n)) : 0;
-  return Interval{s.mean, s.mean - half, s.mean + half, s.n, s.n};
-}
-
 }  // namespace
 
 std::optional<Interval> PairedDifferenceInterval(const std::map<int64_t, double>& variant,
                                                  const std::map<int64_t, double>& baseline) {
   const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
   if (!d) return std::nullopt;
-  return MeanInterval(*d, kTwoSidedQuantile);
+  const MetricSummary s = SummarizeMetric(*d);
+  return Interval{s.mean, s.ci_low, s.ci_high, s.n, s.n};
 }
 
 std::string PairedParityVerdict(const std::map<int64_t, double>& variant, const std::map<int64_t, double>& baseline,
                                 double margin, bool lower_is_better) {
   const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
   if (!d) return "inconclusive";
-  const Interval bounds = MeanInterval(*d, kOneSidedQuantile);  // its ends: one-sided bounds
-  const double gain_low = lower_is_better ? -bounds.high : bounds.low;
-  const double gain_high = lower_is_better ? -bounds.low : bounds.high;
-  if (gain_low > -margin) return "at parity";
-  if (gain_high < -margin) return "worse";
-  return "inconclusive";
+  const MetricSummary s = SummarizeMetric(*d);
+  const double half = HalfWidth(s, kOneSidedQuantile);
+  return VerdictFromBounds(Interval{s.mean, s.mean - half, s.mean + half, s.n, s.n}, margin, lower_is_better);
 }
 
 std::string ParityVerdict(const MetricSummary& variant, const MetricSummary& baseline, double margin,
                           bool lower_is_better) {
   const Interval bounds = WelchInterval(variant, baseline, kOneSidedQuantile);  // its ends: one-sided bounds
   if (variant.n < 2 || baseline.n < 2) return "inconclusive";
-  // The gain in quality: variant - baseline, negated when lower is better.
-  const double gain_low = lower_is_better ? -bounds.high : bounds.low;
-  const double gain_high = lower_is_better ? -bounds.low : bounds.high;
-  if (gain_low > -margin) return "at parity";
-  if (gain_high < -margin) return "worse";
-  return "inconclusive";
+  return VerdictFromBounds(bounds, margin, lower_is_better);
 }
 
 std::vector<size_t> ParetoFront(const std::vector<std::vector<double>>& points,

@@ -67,6 +67,16 @@ struct Scheduler::Search {
     std::vector<int64_t> seeds;          // of trial_ids
     std::map<std::string, TrialOutcome> ended;  // final trials by id, until the strategy is told
     bool told = false;                   // the strategy has its evaluation
+
+    // The evaluation for the strategy, once, when every seed has ended.
+    std::optional<Evaluation> TakeEvaluation() {
+      if (told || ended.size() < trial_ids.size()) return std::nullopt;
+      Evaluation evaluation{config, steps, {}};
+      for (const std::string& id : trial_ids) evaluation.trials.push_back(std::move(ended.at(id)));
+      ended.clear();
+      told = true;
+      return evaluation;
+    }
   };
 
   SearchSpace space;
@@ -112,12 +122,7 @@ struct Scheduler::Search {
     const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
     outcome.seed = group.seeds.at(index);
     group.ended[trial_id] = std::move(outcome);
-    if (group.ended.size() < group.trial_ids.size()) return std::nullopt;
-    Evaluation evaluation{group.config, group.steps, {}};
-    for (const std::string& id : group.trial_ids) evaluation.trials.push_back(std::move(group.ended.at(id)));
-    group.ended.clear();
-    group.told = true;
-    return evaluation;
+    return group.TakeEvaluation();
   }
 };
 
@@ -193,13 +198,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   std::vector<StoredProposal> history;
   for (const std::string& key : search->group_order) {
     Search::Group& group = search->groups.at(key);
-    std::optional<Evaluation> evaluation;
-    if (group.ended.size() == group.trial_ids.size()) {
-      evaluation = Evaluation{group.config, group.steps, {}};
-      for (const std::string& id : group.trial_ids) evaluation->trials.push_back(std::move(group.ended.at(id)));
-      group.ended.clear();
-      group.told = true;
-    }
+    std::optional<Evaluation> evaluation = group.TakeEvaluation();
     if (group.baseline) {
       if (evaluation) baseline = std::move(evaluation);
     } else {

@@ -214,6 +214,26 @@ std::optional<TrialRow> SelectTrial(sqlite3* db, const std::string& id) {
   return ReadTrial(s);
 }
 
+// Extends the lease when `attempt` of the trial is running for `worker_id`; false otherwise.
+bool ExtendHeldLease(sqlite3* db, const std::string& trial_id, int attempt, const std::string& worker_id,
+                     int64_t expires_ms) {
+  Statement s(db,
+              "UPDATE trials SET lease_expires_ms = MAX(lease_expires_ms, ?) "
+              "WHERE id = ? AND attempt = ? AND worker_id = ? AND state = 'running'");
+  s.Bind(1, expires_ms).Bind(2, trial_id).Bind(3, attempt).Bind(4, worker_id).Run();
+  return s.Changes() == 1;
+}
+
+void InsertProgress(sqlite3* db, const ProgressRow& row) {
+  Statement(db, "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES (?, ?, ?, ?, ?)")
+      .Bind(1, row.trial_id)
+      .Bind(2, row.attempt)
+      .Bind(3, row.step)
+      .Bind(4, row.event_json)
+      .Bind(5, row.at_ms)
+      .Run();
+}
+
 }  // namespace
 
 // BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed uncommitted.
@@ -420,21 +440,15 @@ std::optional<TrialRow> SqliteStore::LeaseNextTrial(const std::string& worker_id
 bool SqliteStore::ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                               int64_t expires_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_,
-              "UPDATE trials SET lease_expires_ms = MAX(lease_expires_ms, ?) "
-              "WHERE id = ? AND attempt = ? AND worker_id = ? AND state = 'running'");
-  s.Bind(1, expires_ms).Bind(2, trial_id).Bind(3, attempt).Bind(4, worker_id).Run();
-  return s.Changes() == 1;
+  return ExtendHeldLease(db_, trial_id, attempt, worker_id, expires_ms);
 }
 
 Transition SqliteStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
                                     const std::string& result_json, const std::string& error, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
-  auto current = SelectTrial(db_, trial_id);
-  if (!current) return Transition::kNotFound;
-  if (current->attempt == attempt && current->state == state) return Transition::kDuplicate;
-  if (current->attempt != attempt || current->state != trial_state::kRunning) return Transition::kStale;
+  const auto current = SelectTrial(db_, trial_id);
+  if (const Transition t = TransitionFor(current, attempt, state, ""); t != Transition::kApplied) return t;
   Statement(db_,
             "UPDATE trials SET state = ?, result_json = ?, error = ?, finished_ms = ?, lease_expires_ms = 0 "
             "WHERE id = ? AND attempt = ? AND state = 'running'")
@@ -453,14 +467,8 @@ Transition SqliteStore::FailAttempt(const std::string& trial_id, int attempt, co
                                     bool retryable, const std::string& result_json, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
-  auto current = SelectTrial(db_, trial_id);
-  if (!current) return Transition::kNotFound;
-  if (current->attempt != attempt) return Transition::kStale;
-  if (current->state != trial_state::kRunning) {
-    // The same failure reported twice: the first already re-queued or failed the trial.
-    const bool same = current->error == error;
-    return same ? Transition::kDuplicate : Transition::kStale;
-  }
+  const auto current = SelectTrial(db_, trial_id);
+  if (const Transition t = TransitionFor(current, attempt, "", error); t != Transition::kApplied) return t;
   const bool requeue = retryable && current->attempt < current->max_attempts;
   Statement(db_,
             "UPDATE trials SET state = ?, error = ?, result_json = ?, finished_ms = ?, lease_expires_ms = 0 "
@@ -521,30 +529,14 @@ void SqliteStore::CancelPendingTrials(const std::string& experiment_id, int64_t 
 
 void SqliteStore::AddProgress(const ProgressRow& row) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement(db_, "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES (?, ?, ?, ?, ?)")
-      .Bind(1, row.trial_id)
-      .Bind(2, row.attempt)
-      .Bind(3, row.step)
-      .Bind(4, row.event_json)
-      .Bind(5, row.at_ms)
-      .Run();
+  InsertProgress(db_, row);
 }
 
 bool SqliteStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
-  Statement held(db_,
-                 "UPDATE trials SET lease_expires_ms = MAX(lease_expires_ms, ?) "
-                 "WHERE id = ? AND attempt = ? AND worker_id = ? AND state = 'running'");
-  held.Bind(1, lease_expires_ms).Bind(2, row.trial_id).Bind(3, row.attempt).Bind(4, worker_id).Run();
-  if (held.Changes() != 1) return false;
-  Statement(db_, "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES (?, ?, ?, ?, ?)")
-      .Bind(1, row.trial_id)
-      .Bind(2, row.attempt)
-      .Bind(3, row.step)
-      .Bind(4, row.event_json)
-      .Bind(5, row.at_ms)
-      .Run();
+  if (!ExtendHeldLease(db_, row.trial_id, row.attempt, worker_id, lease_expires_ms)) return false;
+  InsertProgress(db_, row);
   tx.Commit();
   return true;
 }

@@ -31,6 +31,16 @@ void AddToCounts(TrialCountsRow& c, const std::string& state, int n) {
   if (state == trial_state::kCancelled) c.cancelled += n;
 }
 
+Transition TransitionFor(const std::optional<TrialRow>& current, int attempt, const std::string& finish_state,
+                         const std::string& error) {
+  if (!current) return Transition::kNotFound;
+  if (current->attempt != attempt) return Transition::kStale;
+  if (current->state == trial_state::kRunning) return Transition::kApplied;
+  // Not running this attempt any more: the same report again, or a stale one.
+  const bool repeat = finish_state.empty() ? current->error == error : current->state == finish_state;
+  return repeat ? Transition::kDuplicate : Transition::kStale;
+}
+
 std::string ExperimentOfTrial(const std::string& trial_id) {
   const size_t at = trial_id.rfind("-t");
   return at == std::string::npos ? std::string() : trial_id.substr(0, at);

@@ -97,6 +97,13 @@ enum class Transition {
   kNotFound,
 };
 
+// What a conditional update of the running `attempt` does to `current` (nullopt:
+// no such trial): kApplied when the trial is running that attempt. For
+// FinishTrial `finish_state` is the final state asked for (a repeat is a
+// duplicate); for FailAttempt it is empty and a repeat is recognized by `error`.
+Transition TransitionFor(const std::optional<TrialRow>& current, int attempt, const std::string& finish_state,
+                         const std::string& error);
+
 // Identifiers and messages every Store implementation shares.
 std::string ExperimentIdFor(int64_t seq);  // "exp-000042"
 std::string WorkerIdFor(int64_t seq);      // "worker-0007"

@@ -300,13 +300,14 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       const auto t1 = Clock::now();
       profiler.AfterStep(step);
 
+      const double step_s = Seconds(t0, t1), wait_s = Seconds(data_start, t0);
       if (profiler.Covers(step)) {
-        profiled_times.push_back(Seconds(t0, t1));
+        profiled_times.push_back(step_s);
       } else {
-        step_times.push_back(Seconds(t0, t1));
-        data_waits.push_back(Seconds(data_start, t0));
+        step_times.push_back(step_s);
+        data_waits.push_back(wait_s);
       }
-      train_time += Seconds(t0, t1);
+      train_time += step_s;
       steps_run = step + 1;
       last_loss = loss.item<double>();
       if (!std::isfinite(last_loss)) {
@@ -321,9 +322,9 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
                       {"step", steps_run},
                       {"loss", last_loss},
                       {"lr", lr},
-                      {"step_time_ms", Seconds(t0, t1) * 1e3},
+                      {"step_time_ms", step_s * 1e3},
                       {"median_step_time_ms", Summarize(measured).median * 1e3},
-                      {"data_wait_ms", Seconds(data_start, t0) * 1e3}});
+                      {"data_wait_ms", wait_s * 1e3}});
       }
       const bool eval_point = (task.eval_every > 0 && steps_run % task.eval_every == 0) || steps_run == task.steps;
       if (eval_point) {
