@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
@@ -284,16 +285,19 @@ class SpaceParser {
   // out; 0 when none.
   int LineOf(std::string path) const {
     while (!path.empty()) {
-      auto it = lines_.find(path);
-      if (it != lines_.end()) return it->second;
+      if (int line = Locate(root_, path, 0); line > 0) return line;
       size_t cut = path.find_last_of(".[");
       if (cut == std::string::npos) break;
       path.resize(cut);
     }
     return 0;
   }
+  // The 1-based line of the key or list element that `rest` (a field path as
+  // ChildPath and ElementPath spell them) names below `node`; 0 when none.
+  // Keys may contain dots (dimension names), so the longest matching key wins.
+  static int Locate(const YAML::Node& node, std::string_view rest, int line);
 
-  void IndexLines(const YAML::Node& node, const std::string& path);
+  void CheckKeys(const YAML::Node& node, const std::string& path) const;
   void ParseBaseline(const Fields& top, SearchSpace& space);
   void CheckBaseline(const SearchSpace& space) const;
   void ParseDimensions(const YAML::Node& node, SearchSpace& space) const;
@@ -308,30 +312,61 @@ class SpaceParser {
 
   std::string source_;
   bool check_choices_ = true;  // every choice makes a valid trial spec
-  std::map<std::string, int> lines_;  // field path -> 1-based line of its key (or list element)
+  YAML::Node root_;  // the document, for the lines of fields in messages
 };
 
-// Records the line of every key and list element; rejects duplicate and
-// non-scalar keys, which the JSON model cannot hold.
-void SpaceParser::IndexLines(const YAML::Node& node, const std::string& path) {
+// Rejects duplicate and non-scalar keys, which the JSON model cannot hold.
+void SpaceParser::CheckKeys(const YAML::Node& node, const std::string& path) const {
   if (node.IsMap()) {
     std::set<std::string> keys;
     for (const auto& entry : node) {
-      int line = entry.first.Mark().line + 1;
+      const int line = entry.first.Mark().line + 1;
       if (!entry.first.IsScalar()) throw SpaceError(source_, line, path, "keys must be plain scalars");
       const std::string& key = entry.first.Scalar();
-      const std::string child = ChildPath(path, key);
-      if (!keys.insert(key).second) throw SpaceError(source_, line, child, "duplicate key");
-      lines_[child] = line;
-      IndexLines(entry.second, child);
+      if (!keys.insert(key).second) throw SpaceError(source_, line, ChildPath(path, key), "duplicate key");
+      CheckKeys(entry.second, ChildPath(path, key));
     }
   } else if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) {
-      const std::string child = ElementPath(path, i);
-      lines_[child] = node[i].Mark().line + 1;
-      IndexLines(node[i], child);
+    size_t i = 0;
+    for (const auto& element : node) CheckKeys(element, ElementPath(path, i++));
+  }
+}
+
+int SpaceParser::Locate(const YAML::Node& node, std::string_view rest, int line) {
+  if (rest.empty()) return line;
+  if (rest.front() == '[') {
+    const size_t close = rest.find(']');
+    if (!node.IsSequence() || close == std::string_view::npos) return 0;
+    size_t index = 0;
+    for (char c : rest.substr(1, close - 1)) {
+      if (c < '0' || c > '9') return 0;
+      index = index * 10 + (c - '0');
+    }
+    if (index >= node.size()) return 0;
+    const YAML::Node element = node[index];
+    rest.remove_prefix(close + 1);
+    if (!rest.empty() && rest.front() == '.') rest.remove_prefix(1);
+    return Locate(element, rest, element.Mark().line + 1);
+  }
+  if (!node.IsMap()) return 0;
+  bool found = false;
+  YAML::const_iterator best;
+  size_t best_size = 0;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    const std::string& key = it->first.Scalar();
+    const bool matches = rest.substr(0, key.size()) == key &&
+                         (rest.size() == key.size() || rest[key.size()] == '.' || rest[key.size()] == '[');
+    if (matches && (!found || key.size() > best_size)) {
+      best = it;
+      found = true;
+      best_size = key.size();
     }
   }
+  if (!found) return 0;
+  rest.remove_prefix(best_size);
+  if (!rest.empty() && rest.front() == '.') rest.remove_prefix(1);
+  return Locate(best->second, rest, best->first.Mark().line + 1);
 }
 
 SearchSpace SpaceParser::Parse(const std::string& text) {
@@ -345,7 +380,9 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
     throw SpaceError(source_, std::max(1, root.Mark().line + 1), "",
                      "expected a mapping of fields (name, task, baseline, space, objectives, ...)");
   }
-  IndexLines(root, "");
+  root_.reset(root);
+  // A stored space was checked when it was submitted.
+  if (check_choices_) CheckKeys(root, "");
 
   SearchSpace space;
   space.source = source_;

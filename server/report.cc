@@ -60,6 +60,8 @@ double RegularizedIncompleteBeta(double a, double b, double x) {
   return 1 - front * BetaContinuedFraction(b, a, 1 - x) / b;
 }
 
+double StudentTQuantileUncached(double p, double df);
+
 // P(T > t) for t >= 0 and Student's t with `df` degrees of freedom.
 double StudentTUpperTail(double t, double df) {
   if (df > kNormalDegreesOfFreedom) return 0.5 * std::erfc(t / std::sqrt(2.0));
@@ -155,6 +157,37 @@ double HypervolumeAbove(std::vector<std::vector<double>> points, const std::vect
 // ---------------------------------------------------------------------------
 // Building the report
 
+// The fields of a metric's path in a trial result: report names of nested
+// fields (step_time_ms, throughput), any other name a dotted path.
+std::vector<std::string> MetricPath(const std::string& metric) {
+  std::string path = metric;
+  if (metric == "step_time_ms") path = "step_time_ms.median";
+  if (metric == "throughput") path = "throughput.samples_per_s";
+  std::vector<std::string> fields;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    fields.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) return fields;
+    start = dot + 1;
+  }
+}
+
+// The finite number at `path` in `result`, or nullopt.
+std::optional<double> ValueAt(const json& result, const std::vector<std::string>& path) {
+  const json* node = &result;
+  for (const std::string& field : path) {
+    if (!node->is_object()) return std::nullopt;
+    auto it = node->find(field);
+    if (it == node->end()) return std::nullopt;
+    node = &*it;
+  }
+  if (!node->is_number()) return std::nullopt;
+  const double value = node->get<double>();
+  if (!std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
 // ReportMetrics() followed by any other metric the objectives, constraints or
 // parity rule name.
 std::vector<std::string> SummarizedMetrics(const std::vector<Objective>& objectives,
@@ -184,50 +217,6 @@ std::string Printf(const char* format, ...) {
   va_end(args);
   out.resize(size);
   return out;
-}
-
-ConfigSummary SummarizeConfig(const std::string& key, const std::vector<const TrialRecord*>& members,
-                              const std::vector<std::string>& metrics, const std::string& parity_metric) {
-  ConfigSummary summary;
-  summary.config_key = key;
-  summary.config = members.front()->config;
-  summary.trials_total = static_cast<int>(members.size());
-  std::vector<std::vector<double>> values(metrics.size());  // by metric index
-  for (const TrialRecord* trial : members) {
-    if (trial->state == "failed" || trial->state == "diverged") ++summary.trials_failed;
-    if (trial->state != "completed") continue;
-    ++summary.seeds_completed;
-    if (std::optional<double> q = MetricOf(trial->result, parity_metric)) summary.parity_by_seed[trial->seed] = *q;
-    for (size_t i = 0; i < metrics.size(); ++i) {
-      if (std::optional<double> value = MetricOf(trial->result, metrics[i])) values[i].push_back(*value);
-    }
-  }
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    if (!values[i].empty()) summary.metrics.emplace(metrics[i], SummarizeMetric(values[i]));
-  }
-  for (const TrialRecord* trial : members) {
-    if (trial->state != "completed" || !trial->result.is_object()) continue;
-    const json& bottleneck = trial->result.value("bottleneck", json());
-    if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
-      ++summary.bottleneck_verdicts[bottleneck["verdict"].get<std::string>()];
-      if (summary.bottleneck_summary.empty()) summary.bottleneck_summary = bottleneck.value("summary", "");
-    }
-    const json& profile = trial->result.value("profile", json());
-    if (!profile.is_object()) continue;
-    json top = json::array();
-    for (const json& op : profile.value("top_operators", json::array())) {
-      if (top.size() == 5) break;
-      top.push_back({{"name", op.value("name", "")}, {"class", op.value("class", "")}, {"share", op.value("share", 0.0)}});
-    }
-    json entry = {{"trial_id", trial->trial_id},
-                  {"tool", profile.value("tool", "")},
-                  {"host", profile.value("host", "")},
-                  {"trace", profile.value("trace", profile.value("report", ""))},
-                  {"top_operators", top}};
-    if (profile.contains("error")) entry["error"] = profile["error"];
-    summary.profiles.push_back(std::move(entry));
-  }
-  return summary;
 }
 
 // Feasible when the config has completed trials and every constraint holds on
@@ -797,26 +786,7 @@ const std::vector<std::string>& ReportMetrics() {
 }
 
 std::optional<double> MetricOf(const nlohmann::json& result, const std::string& metric) {
-  // Report names of nested fields; any other name is a dotted path into the result.
-  std::string path = metric;
-  if (metric == "step_time_ms") path = "step_time_ms.median";
-  if (metric == "throughput") path = "throughput.samples_per_s";
-  const json* node = &result;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = path.find('.', start);
-    const std::string field = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node->is_object()) return std::nullopt;
-    auto it = node->find(field);
-    if (it == node->end()) return std::nullopt;
-    node = &*it;
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  if (!node->is_number()) return std::nullopt;
-  const double value = node->get<double>();
-  if (!std::isfinite(value)) return std::nullopt;
-  return value;
+  return ValueAt(result, MetricPath(metric));
 }
 
 namespace {
@@ -862,6 +832,21 @@ double StudentTQuantile(double p, double df) {
     throw std::invalid_argument(Printf("StudentTQuantile needs 0 < p < 1 and df > 0 (p=%g, df=%g)", p, df));
   }
   if (p == 0.5) return 0;
+  // Summaries over seeds ask for the same few (p, integer df) again and again.
+  thread_local std::map<std::pair<double, double>, double> memo;
+  const bool memoize = df == std::floor(df) && df <= 10000;
+  if (memoize) {
+    auto it = memo.find({p, df});
+    if (it != memo.end()) return it->second;
+  }
+  const double t = StudentTQuantileUncached(p, df);
+  if (memoize && memo.size() < 4096) memo.emplace(std::make_pair(p, df), t);
+  return t;
+}
+
+namespace {
+
+double StudentTQuantileUncached(double p, double df) {
   // Solve P(T > t) = tail for t >= 0 by bisection; the tail is decreasing in t.
   const double tail = p < 0.5 ? p : 1 - p;
   double low = 0, high = 1;
@@ -880,6 +865,8 @@ double StudentTQuantile(double p, double df) {
   const double t = (low + high) / 2;
   return p < 0.5 ? -t : t;
 }
+
+}  // namespace
 
 std::optional<Interval> SpeedupInterval(const MetricSummary& variant, const MetricSummary& baseline) {
   RequireData(variant, baseline);
@@ -948,23 +935,50 @@ std::vector<size_t> ParetoFront(const std::vector<std::vector<double>>& points,
     if (p.size() != maximize.size())
       throw std::invalid_argument("ParetoFront: point size differs from objectives");
   }
+  // In "higher is better" coordinates and sorted lexicographically descending,
+  // every point that dominates another comes before it.
+  const size_t dims = maximize.size();
+  auto at = [&](size_t i, size_t d) { return maximize[d] ? points[i][d] : -points[i][d]; };
+  std::vector<size_t> order(points.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    for (size_t d = 0; d < dims; ++d) {
+      if (at(a, d) != at(b, d)) return at(a, d) > at(b, d);
+    }
+    return a < b;
+  });
   // a dominates b: at least as good everywhere, strictly better somewhere.
-  auto dominates = [&maximize](const std::vector<double>& a, const std::vector<double>& b) {
+  auto dominates = [&](size_t a, size_t b) {
     bool better = false;
-    for (size_t i = 0; i < maximize.size(); ++i) {
-      const double ai = maximize[i] ? a[i] : -a[i], bi = maximize[i] ? b[i] : -b[i];
-      if (ai < bi) return false;
-      if (ai > bi) better = true;
+    for (size_t d = 0; d < dims; ++d) {
+      if (at(a, d) < at(b, d)) return false;
+      if (at(a, d) > at(b, d)) better = true;
     }
     return better;
   };
   std::vector<size_t> front;
-  for (size_t i = 0; i < points.size(); ++i) {
-    bool dominated = false;
-    for (size_t j = 0; j < points.size() && !dominated; ++j)
-      dominated = j != i && dominates(points[j], points[i]);
-    if (!dominated) front.push_back(i);
+  if (dims == 2) {
+    // Dominated exactly when an earlier point with a greater first coordinate
+    // is at least as good in the second, or one with an equal first coordinate
+    // is better in the second (the first of its run of equal first coordinates).
+    double best_before_run = -std::numeric_limits<double>::infinity();
+    size_t run_start = 0;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const size_t i = order[k];
+      if (k > 0 && at(i, 0) != at(order[k - 1], 0)) {
+        for (size_t r = run_start; r < k; ++r) best_before_run = std::max(best_before_run, at(order[r], 1));
+        run_start = k;
+      }
+      const bool dominated = best_before_run >= at(i, 1) || at(order[run_start], 1) > at(i, 1);
+      if (!dominated) front.push_back(i);
+    }
+  } else {
+    // A point dominated by anything is dominated by a front point found before it.
+    for (size_t i : order) {
+      if (std::none_of(front.begin(), front.end(), [&](size_t f) { return dominates(f, i); })) front.push_back(i);
+    }
   }
+  std::sort(front.begin(), front.end());
   return front;
 }
 
@@ -992,68 +1006,238 @@ std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string
   return std::nullopt;
 }
 
-namespace {
+struct ReportBuilder::State {
+  // What the report keeps of one trial; its metric values are in `values`.
+  struct Trial {
+    int64_t seed = 0;
+    bool completed = false;
+    bool failed = false;  // failed or diverged
+    // Completed without a time_to_target_s of its own: its evaluations of the
+    // parity metric, (train_time_s, value), are evals[evals_begin, evals_end).
+    bool needs_time_to_target = false;
+    uint32_t evals_begin = 0, evals_end = 0;
+  };
+  struct Group {
+    Config config;  // null until Build when the trials came without one
+    bool baseline = false;
+    std::vector<uint32_t> trials;
+    std::map<std::string, int> verdicts;
+    std::string bottleneck_summary;
+    json profiles = json::array();
+  };
 
-// The trials with time_to_target_s measured against the report's goal where
-// the trial itself had no target.
-void AddTimeToTarget(const SearchSpace& space, std::vector<TrialRecord>& trials, std::optional<double>& goal) {
-  const bool lower = LowerIsBetter(space.parity.metric, space.objectives);
-  std::vector<double> baseline;
-  for (const TrialRecord& t : trials) {
-    if (!t.is_baseline || t.state != "completed") continue;
-    if (auto v = MetricOf(t.result, space.parity.metric)) baseline.push_back(*v);
+  std::string experiment_id;
+  std::string name;
+  std::vector<Objective> objectives;
+  std::vector<Constraint> constraints;
+  ParityRule parity;
+  std::vector<std::string> metrics;  // SummarizedMetrics
+  std::vector<std::vector<std::string>> paths;  // MetricPath of each
+  size_t parity_index = 0, time_to_target_index = 0;
+  std::vector<std::string> parity_path;
+
+  std::vector<Trial> trials;
+  std::vector<double> values;  // trial-major, metrics.size() per trial; NaN where absent
+  std::vector<std::pair<double, double>> evals;
+  std::vector<double> baseline_parity;  // flagged baseline trials' parity metric
+  std::map<std::string, Group> groups;  // by config key, in key order
+
+  double& Value(size_t trial, size_t metric) { return values[trial * metrics.size() + metric]; }
+
+  // The summaries of the metrics `which` (indices into `metrics`) over the
+  // group's completed trials, and its trial counts.
+  ConfigSummary Summarize(const std::string& key, const Group& group, const std::vector<size_t>& which) {
+    ConfigSummary summary;
+    summary.config_key = key;
+    summary.is_baseline = group.baseline;
+    summary.trials_total = static_cast<int>(group.trials.size());
+    for (uint32_t t : group.trials) {
+      if (trials[t].failed) ++summary.trials_failed;
+      if (trials[t].completed) ++summary.seeds_completed;
+    }
+    std::vector<double> column;
+    for (size_t m : which) {
+      column.clear();
+      for (uint32_t t : group.trials) {
+        if (trials[t].completed && !std::isnan(Value(t, m))) column.push_back(Value(t, m));
+      }
+      if (!column.empty()) summary.metrics.emplace(metrics[m], SummarizeMetric(column));
+    }
+    return summary;
   }
-  if (baseline.empty()) return;
-  const double mean = std::accumulate(baseline.begin(), baseline.end(), 0.0) / baseline.size();
-  goal = lower ? mean + space.parity.margin : mean - space.parity.margin;
-  for (TrialRecord& t : trials) {
-    if (t.state != "completed" || MetricOf(t.result, "time_to_target_s")) continue;
-    const auto seconds = TimeToGoal(t.result, space.parity.metric, *goal, lower);
-    t.result["time_to_target_s"] = seconds ? json(*seconds) : json(nullptr);
+
+  // Everything else the report shows of a config; consumes the group.
+  void Complete(const std::string& key, Group& group, ConfigSummary& summary) {
+    summary.config = group.config.is_null() ? json::parse(key) : std::move(group.config);
+    for (uint32_t t : group.trials) {
+      if (trials[t].completed && !std::isnan(Value(t, parity_index))) {
+        summary.parity_by_seed[trials[t].seed] = Value(t, parity_index);
+      }
+    }
+    summary.bottleneck_verdicts = std::move(group.verdicts);
+    summary.bottleneck_summary = std::move(group.bottleneck_summary);
+    summary.profiles = std::move(group.profiles);
   }
+
+  // Time to target of the trials without their own, against the baseline's
+  // mean final parity metric minus the margin (plus it for a loss).
+  std::optional<double> AddTimeToTarget() {
+    if (baseline_parity.empty()) return std::nullopt;
+    const bool lower = LowerIsBetter(parity.metric, objectives);
+    const double mean = std::accumulate(baseline_parity.begin(), baseline_parity.end(), 0.0) / baseline_parity.size();
+    const double goal = lower ? mean + parity.margin : mean - parity.margin;
+    for (size_t t = 0; t < trials.size(); ++t) {
+      if (!trials[t].needs_time_to_target) continue;
+      for (uint32_t e = trials[t].evals_begin; e < trials[t].evals_end; ++e) {
+        const auto [seconds, value] = evals[e];
+        if (lower ? value <= goal : value >= goal) {
+          Value(t, time_to_target_index) = seconds;
+          break;
+        }
+      }
+    }
+    return goal;
+  }
+};
+
+ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space) : state_(new State) {
+  State& s = *state_;
+  s.experiment_id = std::move(experiment_id);
+  s.name = space.name;
+  s.objectives = space.objectives;
+  s.constraints = space.constraints;
+  s.parity = space.parity;
+  s.metrics = SummarizedMetrics(space.objectives, space.constraints, space.parity);
+  for (const std::string& metric : s.metrics) s.paths.push_back(MetricPath(metric));
+  auto index_of = [&s](const std::string& metric) {
+    return static_cast<size_t>(std::find(s.metrics.begin(), s.metrics.end(), metric) - s.metrics.begin());
+  };
+  s.parity_index = index_of(space.parity.metric);
+  s.time_to_target_index = index_of("time_to_target_s");
+  s.parity_path = {space.parity.metric};
 }
 
-}  // namespace
+ReportBuilder::~ReportBuilder() = default;
 
-Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
-                   std::vector<TrialRecord> trials) {
-  Report report;
-  AddTimeToTarget(space, trials, report.time_to_target_goal);
-  report.experiment_id = experiment_id;
-  report.name = space.name;
-  report.objectives = space.objectives;
-  report.constraints = space.constraints;
-  report.parity = space.parity;
-  const std::vector<std::string> metrics =
-      SummarizedMetrics(space.objectives, space.constraints, space.parity);
-
-  std::map<std::string, std::vector<const TrialRecord*>> groups;  // by config key, in key order
-  for (const TrialRecord& trial : trials) groups[trial.config_key].push_back(&trial);
-  std::optional<std::string> baseline_key;
-  for (const auto& [key, members] : groups) {
-    const bool flagged =
-        std::any_of(members.begin(), members.end(), [](const TrialRecord* t) { return t->is_baseline; });
-    if (flagged) {
-      baseline_key = key;
-      break;
+void ReportBuilder::Add(TrialRecord trial) {
+  State& s = *state_;
+  const uint32_t index = static_cast<uint32_t>(s.trials.size());
+  State::Trial facts;
+  facts.seed = trial.seed;
+  facts.completed = trial.state == "completed";
+  facts.failed = trial.state == "failed" || trial.state == "diverged";
+  s.values.resize(s.values.size() + s.metrics.size(), std::numeric_limits<double>::quiet_NaN());
+  auto [it, inserted] = s.groups.try_emplace(std::move(trial.config_key));
+  State::Group& group = it->second;
+  if (inserted) group.config = std::move(trial.config);
+  group.baseline = group.baseline || trial.is_baseline;
+  group.trials.push_back(index);
+  const json& result = trial.result;
+  if (facts.completed && result.is_object()) {
+    for (size_t m = 0; m < s.metrics.size(); ++m) {
+      if (std::optional<double> v = ValueAt(result, s.paths[m])) s.Value(index, m) = *v;
+    }
+    if (trial.is_baseline && !std::isnan(s.Value(index, s.parity_index))) {
+      s.baseline_parity.push_back(s.Value(index, s.parity_index));
+    }
+    auto evals = result.find("evals");
+    if (std::isnan(s.Value(index, s.time_to_target_index)) && evals != result.end() && evals->is_array()) {
+      facts.needs_time_to_target = true;
+      facts.evals_begin = static_cast<uint32_t>(s.evals.size());
+      for (const json& e : *evals) {
+        const std::optional<double> value = ValueAt(e, s.parity_path);
+        auto seconds = e.find("train_time_s");
+        if (value && seconds != e.end() && seconds->is_number()) s.evals.emplace_back(seconds->get<double>(), *value);
+      }
+      facts.evals_end = static_cast<uint32_t>(s.evals.size());
+    }
+    const json& bottleneck = result.value("bottleneck", json());
+    if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
+      ++group.verdicts[bottleneck["verdict"].get<std::string>()];
+      if (group.bottleneck_summary.empty()) group.bottleneck_summary = bottleneck.value("summary", "");
+    }
+    const json& profile = result.value("profile", json());
+    if (profile.is_object()) {
+      json top = json::array();
+      for (const json& op : profile.value("top_operators", json::array())) {
+        if (top.size() == 5) break;
+        top.push_back(
+            {{"name", op.value("name", "")}, {"class", op.value("class", "")}, {"share", op.value("share", 0.0)}});
+      }
+      json entry = {{"trial_id", trial.trial_id},
+                    {"tool", profile.value("tool", "")},
+                    {"host", profile.value("host", "")},
+                    {"trace", profile.value("trace", profile.value("report", ""))},
+                    {"top_operators", top}};
+      if (profile.contains("error")) entry["error"] = profile["error"];
+      group.profiles.push_back(std::move(entry));
     }
   }
-  report.configs.reserve(groups.size());
-  if (baseline_key) {
-    report.configs.push_back(SummarizeConfig(*baseline_key, groups.at(*baseline_key), metrics, space.parity.metric));
-    report.configs.back().is_baseline = true;
-  }
-  for (const auto& [key, members] : groups) {
-    if (key != baseline_key) report.configs.push_back(SummarizeConfig(key, members, metrics, space.parity.metric));
-  }
+  s.trials.push_back(facts);
+}
 
-  for (ConfigSummary& config : report.configs) CheckConstraints(space.constraints, config);
-  MarkFront(space.objectives, report.configs);
+Report ReportBuilder::Build(bool front_only) {
+  State& s = *state_;
+  Report report;
+  report.experiment_id = s.experiment_id;
+  report.name = s.name;
+  report.objectives = s.objectives;
+  report.constraints = s.constraints;
+  report.parity = s.parity;
+  report.time_to_target_goal = s.AddTimeToTarget();
+
+  // The baseline (the first group, by key, with a flagged trial) first, then by key.
+  std::vector<std::pair<const std::string*, State::Group*>> order;
+  order.reserve(s.groups.size());
+  for (auto& [key, group] : s.groups) {
+    if (group.baseline && (order.empty() || !order.front().second->baseline)) {
+      order.insert(order.begin(), {&key, &group});
+    } else {
+      group.baseline = false;
+      order.emplace_back(&key, &group);
+    }
+  }
+  const bool has_baseline = !order.empty() && order.front().second->baseline;
+
+  // Feasibility and the front need only the objectives' and constraints' means.
+  std::vector<size_t> deciding, all(s.metrics.size());
+  std::iota(all.begin(), all.end(), 0);
+  for (size_t m = 0; m < s.metrics.size(); ++m) {
+    auto named = [&](const auto& list) {
+      return std::any_of(list.begin(), list.end(), [&](const auto& x) { return x.metric == s.metrics[m]; });
+    };
+    if (named(s.objectives) || named(s.constraints)) deciding.push_back(m);
+  }
+  std::vector<ConfigSummary> configs;
+  configs.reserve(order.size());
+  for (const auto& [key, group] : order) configs.push_back(s.Summarize(*key, *group, deciding));
+  for (ConfigSummary& config : configs) CheckConstraints(s.constraints, config);
+  MarkFront(s.objectives, configs);
+
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ConfigSummary& config = configs[i];
+    if (front_only && !config.is_baseline && !config.on_front) continue;
+    ConfigSummary full = s.Summarize(*order[i].first, *order[i].second, all);
+    s.Complete(*order[i].first, *order[i].second, full);
+    full.feasible = config.feasible;
+    full.infeasible_reason = std::move(config.infeasible_reason);
+    full.on_front = config.on_front;
+    report.configs.push_back(std::move(full));
+  }
+  configs = std::vector<ConfigSummary>();
+  s.groups.clear();
+
   ComputeHypervolume(report);
   const ConfigSummary* baseline =
-      baseline_key && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;
+      has_baseline && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;
   for (ConfigSummary& config : report.configs) CompareWithBaseline(report, baseline, config);
   return report;
+}
+
+Report BuildReport(const std::string& experiment_id, const SearchSpace& space, std::vector<TrialRecord> trials) {
+  ReportBuilder builder(experiment_id, space);
+  for (TrialRecord& trial : trials) builder.Add(std::move(trial));
+  return builder.Build();
 }
 
 nlohmann::json ReportToJson(const Report& report) {

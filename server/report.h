@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,11 +153,35 @@ std::vector<size_t> ParetoFront(const std::vector<std::vector<double>>& points, 
 // std::invalid_argument when the reference is empty or a point's size differs.
 double Hypervolume(const std::vector<std::vector<double>>& points, const std::vector<double>& reference);
 
-// Groups `trials` (one fidelity) by config key and summarizes each group over
+// Groups trials (one fidelity) by config key and summarizes each group over
 // its completed trials: every ReportMetrics() metric plus any other metric the
 // space's objectives, constraints or parity rule name; feasibility on means; the
 // front; baseline-normalized hypervolume; speed-up, quality delta and parity
 // against the baseline (the first group, by key, with a trial flagged is_baseline).
+//
+// Trials are handed over one at a time and of each only what the report reads
+// is kept (its metric values, the parity metric's evaluations for time to
+// target, its bottleneck verdict, a profiled seed's summary), so a report over
+// 100,000 trials never holds 100,000 parsed results at once.
+class ReportBuilder {
+ public:
+  ReportBuilder(std::string experiment_id, const SearchSpace& space);
+  ~ReportBuilder();
+  ReportBuilder(const ReportBuilder&) = delete;
+  ReportBuilder& operator=(const ReportBuilder&) = delete;
+
+  // `trial.config_key` must be ConfigKey(trial.config); a null `config` is
+  // taken from the key (a stored config key is the config's JSON).
+  void Add(TrialRecord trial);
+  // The report; with `front_only`, only the baseline and the front configs are
+  // summarized in full and kept (the front and hypervolume are the same).
+  Report Build(bool front_only = false);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 Report BuildReport(const std::string& experiment_id, const SearchSpace& space, std::vector<TrialRecord> trials);
 
 // Seconds of summed step time until the evaluations in `result` ("evals":

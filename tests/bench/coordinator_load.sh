@@ -92,7 +92,7 @@ PY
   t2=$(date +%s.%N)
   rss=$(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")
   [[ -n "${PERF_REPORT:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
-  stop_server; [[ -n "${SHOW_LOG:-}" ]] && grep TIMING "$work/server.log"
+  stop_server; [[ -z "${SHOW_LOG:-}" ]] || grep "report " "$work/server.log" || true
   echo "$store: Pareto/report query at 100,000 trials $(/usr/bin/python3 -c "print(round($t1 - $t0, 3))") s (again $(/usr/bin/python3 -c "print(round($t2 - $t1, 3))") s); coordinator peak RSS ${rss} MiB"
 done
 fi

@@ -1,5 +1,6 @@
 #include "server/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -269,6 +270,46 @@ TEST(ParetoFrontTest, EdgeCases) {
   EXPECT_THROW(ParetoFront({{1, 2}, {1}}, {true, true}), std::invalid_argument);
 }
 
+// The definition, pair by pair.
+std::vector<size_t> BruteForceFront(const std::vector<std::vector<double>>& points, const std::vector<bool>& maximize) {
+  auto dominates = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    bool better = false;
+    for (size_t d = 0; d < maximize.size(); ++d) {
+      const double ad = maximize[d] ? a[d] : -a[d], bd = maximize[d] ? b[d] : -b[d];
+      if (ad < bd) return false;
+      if (ad > bd) better = true;
+    }
+    return better;
+  };
+  std::vector<size_t> front;
+  for (size_t i = 0; i < points.size(); ++i) {
+    bool dominated = false;
+    for (size_t j = 0; j < points.size(); ++j) dominated = dominated || dominates(points[j], points[i]);
+    if (!dominated) front.push_back(i);
+  }
+  return front;
+}
+
+TEST(ParetoFrontTest, MatchesTheDefinitionOnRandomSetsWithTies) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    const size_t dims = 2 + round % 3, n = 1 + rng() % 60;
+    // Few distinct values, so that ties and duplicates are common.
+    std::uniform_int_distribution<int> value(0, round % 2 ? 4 : 50);
+    std::vector<std::vector<double>> points(n, std::vector<double>(dims));
+    for (auto& p : points) {
+      for (double& x : p) x = value(rng);
+    }
+    // Anti-correlated sets put many points on the front.
+    if (round % 5 == 0) {
+      for (size_t i = 0; i < n; ++i) points[i][1] = -points[i][0];
+    }
+    std::vector<bool> maximize(dims);
+    for (size_t d = 0; d < dims; ++d) maximize[d] = rng() % 2;
+    EXPECT_EQ(ParetoFront(points, maximize), BruteForceFront(points, maximize)) << "round " << round;
+  }
+}
+
 TEST(HypervolumeTest, TwoObjectives) {
   EXPECT_DOUBLE_EQ(Hypervolume({{1, 3}, {2, 2}, {3, 1}}, {0, 0}), 6);
   // A dominated point adds nothing; a point below the reference adds nothing.
@@ -524,6 +565,62 @@ TEST(BuildReportTest, EndToEnd) {
   EXPECT_NEAR(report.hypervolume, 1 + 0.9 / 0.901, 1e-12);
   EXPECT_EQ(report.reference_point, (std::vector<double>{0, 0}));
   EXPECT_NE(report.hypervolume_note.find("baseline alone scores 1"), std::string::npos);
+}
+
+// Random configs over three seeds, some without a config (taken from the
+// key), some failed, some with evaluations for time to target.
+std::vector<TrialRecord> RandomTrials(std::mt19937& rng, int configs) {
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<TrialRecord> trials;
+  for (int c = 0; c < configs; ++c) {
+    const json config = c == 0 ? json::object() : json{{"width_mult", 0.5 + 0.01 * c}};
+    for (int seed = 1; seed <= 3; ++seed) {
+      TrialRecord t;
+      t.trial_id = "t" + std::to_string(c) + "-" + std::to_string(seed);
+      t.config_key = ConfigKey(config);
+      if (c % 2 == 0) t.config = config;
+      t.is_baseline = c == 0;
+      t.seed = seed;
+      t.state = unit(rng) < 0.1 ? "failed" : "completed";
+      if (t.state == "completed") {
+        t.result = Result(0.85 + 0.1 * unit(rng), 100 + 100 * unit(rng), 500 + 5000 * unit(rng));
+        t.result.erase("time_to_target_s");
+        t.result["evals"] = json::array();
+        for (int e = 1; e <= 3; ++e) {
+          t.result["evals"].push_back({{"val_accuracy", 0.8 + 0.05 * e * unit(rng)}, {"train_time_s", 10.0 * e}});
+        }
+      }
+      trials.push_back(std::move(t));
+    }
+  }
+  std::shuffle(trials.begin(), trials.end(), rng);
+  return trials;
+}
+
+TEST(BuildReportTest, FrontOnlyIsTheFullReportFiltered) {
+  std::mt19937 rng(11);
+  const std::vector<TrialRecord> trials = RandomTrials(rng, 200);
+  Report full = BuildReport("exp-1", TestSpace(), trials);
+  ReportBuilder builder("exp-1", TestSpace());
+  for (const TrialRecord& t : trials) builder.Add(t);
+  Report front = builder.Build(/*front_only=*/true);
+
+  size_t on_front = 0, infeasible = 0, with_time_to_target = 0;
+  std::vector<ConfigSummary> kept;
+  for (const ConfigSummary& c : full.configs) {
+    on_front += c.on_front;
+    infeasible += !c.feasible;
+    with_time_to_target += c.metrics.count("time_to_target_s");
+    EXPECT_EQ(c.config, json::parse(c.config_key));
+    if (c.is_baseline || c.on_front) kept.push_back(c);
+  }
+  ASSERT_EQ(full.configs.size(), 200u);
+  EXPECT_TRUE(full.configs.front().is_baseline);
+  EXPECT_GT(on_front, 1u);
+  EXPECT_GT(infeasible, 10u);
+  EXPECT_GT(with_time_to_target, 10u);
+  full.configs = kept;
+  EXPECT_EQ(ReportToJson(front).dump(), ReportToJson(full).dump());
 }
 
 TEST(BuildReportTest, MinimizedObjectivesAreInvertedInTheHypervolume) {
