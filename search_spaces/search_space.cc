@@ -852,4 +852,16 @@ bool IsBaseline(const SearchSpace& space, const Config& config) {
   return Apply(space, config, normalized) == normalized;
 }
 
+json GoalsJson(const SearchSpace& space) {
+  json goals = {{"objectives", json::array()}, {"constraints", json::array()}};
+  for (const Objective& o : space.objectives) {
+    goals["objectives"].push_back({{"metric", o.metric}, {"goal", o.maximize ? "maximize" : "minimize"}});
+  }
+  for (const Constraint& c : space.constraints) {
+    goals["constraints"].push_back(
+        {{"metric", c.metric}, {"min", c.min ? json(*c.min) : json()}, {"max", c.max ? json(*c.max) : json()}});
+  }
+  return goals;
+}
+
 }  // namespace frontier

@@ -133,4 +133,9 @@ std::string ConfigKey(const Config& config);
 // every set dimension at the baseline's value.
 bool IsBaseline(const SearchSpace& space, const Config& config);
 
+// The objectives and constraints as stored with an experiment for SQL views:
+// {"objectives": [{"metric", "goal": "maximize"|"minimize"}],
+//  "constraints": [{"metric", "min": number|null, "max": number|null}]}.
+nlohmann::json GoalsJson(const SearchSpace& space);
+
 }  // namespace frontier

@@ -98,6 +98,67 @@ SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, sta
        finished_ms
 FROM trials WHERE result_json <> '';
 )sql",
+    // 4: the experiment's objectives and constraints as JSON (goals_json), and
+    // per-config views: aggregates over seeds (config_results) and the place
+    // on the front (config_front); docs/sql-views.md.
+    R"sql(
+ALTER TABLE experiments ADD COLUMN goals_json TEXT NOT NULL DEFAULT '{}';
+CREATE VIEW config_results AS
+SELECT t.experiment_id, t.config_json, bool_or(t.is_baseline) AS is_baseline, COUNT(*) AS trials,
+       COUNT(*) FILTER (WHERE t.state = 'completed') AS seeds_completed,
+       COUNT(*) FILTER (WHERE t.state IN ('failed', 'diverged')) AS trials_failed,
+       AVG(r.val_accuracy) AS val_accuracy, stddev_samp(r.val_accuracy) AS val_accuracy_std,
+       AVG(r.test_accuracy) AS test_accuracy, stddev_samp(r.test_accuracy) AS test_accuracy_std,
+       AVG(r.val_loss) AS val_loss, stddev_samp(r.val_loss) AS val_loss_std,
+       AVG(r.val_iou) AS val_iou, stddev_samp(r.val_iou) AS val_iou_std,
+       AVG(r.test_iou) AS test_iou, stddev_samp(r.test_iou) AS test_iou_std,
+       AVG(r.test_loss) AS test_loss, stddev_samp(r.test_loss) AS test_loss_std,
+       AVG(r.median_step_time_ms) AS median_step_time_ms, stddev_samp(r.median_step_time_ms) AS median_step_time_ms_std,
+       AVG(r.throughput) AS throughput, stddev_samp(r.throughput) AS throughput_std,
+       AVG(r.mfu) AS mfu, stddev_samp(r.mfu) AS mfu_std,
+       AVG(r.peak_memory_mb) AS peak_memory_mb, stddev_samp(r.peak_memory_mb) AS peak_memory_mb_std,
+       AVG(r.params) AS params
+FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
+GROUP BY t.experiment_id, t.config_json;
+CREATE VIEW config_front AS
+WITH objective AS (
+  SELECT e.id AS experiment_id, o ->> 'metric' AS metric,
+         CASE o ->> 'goal' WHEN 'minimize' THEN -1.0 ELSE 1.0 END AS sign
+  FROM experiments e, jsonb_array_elements(COALESCE(e.goals_json::jsonb -> 'objectives', '[]'::jsonb)) o),
+bound AS (
+  SELECT e.id AS experiment_id, k ->> 'metric' AS metric, (k ->> 'min')::float8 AS low, (k ->> 'max')::float8 AS high
+  FROM experiments e, jsonb_array_elements(COALESCE(e.goals_json::jsonb -> 'constraints', '[]'::jsonb)) k),
+score AS (
+  SELECT c.experiment_id, c.config_json, o.metric, o.sign * CASE o.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END AS score
+  FROM config_results c JOIN objective o ON o.experiment_id = c.experiment_id
+  WHERE c.seeds_completed > 0),
+infeasible AS (
+  SELECT DISTINCT c.experiment_id, c.config_json
+  FROM config_results c JOIN bound b ON b.experiment_id = c.experiment_id
+  WHERE c.seeds_completed > 0 AND (CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END IS NULL OR CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END < b.low OR CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END > b.high)),
+candidate AS (
+  SELECT s.experiment_id, s.config_json FROM score s
+  WHERE NOT EXISTS (SELECT 1 FROM infeasible i WHERE i.experiment_id = s.experiment_id AND i.config_json = s.config_json)
+  GROUP BY s.experiment_id, s.config_json HAVING COUNT(s.score) = COUNT(*)),
+candidate_score AS (
+  SELECT s.* FROM score s JOIN candidate USING (experiment_id, config_json)),
+dominance AS (
+  SELECT a.experiment_id, a.config_json, b.config_json AS other
+  FROM candidate_score a JOIN candidate_score b
+    ON b.experiment_id = a.experiment_id AND b.metric = a.metric AND b.config_json <> a.config_json
+  GROUP BY a.experiment_id, a.config_json, b.config_json
+  HAVING MIN(CASE WHEN b.score >= a.score THEN 1 ELSE 0 END) = 1 AND MAX(CASE WHEN b.score > a.score THEN 1 ELSE 0 END) = 1),
+dominated AS (
+  SELECT experiment_id, config_json, COUNT(*) AS dominated_by FROM dominance GROUP BY experiment_id, config_json)
+SELECT c.*,
+       c.seeds_completed > 0 AND i.config_json IS NULL AS feasible,
+       k.config_json IS NOT NULL AND d.config_json IS NULL AS on_front,
+       CASE WHEN k.config_json IS NULL THEN NULL ELSE COALESCE(d.dominated_by, 0) END AS dominated_by
+FROM config_results c
+LEFT JOIN infeasible i ON i.experiment_id = c.experiment_id AND i.config_json = c.config_json
+LEFT JOIN candidate k ON k.experiment_id = c.experiment_id AND k.config_json = c.config_json
+LEFT JOIN dominated d ON d.experiment_id = c.experiment_id AND d.config_json = c.config_json;
+)sql",
 };
 
 constexpr const char* kTrialColumns =
@@ -130,7 +191,8 @@ TrialRow ReadTrial(const pqxx::row& r) {
   return t;
 }
 
-constexpr const char* kExperimentColumns = "id, name, state, space_yaml, source_name, created_ms, skipped_json";
+constexpr const char* kExperimentColumns =
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json";
 
 ExperimentRecord ReadExperiment(const pqxx::row& r) {
   ExperimentRecord e;
@@ -141,6 +203,7 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
   e.source_name = r[4].as<std::string>();
   e.created_ms = r[5].as<int64_t>();
   for (const auto& item : nlohmann::json::parse(r[6].as<std::string>())) e.skipped.push_back(item.get<std::string>());
+  e.goals_json = r[7].as<std::string>();
   return e;
 }
 
@@ -306,9 +369,10 @@ int PostgresStore::schema_version() {
 std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<TrialRow> trials, int64_t now_ms) {
   return InTransaction("CreateExperiment", [&](pqxx::work& w) {
     const int64_t seq = w.exec_params1(
-                             "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json) "
-                             "VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
-                             e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump())[0]
+                             "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, "
+                             "goals_json) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+                             e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump(),
+                             e.goals_json)[0]
                             .as<int64_t>();
     const std::string id = ExperimentIdFor(seq);
     w.exec_params("UPDATE experiments SET id = $1 WHERE seq = $2", id, seq);

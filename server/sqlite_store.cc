@@ -100,6 +100,68 @@ SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, sta
        finished_ms
 FROM trials WHERE result_json <> '';
 )sql",
+    // 4: the experiment's objectives and constraints as JSON (goals_json), and
+    // per-config views: aggregates over seeds (config_results) and the place
+    // on the front (config_front); docs/sql-views.md.
+    R"sql(
+ALTER TABLE experiments ADD COLUMN goals_json TEXT NOT NULL DEFAULT '{}';
+CREATE VIEW config_results AS
+SELECT t.experiment_id, t.config_json, MAX(t.is_baseline) AS is_baseline, COUNT(*) AS trials,
+       SUM(t.state = 'completed') AS seeds_completed,
+       SUM(t.state IN ('failed', 'diverged')) AS trials_failed,
+       AVG(r.val_accuracy) AS val_accuracy, sqrt(max(0.0, (SUM(r.val_accuracy * r.val_accuracy) - SUM(r.val_accuracy) * SUM(r.val_accuracy) / COUNT(r.val_accuracy)) / (COUNT(r.val_accuracy) - 1))) AS val_accuracy_std,
+       AVG(r.test_accuracy) AS test_accuracy, sqrt(max(0.0, (SUM(r.test_accuracy * r.test_accuracy) - SUM(r.test_accuracy) * SUM(r.test_accuracy) / COUNT(r.test_accuracy)) / (COUNT(r.test_accuracy) - 1))) AS test_accuracy_std,
+       AVG(r.val_loss) AS val_loss, sqrt(max(0.0, (SUM(r.val_loss * r.val_loss) - SUM(r.val_loss) * SUM(r.val_loss) / COUNT(r.val_loss)) / (COUNT(r.val_loss) - 1))) AS val_loss_std,
+       AVG(r.val_iou) AS val_iou, sqrt(max(0.0, (SUM(r.val_iou * r.val_iou) - SUM(r.val_iou) * SUM(r.val_iou) / COUNT(r.val_iou)) / (COUNT(r.val_iou) - 1))) AS val_iou_std,
+       AVG(r.test_iou) AS test_iou, sqrt(max(0.0, (SUM(r.test_iou * r.test_iou) - SUM(r.test_iou) * SUM(r.test_iou) / COUNT(r.test_iou)) / (COUNT(r.test_iou) - 1))) AS test_iou_std,
+       AVG(r.test_loss) AS test_loss, sqrt(max(0.0, (SUM(r.test_loss * r.test_loss) - SUM(r.test_loss) * SUM(r.test_loss) / COUNT(r.test_loss)) / (COUNT(r.test_loss) - 1))) AS test_loss_std,
+       AVG(r.median_step_time_ms) AS median_step_time_ms, sqrt(max(0.0, (SUM(r.median_step_time_ms * r.median_step_time_ms) - SUM(r.median_step_time_ms) * SUM(r.median_step_time_ms) / COUNT(r.median_step_time_ms)) / (COUNT(r.median_step_time_ms) - 1))) AS median_step_time_ms_std,
+       AVG(r.throughput) AS throughput, sqrt(max(0.0, (SUM(r.throughput * r.throughput) - SUM(r.throughput) * SUM(r.throughput) / COUNT(r.throughput)) / (COUNT(r.throughput) - 1))) AS throughput_std,
+       AVG(r.mfu) AS mfu, sqrt(max(0.0, (SUM(r.mfu * r.mfu) - SUM(r.mfu) * SUM(r.mfu) / COUNT(r.mfu)) / (COUNT(r.mfu) - 1))) AS mfu_std,
+       AVG(r.peak_memory_mb) AS peak_memory_mb, sqrt(max(0.0, (SUM(r.peak_memory_mb * r.peak_memory_mb) - SUM(r.peak_memory_mb) * SUM(r.peak_memory_mb) / COUNT(r.peak_memory_mb)) / (COUNT(r.peak_memory_mb) - 1))) AS peak_memory_mb_std,
+       AVG(r.params) AS params
+FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
+GROUP BY t.experiment_id, t.config_json;
+CREATE VIEW config_front AS
+WITH objective AS (
+  SELECT e.id AS experiment_id, json_extract(o.value, '$.metric') AS metric,
+         CASE json_extract(o.value, '$.goal') WHEN 'minimize' THEN -1.0 ELSE 1.0 END AS sign
+  FROM experiments e, json_each(e.goals_json, '$.objectives') o),
+bound AS (
+  SELECT e.id AS experiment_id, json_extract(k.value, '$.metric') AS metric,
+         json_extract(k.value, '$.min') AS low, json_extract(k.value, '$.max') AS high
+  FROM experiments e, json_each(e.goals_json, '$.constraints') k),
+score AS (
+  SELECT c.experiment_id, c.config_json, o.metric, o.sign * CASE o.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END AS score
+  FROM config_results c JOIN objective o ON o.experiment_id = c.experiment_id
+  WHERE c.seeds_completed > 0),
+infeasible AS (
+  SELECT DISTINCT c.experiment_id, c.config_json
+  FROM config_results c JOIN bound b ON b.experiment_id = c.experiment_id
+  WHERE c.seeds_completed > 0 AND (CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END IS NULL OR CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END < b.low OR CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END > b.high)),
+candidate AS (
+  SELECT s.experiment_id, s.config_json FROM score s
+  WHERE NOT EXISTS (SELECT 1 FROM infeasible i WHERE i.experiment_id = s.experiment_id AND i.config_json = s.config_json)
+  GROUP BY s.experiment_id, s.config_json HAVING COUNT(s.score) = COUNT(*)),
+candidate_score AS (
+  SELECT s.* FROM score s JOIN candidate USING (experiment_id, config_json)),
+dominance AS (
+  SELECT a.experiment_id, a.config_json, b.config_json AS other
+  FROM candidate_score a JOIN candidate_score b
+    ON b.experiment_id = a.experiment_id AND b.metric = a.metric AND b.config_json <> a.config_json
+  GROUP BY a.experiment_id, a.config_json, b.config_json
+  HAVING MIN(CASE WHEN b.score >= a.score THEN 1 ELSE 0 END) = 1 AND MAX(CASE WHEN b.score > a.score THEN 1 ELSE 0 END) = 1),
+dominated AS (
+  SELECT experiment_id, config_json, COUNT(*) AS dominated_by FROM dominance GROUP BY experiment_id, config_json)
+SELECT c.*,
+       c.seeds_completed > 0 AND i.config_json IS NULL AS feasible,
+       k.config_json IS NOT NULL AND d.config_json IS NULL AS on_front,
+       CASE WHEN k.config_json IS NULL THEN NULL ELSE COALESCE(d.dominated_by, 0) END AS dominated_by
+FROM config_results c
+LEFT JOIN infeasible i ON i.experiment_id = c.experiment_id AND i.config_json = c.config_json
+LEFT JOIN candidate k ON k.experiment_id = c.experiment_id AND k.config_json = c.config_json
+LEFT JOIN dominated d ON d.experiment_id = c.experiment_id AND d.config_json = c.config_json;
+)sql",
 };
 
 class Statement {
@@ -191,7 +253,8 @@ TrialRow ReadTrial(const Statement& s) {
   return t;
 }
 
-constexpr const char* kExperimentColumns = "id, name, state, space_yaml, source_name, created_ms, skipped_json";
+constexpr const char* kExperimentColumns =
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json";
 
 ExperimentRecord ReadExperiment(const Statement& s) {
   ExperimentRecord e;
@@ -202,6 +265,7 @@ ExperimentRecord ReadExperiment(const Statement& s) {
   e.source_name = s.Text(4);
   e.created_ms = s.Int(5);
   for (const auto& item : nlohmann::json::parse(s.Text(6))) e.skipped.push_back(item.get<std::string>());
+  e.goals_json = s.Text(7);
   return e;
 }
 
@@ -323,14 +387,15 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
   Transaction tx(db_);
   nlohmann::json skipped = e.skipped;
   Statement(db_,
-            "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json) "
-            "VALUES (?, ?, ?, ?, ?, ?)")
+            "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, goals_json) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, e.name)
       .Bind(2, e.state)
       .Bind(3, e.space_yaml)
       .Bind(4, e.source_name)
       .Bind(5, now_ms)
       .Bind(6, skipped.dump())
+      .Bind(7, e.goals_json)
       .Run();
   const int64_t seq = sqlite3_last_insert_rowid(db_);
   const std::string id = ExperimentIdFor(seq);

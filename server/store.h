@@ -49,6 +49,9 @@ struct ExperimentRecord {
   std::string source_name;
   int64_t created_ms = 0;
   std::vector<std::string> skipped;  // configurations filtered at submission, with reasons
+  // The objectives and constraints, for the config_front view (GoalsJson in
+  // search_space.h); written at creation only.
+  std::string goals_json = "{}";
 };
 
 struct TrialRow {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "tests/server/config_views.h"
 #include "tests/server/postgres_server.h"
 #include "tests/server/store_conformance.h"
 
@@ -30,7 +31,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
   std::string id;
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 3);
+    EXPECT_EQ(store.schema_version(), 4);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -38,7 +39,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   PostgresStore again(url);
-  EXPECT_EQ(again.schema_version(), 3);
+  EXPECT_EQ(again.schema_version(), 4);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
 }
 
@@ -66,6 +67,33 @@ TEST(PostgresStoreTest, ResultsViewExtractsMetrics) {
   ASSERT_NE(fgets(line, sizeof line, p), nullptr);
   pclose(p);
   EXPECT_STREQ(line, "0.875|12.5|1024\n");
+}
+
+TEST(PostgresStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
+  const std::string url = FreshDatabase();
+  PostgresStore store(url);
+  const std::string id = testing::FillConfigFrontFixture(store);
+  EXPECT_NE(store.GetExperiment(id)->goals_json.find("peak_memory_mb"), std::string::npos);
+  // Through psql, as a user would: unaligned, tuples only, '|' between columns.
+  const std::string cmd = "/usr/bin/psql -At '" + url + "' -c \"" + testing::ConfigFrontQuery(id) + "\"";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::vector<std::vector<std::string>> rows;
+  char line[4096];
+  while (fgets(line, sizeof line, p) != nullptr) {
+    std::string text(line);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    std::vector<std::string> row;
+    size_t start = 0;
+    for (size_t bar = text.find('|'); bar != std::string::npos; bar = text.find('|', start)) {
+      row.push_back(text.substr(start, bar - start));
+      start = bar + 1;
+    }
+    row.push_back(text.substr(start));
+    rows.push_back(row);
+  }
+  pclose(p);
+  testing::CheckConfigFront(rows);
 }
 
 TEST(PostgresStoreTest, ConnectionLossIsAStoreErrorAndRecovers) {
