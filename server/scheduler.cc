@@ -16,10 +16,11 @@ std::string GroupKey(const std::string& config_key, int steps) {
   return config_key + "@" + std::to_string(steps);
 }
 
-// The trials of `config` at `steps`, one per seed 1..repeats.
-std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, int steps) {
+// The trials of `config` at `steps`, one per seed first_seed..last_seed.
+std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, int steps, int first_seed,
+                                int last_seed) {
   std::vector<TrialRow> rows;
-  for (int seed = 1; seed <= space.repeats; ++seed) {
+  for (int seed = first_seed; seed <= last_seed; ++seed) {
     TrialSpec spec = MakeTrialSpec(space, config, seed, "");
     spec.task.steps = steps;
     TrialRow row;
@@ -67,10 +68,14 @@ struct Scheduler::Search {
     std::vector<int64_t> seeds;          // of trial_ids
     std::map<std::string, TrialOutcome> ended;  // final trials by id, until the strategy is told
     bool told = false;                   // the strategy has its evaluation
+    bool stopped = false;                // a seed ended as stopped
 
-    // The evaluation for the strategy, once, when every seed has ended.
-    std::optional<Evaluation> TakeEvaluation() {
+    // The evaluation for the strategy, once, when every seed has ended: every
+    // seed 1..repeats, or, under ASHA's delayed seeds, the first seed alone
+    // when it was stopped (the later ones are never run).
+    std::optional<Evaluation> TakeEvaluation(int repeats) {
       if (told || ended.size() < trial_ids.size()) return std::nullopt;
+      if (trial_ids.size() < static_cast<size_t>(repeats) && !stopped) return std::nullopt;
       Evaluation evaluation{config, steps, {}};
       for (const std::string& id : trial_ids) evaluation.trials.push_back(std::move(ended.at(id)));
       ended.clear();
@@ -105,6 +110,7 @@ struct Scheduler::Search {
       group_of[row.id] = key;
       if (trial_state::IsFinal(row.state)) {
         it->second.ended[row.id] = OutcomeOf(row);
+        if (row.state == trial_state::kStopped) it->second.stopped = true;
       } else {
         open.insert(row.id);
       }
@@ -121,8 +127,30 @@ struct Scheduler::Search {
     if (group.told) return std::nullopt;
     const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
     outcome.seed = group.seeds.at(index);
+    if (outcome.state == trial_state::kStopped) group.stopped = true;
     group.ended[trial_id] = std::move(outcome);
-    return group.TakeEvaluation();
+    return group.TakeEvaluation(space.repeats);
+  }
+
+  // Under ASHA a configuration's later seeds (2..repeats) wait for its first
+  // seed: they are added once it passed the first rung, or ended otherwise
+  // than stopped (completed, diverged or failed before the rung), and never
+  // when it was stopped. The baseline runs every seed at once.
+  bool DelaysSeeds() const { return stopping && !stopping->rungs().empty() && space.repeats > 1; }
+  int LastSeedAtFirst(bool baseline) const { return DelaysSeeds() && !baseline ? 1 : space.repeats; }
+
+  // The seeds of group `key` to add now (empty when none is due).
+  std::vector<int> DueSeeds(const std::string& key) const {
+    const Group& group = groups.at(key);
+    if (group.baseline || group.stopped || group.trial_ids.size() >= static_cast<size_t>(space.repeats)) return {};
+    bool due = stopping && stopping->PassedFirstRung(ConfigKey(group.config));
+    for (const auto& [id, outcome] : group.ended) due = due || outcome.state != trial_state::kStopped;
+    if (!due) return {};
+    std::vector<int> seeds;
+    for (int seed = 1; seed <= space.repeats; ++seed) {
+      if (std::find(group.seeds.begin(), group.seeds.end(), seed) == group.seeds.end()) seeds.push_back(seed);
+    }
+    return seeds;
   }
 };
 
@@ -161,9 +189,9 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
   experiment.space_yaml = space_yaml;
   experiment.source_name = source_name;
   experiment.skipped = search->strategy->Skipped();
-  std::vector<TrialRow> trials = TrialRows(space, Config::object(), FullSteps(space));
+  std::vector<TrialRow> trials = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
   for (const Proposal& p : proposals) {
-    std::vector<TrialRow> rows = TrialRows(space, p.config, p.steps);
+    std::vector<TrialRow> rows = TrialRows(space, p.config, p.steps, 1, search->LastSeedAtFirst(false));
     trials.insert(trials.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
   std::string id;
@@ -198,7 +226,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   std::vector<StoredProposal> history;
   for (const std::string& key : search->group_order) {
     Search::Group& group = search->groups.at(key);
-    std::optional<Evaluation> evaluation = group.TakeEvaluation();
+    std::optional<Evaluation> evaluation = group.TakeEvaluation(search->space.repeats);
     if (group.baseline) {
       if (evaluation) baseline = std::move(evaluation);
     } else {
@@ -230,8 +258,24 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
 
   Search* loaded = search.get();
   searches_[experiment_id] = std::move(search);
+  // Later seeds that became due before the restart but were not stored.
+  for (const std::string& key : std::vector<std::string>(loaded->group_order)) AddDueSeeds(experiment_id, *loaded, key);
   AddProposals(experiment_id, *loaded, beyond);
   return loaded;
+}
+
+void Scheduler::AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key) {
+  const std::vector<int> seeds = search.DueSeeds(group_key);
+  if (seeds.empty()) return;
+  const Search::Group& group = search.groups.at(group_key);
+  std::vector<TrialRow> rows;
+  for (int seed : seeds) {
+    std::vector<TrialRow> one = TrialRows(search.space, group.config, group.steps, seed, seed);
+    rows.insert(rows.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
+  }
+  const std::vector<std::string> ids = store_.AddTrials(experiment_id, rows, clock_.NowMs());
+  for (size_t i = 0; i < rows.size() && i < ids.size(); ++i) rows[i].id = ids[i];
+  search.Index(rows);
 }
 
 void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
@@ -239,7 +283,7 @@ void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
   std::vector<TrialRow> rows;
   for (const Proposal& p : proposals) {
     if (search.groups.count(GroupKey(ConfigKey(p.config), p.steps))) continue;  // stored already
-    std::vector<TrialRow> more = TrialRows(search.space, p.config, p.steps);
+    std::vector<TrialRow> more = TrialRows(search.space, p.config, p.steps, 1, search.LastSeedAtFirst(false));
     rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
   if (rows.empty()) return;
@@ -255,7 +299,11 @@ void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
   const std::string experiment_id = ExperimentOfTrial(trial_id);
   Search* search = SearchOf(experiment_id);
   if (!search) return;
-  if (std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome))) {
+  const auto key = search->group_of.find(trial_id);
+  const std::string group_key = key != search->group_of.end() ? key->second : "";
+  std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome));
+  if (!group_key.empty()) AddDueSeeds(experiment_id, *search, group_key);
+  if (evaluation) {
     search->strategy->Tell(*evaluation);
     AddProposals(experiment_id, *search, search->strategy->Ask());
   }
@@ -286,9 +334,32 @@ std::string Scheduler::RegisterWorker(WorkerRecord worker) {
 }
 
 std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
-  auto trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
-  if (trial) Changed();
+  bool changed = false;
+  std::optional<TrialRow> trial;
+  for (;;) {
+    trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
+    if (!trial) break;
+    changed = true;
+    if (trial->is_baseline || !EndedUnrun(*trial)) break;
+  }
+  if (changed) Changed();
   return trial;
+}
+
+bool Scheduler::EndedUnrun(const TrialRow& trial) {
+  std::lock_guard<std::mutex> lock(search_mu_);
+  Search* search = SearchOf(ExperimentOfTrial(trial.id));
+  if (!search || !search->stopping) return false;
+  const std::optional<StopDecision> stopped = search->stopping->Stopped(trial.config_json);
+  if (!stopped) return false;
+  const Transition t = store_.FinishTrial(trial.id, trial.attempt, trial_state::kStopped, "",
+                                          "stopped: " + stopped->reason, clock_.NowMs());
+  if (t == Transition::kApplied) {
+    TrialOutcome outcome;
+    outcome.state = trial_state::kStopped;
+    TrialEnded(trial.id, std::move(outcome));
+  }
+  return true;
 }
 
 bool Scheduler::ExperimentCancelled(const std::string& experiment_id) {
@@ -349,6 +420,8 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
     const StopDecision decision = search->stopping->Observe(RunningTrialOf(*trial), event);
     reply.stop = decision.stop;
     reply.reason = decision.reason;
+    const auto key = search->group_of.find(trial_id);
+    if (key != search->group_of.end()) AddDueSeeds(experiment_id, *search, key->second);
   }
   return reply;
 }

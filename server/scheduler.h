@@ -52,7 +52,9 @@ class Scheduler {
 
   // Parses and validates the search space and creates the experiment with
   // its first trials: the baseline and every configuration the strategy
-  // proposes at once, each at seeds 1..repeats, and the configurations the
+  // proposes at once, each at seeds 1..repeats (under ASHA a configuration
+  // starts with seed 1 alone: its later seeds are added once seed 1 passed
+  // the first rung, never when it was stopped there), and the configurations the
   // strategy passed over as skipped (with their reasons). Adaptive
   // strategies propose more as outcomes come in. Throws SpaceError.
   ExperimentRecord Submit(const std::string& space_yaml, const std::string& source_name);
@@ -62,6 +64,8 @@ class Scheduler {
 
   std::string RegisterWorker(WorkerRecord worker);
   // The next pending trial, leased to the worker; nullopt when none is pending.
+  // A trial of a configuration ASHA has stopped at a rung (a later seed still
+  // pending) is ended as stopped instead of being handed out.
   std::optional<TrialRow> Lease(const std::string& worker_id);
   HeartbeatReply Heartbeat(const std::string& worker_id, const std::string& trial_id, int attempt);
   // Records a progress event. The reply says stop when the lease is not this
@@ -91,11 +95,17 @@ class Scheduler {
   struct Search;  // one running experiment's strategy, early stopping and trial groups
 
   void Changed();
+  // Ends a trial just leased as stopped, without running it, when ASHA
+  // stopped its configuration at a rung (a later seed that was still
+  // pending); true when it did. Takes search_mu_.
+  bool EndedUnrun(const TrialRow& trial);
   // The following require search_mu_.
   void CompleteFinishedExperiments();
   Search* SearchOf(const std::string& experiment_id);
   void TrialEnded(const std::string& trial_id, TrialOutcome outcome);
   void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);
+  // Adds the later seeds of a configuration that ASHA held back, once due (Search::DueSeeds).
+  void AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key);
   bool ExperimentCancelled(const std::string& experiment_id);
 
   Store& store_;

@@ -419,6 +419,13 @@ EarlyStopping::EarlyStopping(const SearchSpace& space, AshaOptions options) : as
 
 StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event) {
   if (!event.is_object()) return {};
+  if (!trial.is_baseline) {
+    // A seed of a configuration stopped at a rung would stop there: it stops now.
+    if (std::optional<StopDecision> stopped = asha_.Stopped(trial.config_key)) {
+      median_step_ms_.erase(trial.trial_id);
+      return *stopped;
+    }
+  }
   const std::string kind = event.value("event", "");
   const std::optional<double> step = MetricOf(event, "step");
   if (kind == "progress") {
@@ -449,6 +456,12 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
       asha_.Report(trial.config_key, trial.seed, static_cast<int>(*step), fitness, !trial.is_baseline);
   if (decision.stop) median_step_ms_.erase(trial.trial_id);
   return decision;
+}
+
+bool EarlyStopping::PassedFirstRung(const std::string& config_key) const {
+  if (asha_.rungs().empty()) return false;
+  const std::optional<StopDecision> decision = asha_.Decision(config_key, asha_.rungs().front());
+  return decision && !decision->stop;
 }
 
 std::unique_ptr<EarlyStopping> MakeEarlyStopping(const SearchSpace& space) {

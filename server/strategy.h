@@ -109,13 +109,23 @@ struct RunningTrial {
 // during training (val_accuracy, val_loss; throughput and step_time_ms from
 // the trial's latest progress event's median_step_time_ms, or its mean step
 // time train_time_s / step when none came) and AshaStopper decides whether
-// the trial goes on. Other events continue. Not thread-safe.
+// the trial goes on. Once a configuration was stopped at a rung, any event
+// of its other seeds stops them too (they would stop at that rung), without
+// scoring them; the baseline is never stopped. Other events continue. Not
+// thread-safe.
 class EarlyStopping {
  public:
   EarlyStopping(const SearchSpace& space, AshaOptions options);
   const std::vector<int>& rungs() const { return asha_.rungs(); }
   // `event`: one frontier-trial output line (docs/trial-output.md).
   StopDecision Observe(const RunningTrial& trial, const nlohmann::json& event);
+  // True once a seed of the configuration passed the first rung (the
+  // decision there was to continue); false while none reached it or when it
+  // was stopped there. Without rungs, false.
+  bool PassedFirstRung(const std::string& config_key) const;
+  // The decision that stopped the configuration at a rung, if one did: its
+  // other seeds stop too (Observe stops them at their next event).
+  std::optional<StopDecision> Stopped(const std::string& config_key) const { return asha_.Stopped(config_key); }
 
  private:
   std::vector<Objective> objectives_;    // those measurable at rungs

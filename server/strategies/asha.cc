@@ -75,4 +75,20 @@ StopDecision AshaStopper::Report(const std::string& config, int64_t seed, int st
   return entry.decision;
 }
 
+std::optional<StopDecision> AshaStopper::Decision(const std::string& config, int step) const {
+  const auto rung = by_step_.find(step);
+  if (rung == by_step_.end()) return std::nullopt;
+  const auto it = rung->second.index.find(config);
+  if (it == rung->second.index.end()) return std::nullopt;
+  return rung->second.entries[it->second].decision;
+}
+
+std::optional<StopDecision> AshaStopper::Stopped(const std::string& config) const {
+  for (const auto& [step, rung] : by_step_) {  // by step, lowest first
+    const auto it = rung.index.find(config);
+    if (it != rung.index.end() && rung.entries[it->second].decision.stop) return rung.entries[it->second].decision;
+  }
+  return std::nullopt;
+}
+
 }  // namespace frontier

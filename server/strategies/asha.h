@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,14 @@ class AshaStopper {
   // A seed that reports a rung again (a retried attempt) replaces its fitness.
   StopDecision Report(const std::string& config, int64_t seed, int step, const Fitness& fitness,
                       bool may_stop);
+
+  // The decision for `config` at rung `step`: nullopt until a seed of it
+  // reported there.
+  std::optional<StopDecision> Decision(const std::string& config, int step) const;
+  // The decision that stopped `config` at its lowest rung where one did:
+  // every seed of it stops there, so a seed below that rung can stop at once.
+  // nullopt while no rung stopped it.
+  std::optional<StopDecision> Stopped(const std::string& config) const;
 
  private:
   struct Entry {

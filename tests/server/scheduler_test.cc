@@ -362,6 +362,147 @@ TEST_F(SchedulerTest, AshaDecisionsAreRebuiltAfterARestart) {
   EXPECT_EQ(store_.ListTrials(id).size(), 4u);
 }
 
+// A progress event at `step` (no step time: the eval events' train_time_s give every trial the same speed).
+std::string ProgressAt(int step) { return nlohmann::json{{"event", "progress"}, {"step", step}}.dump(); }
+
+// Every trial as "config seed state", in creation order.
+std::vector<std::string> TrialTable(Store& store, const std::string& id) {
+  std::vector<std::string> table;
+  for (const TrialRow& t : store.ListTrials(id)) {
+    table.push_back(t.id + " " + t.config_json + " " + std::to_string(t.seed) + " " + t.state);
+  }
+  return table;
+}
+
+// A scripted ASHA run with delayed seeds: 4 configurations P, Q, R, S (in
+// queue order) and the baseline, 2 seeds, rungs 10 and 20, eta 2, every trial
+// equally fast (accuracy decides). `restart_before` lists the steps before
+// which the coordinator restarts (a fresh Scheduler over the same store);
+// with `lost_reply`, P's first-rung report is recorded but the coordinator
+// stops before deciding on it (and adding P's second seed), and restarts.
+// Returns the trial table at the end.
+std::vector<std::string> RunDelayedSeedsScript(SqliteStore& store, FakeClock& clock, SchedulerOptions options,
+                                               std::set<int> restart_before, bool lost_reply = false) {
+  auto scheduler = std::make_unique<Scheduler>(store, clock, options);
+  const std::string id =
+      scheduler->Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 4, seed: 1}", 2), "search.yaml")
+          .id;
+  int step = 0;
+  const auto next = [&] {
+    if (restart_before.count(++step)) scheduler = std::make_unique<Scheduler>(store, clock, options);
+    clock.now += 1000;
+  };
+  const auto progress = [&](const TrialRow& t, const std::string& event) {
+    ++clock.now;  // every event at its own millisecond: the restart replays them in this order
+    return scheduler->Progress("w1", t.id, t.attempt, event);
+  };
+  const auto lease = [&] {
+    std::optional<TrialRow> t = scheduler->Lease("w1");
+    EXPECT_TRUE(t.has_value());
+    return t.value_or(TrialRow{});
+  };
+  const auto stop = [&](const TrialRow& t, const ProgressReply& reply) {
+    EXPECT_TRUE(reply.stop) << t.config_json << " seed " << t.seed;
+    EXPECT_EQ(scheduler->Fail("w1", t.id, t.attempt, "stopped: " + reply.reason, false, ""), Transition::kApplied);
+  };
+  const auto seeds_of = [&](const std::string& config) {
+    std::vector<int64_t> seeds;
+    for (const TrialRow& t : store.ListTrials(id)) {
+      if (t.config_json == config) seeds.push_back(t.seed);
+    }
+    return seeds;
+  };
+
+  // The baseline runs both seeds at once; each configuration its first seed only.
+  EXPECT_EQ(store.ListTrials(id).size(), 6u);
+  for (int seed = 1; seed <= 2; ++seed) {
+    next();
+    const TrialRow b = lease();
+    EXPECT_TRUE(b.is_baseline);
+    EXPECT_FALSE(progress(b, Eval(10, 0.2)).stop);
+    EXPECT_FALSE(progress(b, Eval(20, 0.2)).stop);
+    EXPECT_EQ(scheduler->Complete("w1", b.id, b.attempt, ResultFor(b.config_json)), Transition::kApplied);
+  }
+  next();  // step 3: P's first seed passes the first rung; then its second seed is queued.
+  const TrialRow p1 = lease();
+  EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1}));
+  if (lost_reply) {
+    EXPECT_TRUE(store.RecordProgress({p1.id, p1.attempt, 10, Eval(10, 0.6), clock.now}, "w1",
+                                     clock.now + options.lease_timeout_ms));
+    scheduler = std::make_unique<Scheduler>(store, clock, options);
+    EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1}));  // not loaded yet
+  } else {
+    EXPECT_FALSE(progress(p1, Eval(10, 0.6)).stop);
+    EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1, 2}));
+  }
+  next();  // Q: 2nd of 3 at rung 10 (the best 1 continue), dominated: stopped; its second seed never runs.
+  const TrialRow q1 = lease();
+  EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1, 2}));  // rebuilt from the stored event
+  stop(q1, progress(q1, Eval(10, 0.4)));
+  next();  // R: 1st of 4, and S: 2nd of 5 (the best 2 continue).
+  const TrialRow r1 = lease();
+  EXPECT_FALSE(progress(r1, Eval(10, 0.7)).stop);
+  const TrialRow s1 = lease();
+  EXPECT_FALSE(progress(s1, Eval(10, 0.65)).stop);
+  next();  // The second seeds, queued behind every first seed, in the order their first seeds passed.
+  const TrialRow p2 = lease();
+  EXPECT_EQ(p2.config_json, p1.config_json);
+  EXPECT_EQ(p2.seed, 2);
+  EXPECT_FALSE(progress(p2, Eval(10, 0.6)).stop);
+  next();  // Rung 20: P 1st of 2; R 2nd of 3, stopped.
+  EXPECT_FALSE(progress(p1, Eval(20, 0.5)).stop);
+  stop(r1, progress(r1, Eval(20, 0.3)));
+  next();  // R's second seed, still pending, is ended as stopped without running: S's comes instead.
+  const TrialRow s2 = lease();
+  EXPECT_EQ(s2.config_json, s1.config_json);
+  EXPECT_EQ(s2.seed, 2);
+  next();  // S: 3rd of 4 at rung 20, stopped; its running second seed stops at its next report.
+  const ProgressReply s_at_20 = progress(s1, Eval(20, 0.25));
+  stop(s1, s_at_20);
+  const ProgressReply s2_next = progress(s2, ProgressAt(5));
+  EXPECT_EQ(s2_next.reason, s_at_20.reason);
+  stop(s2, s2_next);
+  next();  // P goes on to the end at both seeds.
+  EXPECT_FALSE(progress(p2, ProgressAt(15)).stop);
+  EXPECT_FALSE(progress(p2, Eval(20, 0.5)).stop);
+  for (const TrialRow& p : {p1, p2}) {
+    EXPECT_EQ(scheduler->Complete("w1", p.id, p.attempt, ResultFor(p.config_json)), Transition::kApplied);
+  }
+  EXPECT_FALSE(scheduler->Lease("w1").has_value());
+  EXPECT_EQ(store.GetExperiment(id)->state, "completed");
+
+  std::map<std::string, std::vector<std::string>> ended;  // config -> states by seed
+  for (const TrialRow& t : store.ListTrials(id)) ended[t.config_json].push_back(t.state);
+  EXPECT_EQ(ended.at("{}"), (std::vector<std::string>{"completed", "completed"}));
+  EXPECT_EQ(ended.at(p1.config_json), (std::vector<std::string>{"completed", "completed"}));
+  EXPECT_EQ(ended.at(q1.config_json), (std::vector<std::string>{"stopped"}));
+  EXPECT_EQ(ended.at(r1.config_json), (std::vector<std::string>{"stopped", "stopped"}));
+  EXPECT_EQ(ended.at(s1.config_json), (std::vector<std::string>{"stopped", "stopped"}));
+  const std::optional<TrialRow> r2 = store.GetTrial(store.ListTrials(id)[7].id);
+  EXPECT_EQ(r2->config_json, r1.config_json);
+  EXPECT_EQ(r2->error.rfind("stopped: asha: at step 20", 0), 0u) << r2->error;
+  EXPECT_TRUE(store.ListProgress(r2->id).empty());  // never ran
+  return TrialTable(store, id);
+}
+
+TEST_F(SchedulerTest, AshaRunsLaterSeedsOnlyAfterTheFirstSeedPassedTheFirstRung) {
+  const std::vector<std::string> table = RunDelayedSeedsScript(store_, clock_, Options(), {});
+  EXPECT_EQ(table.size(), 9u);  // Q's second seed was never added
+}
+
+TEST_F(SchedulerTest, AshaDelayedSeedsAreRebuiltAfterARestart) {
+  SqliteStore reference_store(":memory:");
+  FakeClock reference_clock;
+  const std::vector<std::string> reference = RunDelayedSeedsScript(reference_store, reference_clock, Options(), {});
+  // Restarted before every step: the same decisions, trials and states.
+  EXPECT_EQ(RunDelayedSeedsScript(store_, clock_, Options(), {1, 2, 3, 4, 5, 6, 7, 8, 9}), reference);
+  // A coordinator that stopped after recording a first-rung report but
+  // before adding the second seed adds it when it reloads the search.
+  SqliteStore lost_store(":memory:");
+  FakeClock lost_clock;
+  EXPECT_EQ(RunDelayedSeedsScript(lost_store, lost_clock, Options(), {}, /*lost_reply=*/true), reference);
+}
+
 TEST_F(SchedulerTest, ACancelledSearchProposesNothingMore) {
   const std::string id =
       scheduler_

@@ -376,6 +376,27 @@ TEST(AshaTest, TheExtremesOfTheFirstFrontAlwaysContinue) {
   EXPECT_FALSE(asha.Report("B", 1, 30, AccuracyAndSpeed(0.50, 280), true).stop);
 }
 
+TEST(AshaTest, KeepsEachConfigurationsDecisionPerRung) {
+  AshaStopper asha({10, 2, 40});  // rungs 10, 20
+  EXPECT_FALSE(asha.Decision("A", 10).has_value());
+  EXPECT_FALSE(asha.Report("A", 1, 10, Accuracy(0.5), true).stop);
+  EXPECT_TRUE(asha.Report("B", 1, 10, Accuracy(0.4), true).stop);
+  ASSERT_TRUE(asha.Decision("A", 10).has_value());
+  EXPECT_FALSE(asha.Decision("A", 10)->stop);
+  EXPECT_TRUE(asha.Decision("B", 10)->stop);
+  EXPECT_FALSE(asha.Decision("A", 20).has_value());
+  EXPECT_FALSE(asha.Decision("A", 15).has_value());  // not a rung
+  // Stopped: the decision of the rung that stopped the configuration.
+  EXPECT_FALSE(asha.Stopped("A").has_value());
+  ASSERT_TRUE(asha.Stopped("B").has_value());
+  EXPECT_EQ(asha.Stopped("B")->reason, "asha: at step 10 ranked 2 of 2 configurations; the best 1 continue");
+  EXPECT_FALSE(asha.Report("C", 1, 10, Accuracy(0.6), true).stop);
+  EXPECT_FALSE(asha.Report("C", 1, 20, Accuracy(0.6), true).stop);
+  EXPECT_TRUE(asha.Report("A", 1, 20, Accuracy(0.3), true).stop);
+  EXPECT_EQ(asha.Stopped("A")->reason, "asha: at step 20 ranked 2 of 2 configurations; the best 1 continue");
+  EXPECT_FALSE(asha.Stopped("C").has_value());
+}
+
 TEST(AshaTest, InfeasibleConfigurationsAreNeverExtremes) {
   AshaStopper asha({10, 3, 30});  // one rung
   EXPECT_FALSE(asha.Report("A", 1, 10, AccuracyAndSpeed(0.5, 100), true).stop);
@@ -782,6 +803,41 @@ TEST(EarlyStoppingTest, DecidesAtRungsFromEvalAndProgressEvents) {
   EXPECT_FALSE(stopping->Observe(base, eval(10, 0.1, 9.0)).stop);
   EXPECT_FALSE(stopping->Observe(a, eval(15, 0.1, 9.0)).stop);
   EXPECT_FALSE(stopping->Observe(a, json{{"event", "start"}}).stop);
+}
+
+TEST(EarlyStoppingTest, LaterSeedsOfAStoppedConfigurationStopAtTheirNextEvent) {
+  const SearchSpace space = Space("{name: asha, min_steps: 10, eta: 2}");  // rungs 10, 20
+  std::unique_ptr<EarlyStopping> stopping = MakeEarlyStopping(space);
+  auto eval = [](int step, double accuracy) {
+    return json{{"event", "eval"}, {"step", step}, {"val_accuracy", accuracy}, {"train_time_s", step * 0.01}};
+  };
+  const json progress = {{"event", "progress"}, {"step", 5}, {"median_step_time_ms", 10.0}};
+  const RunningTrial a1{"t1", "A", 1, false, 8}, a2{"t2", "A", 2, false, 8}, b1{"t3", "B", 1, false, 8},
+      b2{"t4", "B", 2, false, 8};
+  EXPECT_FALSE(stopping->PassedFirstRung("A"));
+  EXPECT_FALSE(stopping->Observe(a1, eval(10, 0.6)).stop);
+  EXPECT_TRUE(stopping->PassedFirstRung("A"));
+  EXPECT_FALSE(stopping->Observe(b1, eval(10, 0.7)).stop);
+  EXPECT_TRUE(stopping->PassedFirstRung("B"));
+  // A's second seed runs while A goes on.
+  EXPECT_FALSE(stopping->Observe(a2, progress).stop);
+  EXPECT_FALSE(stopping->Stopped("A").has_value());
+  // A stops at rung 20: its second seed, at step 5, stops at its next event
+  // with A's reason, and is not scored at any rung.
+  EXPECT_FALSE(stopping->Observe(b1, eval(20, 0.8)).stop);
+  const StopDecision a_at_20 = stopping->Observe(a1, eval(20, 0.5));
+  ASSERT_TRUE(a_at_20.stop);
+  EXPECT_TRUE(stopping->PassedFirstRung("A"));  // it did pass the first rung
+  const StopDecision a2_next = stopping->Observe(a2, progress);
+  EXPECT_TRUE(a2_next.stop);
+  EXPECT_EQ(a2_next.reason, a_at_20.reason);
+  EXPECT_EQ(stopping->Observe(a2, eval(10, 0.99)).reason, a_at_20.reason);
+  // B's second seed is not affected.
+  EXPECT_FALSE(stopping->Observe(b2, progress).stop);
+  EXPECT_FALSE(stopping->Observe(b2, eval(10, 0.1)).stop);
+  // Stopped at the first rung: it never passed it.
+  EXPECT_TRUE(stopping->Observe({"t5", "C", 1, false, 8}, eval(10, 0.1)).stop);
+  EXPECT_FALSE(stopping->PassedFirstRung("C"));
 }
 
 }  // namespace
