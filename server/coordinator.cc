@@ -238,7 +238,7 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
       const auto t0 = Clock::now();
       const SearchSpace space = ParseStoredSearchSpace(e->space_yaml, e->source_name);
       const auto t1 = Clock::now();
-      // Each row is parsed, reduced to what the report reads and released in turn.
+      // Each row is read for what the report needs and released in turn.
       ReportBuilder builder(e->id, space);
       std::vector<TrialRow> rows = store_.ListTrialOutcomes(e->id);
       const auto t2 = Clock::now();
@@ -249,9 +249,8 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
         r.is_baseline = row.is_baseline;
         r.seed = row.seed;
         r.state = std::move(row.state);
-        if (!row.result_json.empty()) r.result = nlohmann::json::parse(row.result_json);
+        builder.Add(std::move(r), row.result_json);
         row = TrialRow();
-        builder.Add(std::move(r));
       }
       rows.clear();
       rows.shrink_to_fit();

@@ -1119,61 +1119,200 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
 
 ReportBuilder::~ReportBuilder() = default;
 
+// What the report reads of one trial result.
+struct ResultFacts {
+  std::vector<double> values;  // by metric index; NaN when absent
+  bool has_evals = false;      // "evals" is a list
+  std::vector<std::pair<double, double>> evals;  // (train_time_s, parity metric) per evaluation with both
+  std::optional<std::string> verdict;
+  std::string bottleneck_summary;
+  json profile;  // the profiled seed's entry in ConfigSummary::profiles; null when not profiled
+};
+
+namespace {
+
+// The profiles entry of a result's "profile" section.
+json ProfileEntry(const std::string& trial_id, const json& profile) {
+  json top = json::array();
+  for (const json& op : profile.value("top_operators", json::array())) {
+    if (top.size() == 5) break;
+    top.push_back({{"name", op.value("name", "")}, {"class", op.value("class", "")}, {"share", op.value("share", 0.0)}});
+  }
+  json entry = {{"trial_id", trial_id},
+                {"tool", profile.value("tool", "")},
+                {"host", profile.value("host", "")},
+                {"trace", profile.value("trace", profile.value("report", ""))},
+                {"top_operators", top}};
+  if (profile.contains("error")) entry["error"] = profile["error"];
+  return entry;
+}
+
+void ReadFacts(const json& result, const std::vector<std::vector<std::string>>& paths,
+               const std::vector<std::string>& parity_path, const std::string& trial_id, ResultFacts& facts) {
+  if (!result.is_object()) return;
+  for (size_t m = 0; m < paths.size(); ++m) {
+    if (std::optional<double> v = ValueAt(result, paths[m])) facts.values[m] = *v;
+  }
+  auto evals = result.find("evals");
+  if (evals != result.end() && evals->is_array()) {
+    facts.has_evals = true;
+    for (const json& e : *evals) {
+      const std::optional<double> value = ValueAt(e, parity_path);
+      auto seconds = e.is_object() ? e.find("train_time_s") : e.end();
+      if (value && seconds != e.end() && seconds->is_number()) facts.evals.emplace_back(seconds->get<double>(), *value);
+    }
+  }
+  const json& bottleneck = result.value("bottleneck", json());
+  if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
+    facts.verdict = bottleneck["verdict"].get<std::string>();
+    facts.bottleneck_summary = bottleneck.value("summary", "");
+  }
+  const json& profile = result.value("profile", json());
+  if (profile.is_object()) facts.profile = ProfileEntry(trial_id, profile);
+}
+
+// ReadFacts on the JSON text without building the document: a SAX pass that
+// keeps the numbers at the metrics' paths, the evaluations' parity metric and
+// time, and the bottleneck verdict.
+class FactsReader final : public nlohmann::json_sax<json> {
+ public:
+  FactsReader(const std::vector<std::vector<std::string>>& paths, const std::string& parity_metric,
+              ResultFacts& facts)
+      : paths_(paths), parity_metric_(parity_metric), facts_(facts) {}
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return Number(v); }
+  bool string(string_t& v) override {
+    if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "bottleneck") {
+      if (levels_[1].key == "verdict") facts_.verdict = v;
+      if (levels_[1].key == "summary") facts_.bottleneck_summary = v;
+    }
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    levels_.push_back({false, {}});
+    if (InEvaluation()) evaluation_ = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+    return true;
+  }
+  bool key(string_t& k) override {
+    levels_.back().key = k;
+    return true;
+  }
+  bool end_object() override {
+    if (InEvaluation() && !std::isnan(evaluation_.first) && !std::isnan(evaluation_.second)) {
+      facts_.evals.push_back(evaluation_);
+    }
+    levels_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (levels_.size() == 1 && levels_[0].key == "evals") facts_.has_evals = true;
+    levels_.push_back({true, {}});
+    return true;
+  }
+  bool end_array() override {
+    levels_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) override {
+    throw std::invalid_argument("trial result is not valid JSON at byte " + std::to_string(position) + " ('" +
+                                token + "'): " + e.what());
+  }
+
+ private:
+  struct Level {
+    bool array;
+    std::string key;  // objects: the key of the value being read
+  };
+
+  // Inside an element of the top-level "evals" list.
+  bool InEvaluation() const {
+    return levels_.size() == 3 && !levels_[0].array && levels_[0].key == "evals" && levels_[1].array &&
+           !levels_[2].array;
+  }
+
+  bool Number(double v) {
+    if (InEvaluation()) {
+      if (levels_[2].key == "train_time_s") evaluation_.first = v;
+      if (levels_[2].key == parity_metric_ && std::isfinite(v)) evaluation_.second = v;
+      return true;
+    }
+    if (!std::isfinite(v)) return true;
+    for (size_t m = 0; m < paths_.size(); ++m) {
+      const std::vector<std::string>& path = paths_[m];
+      if (path.size() != levels_.size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < path.size() && match; ++i) match = !levels_[i].array && levels_[i].key == path[i];
+      if (match) facts_.values[m] = v;
+    }
+    return true;
+  }
+
+  const std::vector<std::vector<std::string>>& paths_;
+  const std::string& parity_metric_;
+  ResultFacts& facts_;
+  std::vector<Level> levels_;
+  std::pair<double, double> evaluation_;
+};
+
+}  // namespace
+
 void ReportBuilder::Add(TrialRecord trial) {
+  ResultFacts facts;
+  facts.values.assign(state_->metrics.size(), std::numeric_limits<double>::quiet_NaN());
+  if (trial.state == "completed") ReadFacts(trial.result, state_->paths, state_->parity_path, trial.trial_id, facts);
+  trial.result = json();
+  AddFacts(std::move(trial), std::move(facts));
+}
+
+void ReportBuilder::Add(TrialRecord trial, std::string_view result_json) {
+  ResultFacts facts;
+  facts.values.assign(state_->metrics.size(), std::numeric_limits<double>::quiet_NaN());
+  if (trial.state == "completed" && !result_json.empty()) {
+    if (result_json.find("\"profile\"") != std::string_view::npos) {
+      // Profiled seeds (few) keep a summary of their profile: read the document.
+      ReadFacts(json::parse(result_json), state_->paths, state_->parity_path, trial.trial_id, facts);
+    } else {
+      FactsReader reader(state_->paths, state_->parity.metric, facts);
+      json::sax_parse(result_json, &reader);
+    }
+  }
+  AddFacts(std::move(trial), std::move(facts));
+}
+
+void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   State& s = *state_;
   const uint32_t index = static_cast<uint32_t>(s.trials.size());
-  State::Trial facts;
-  facts.seed = trial.seed;
-  facts.completed = trial.state == "completed";
-  facts.failed = trial.state == "failed" || trial.state == "diverged";
-  s.values.resize(s.values.size() + s.metrics.size(), std::numeric_limits<double>::quiet_NaN());
+  State::Trial t;
+  t.seed = trial.seed;
+  t.completed = trial.state == "completed";
+  t.failed = trial.state == "failed" || trial.state == "diverged";
   auto [it, inserted] = s.groups.try_emplace(std::move(trial.config_key));
   State::Group& group = it->second;
   if (inserted) group.config = std::move(trial.config);
   group.baseline = group.baseline || trial.is_baseline;
   group.trials.push_back(index);
-  const json& result = trial.result;
-  if (facts.completed && result.is_object()) {
-    for (size_t m = 0; m < s.metrics.size(); ++m) {
-      if (std::optional<double> v = ValueAt(result, s.paths[m])) s.Value(index, m) = *v;
+  s.values.insert(s.values.end(), facts.values.begin(), facts.values.end());
+  if (t.completed) {
+    const double parity = s.Value(index, s.parity_index);
+    if (trial.is_baseline && !std::isnan(parity)) s.baseline_parity.push_back(parity);
+    if (std::isnan(s.Value(index, s.time_to_target_index)) && facts.has_evals) {
+      t.needs_time_to_target = true;
+      t.evals_begin = static_cast<uint32_t>(s.evals.size());
+      s.evals.insert(s.evals.end(), facts.evals.begin(), facts.evals.end());
+      t.evals_end = static_cast<uint32_t>(s.evals.size());
     }
-    if (trial.is_baseline && !std::isnan(s.Value(index, s.parity_index))) {
-      s.baseline_parity.push_back(s.Value(index, s.parity_index));
+    if (facts.verdict) {
+      ++group.verdicts[*facts.verdict];
+      if (group.bottleneck_summary.empty()) group.bottleneck_summary = std::move(facts.bottleneck_summary);
     }
-    auto evals = result.find("evals");
-    if (std::isnan(s.Value(index, s.time_to_target_index)) && evals != result.end() && evals->is_array()) {
-      facts.needs_time_to_target = true;
-      facts.evals_begin = static_cast<uint32_t>(s.evals.size());
-      for (const json& e : *evals) {
-        const std::optional<double> value = ValueAt(e, s.parity_path);
-        auto seconds = e.find("train_time_s");
-        if (value && seconds != e.end() && seconds->is_number()) s.evals.emplace_back(seconds->get<double>(), *value);
-      }
-      facts.evals_end = static_cast<uint32_t>(s.evals.size());
-    }
-    const json& bottleneck = result.value("bottleneck", json());
-    if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
-      ++group.verdicts[bottleneck["verdict"].get<std::string>()];
-      if (group.bottleneck_summary.empty()) group.bottleneck_summary = bottleneck.value("summary", "");
-    }
-    const json& profile = result.value("profile", json());
-    if (profile.is_object()) {
-      json top = json::array();
-      for (const json& op : profile.value("top_operators", json::array())) {
-        if (top.size() == 5) break;
-        top.push_back(
-            {{"name", op.value("name", "")}, {"class", op.value("class", "")}, {"share", op.value("share", 0.0)}});
-      }
-      json entry = {{"trial_id", trial.trial_id},
-                    {"tool", profile.value("tool", "")},
-                    {"host", profile.value("host", "")},
-                    {"trace", profile.value("trace", profile.value("report", ""))},
-                    {"top_operators", top}};
-      if (profile.contains("error")) entry["error"] = profile["error"];
-      group.profiles.push_back(std::move(entry));
-    }
+    if (!facts.profile.is_null()) group.profiles.push_back(std::move(facts.profile));
   }
-  s.trials.push_back(facts);
+  s.trials.push_back(t);
 }
 
 Report ReportBuilder::Build(bool front_only) {

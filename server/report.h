@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -163,6 +164,8 @@ double Hypervolume(const std::vector<std::vector<double>>& points, const std::ve
 // is kept (its metric values, the parity metric's evaluations for time to
 // target, its bottleneck verdict, a profiled seed's summary), so a report over
 // 100,000 trials never holds 100,000 parsed results at once.
+struct ResultFacts;  // what a report reads of one trial result (report.cc)
+
 class ReportBuilder {
  public:
   ReportBuilder(std::string experiment_id, const SearchSpace& space);
@@ -173,12 +176,16 @@ class ReportBuilder {
   // `trial.config_key` must be ConfigKey(trial.config); a null `config` is
   // taken from the key (a stored config key is the config's JSON).
   void Add(TrialRecord trial);
+  // The same with the result as stored, JSON text (`trial.result` unused):
+  // read without building a document.
+  void Add(TrialRecord trial, std::string_view result_json);
   // The report; with `front_only`, only the baseline and the front configs are
   // summarized in full and kept (the front and hypervolume are the same).
   Report Build(bool front_only = false);
 
  private:
   struct State;
+  void AddFacts(TrialRecord trial, ResultFacts facts);
   std::unique_ptr<State> state_;
 };
 

@@ -186,6 +186,7 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
   const std::vector<Proposal> proposals = search->strategy->Ask();
   ExperimentRecord experiment;
   experiment.name = space.name;
+  experiment.goals_json = GoalsJson(space).dump();
   experiment.space_yaml = space_yaml;
   experiment.source_name = source_name;
   experiment.skipped = search->strategy->Skipped();

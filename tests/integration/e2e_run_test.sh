@@ -26,3 +26,27 @@ for tid, state, result in rows:
     assert 0 <= r["val_accuracy"] <= 1 and "test_accuracy" in r, tid
 print(f"{len(rows)} trials completed with metrics")
 PY
+# The per-config views: goals stored at submission, means over the seeds, and
+# the front on the space's objectives (both maximized) computed here anew.
+/usr/bin/python3 - "$work/runs/frontier.db" "$exp" <<'PY'
+import json, sqlite3, statistics, sys
+db = sqlite3.connect(sys.argv[1])
+goals = json.loads(db.execute("SELECT goals_json FROM experiments WHERE id = ?", (sys.argv[2],)).fetchone()[0])
+assert [o["metric"] for o in goals["objectives"]] == ["val_accuracy", "throughput"], goals
+per = {}
+for config, acc, thr in db.execute("SELECT config_json, val_accuracy, throughput FROM results "
+                                   "WHERE experiment_id = ? AND state = 'completed'", (sys.argv[2],)):
+    per.setdefault(config, []).append((acc, thr))
+means = {c: (statistics.mean(a for a, _ in v), statistics.mean(t for _, t in v)) for c, v in per.items()}
+def dominated(c):
+    a, t = means[c]
+    return any(a2 >= a and t2 >= t and (a2 > a or t2 > t) for d, (a2, t2) in means.items() if d != c)
+rows = db.execute("SELECT config_json, seeds_completed, val_accuracy, throughput, on_front FROM config_front "
+                  "WHERE experiment_id = ?", (sys.argv[2],)).fetchall()
+assert len(rows) == 3, rows
+for config, seeds, acc, thr, on_front in rows:
+    assert seeds == 2, (config, seeds)
+    assert abs(acc - means[config][0]) < 1e-9 and abs(thr - means[config][1]) < 1e-6 * thr, config
+    assert bool(on_front) == (not dominated(config)), (config, on_front, means)
+print(f"config_front: {sum(r[4] for r in rows)} of {len(rows)} configs on the front, as computed from results")
+PY

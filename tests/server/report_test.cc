@@ -623,6 +623,44 @@ TEST(BuildReportTest, FrontOnlyIsTheFullReportFiltered) {
   EXPECT_EQ(ReportToJson(front).dump(), ReportToJson(full).dump());
 }
 
+TEST(BuildReportTest, ResultsReadFromTextEqualResultsReadFromDocuments) {
+  std::mt19937 rng(5);
+  std::vector<TrialRecord> trials = RandomTrials(rng, 60);
+  // Shapes the text reader must treat as the document reader does.
+  for (size_t i = 0; i < trials.size(); ++i) {
+    json& r = trials[i].result;
+    if (trials[i].state != "completed") continue;
+    if (i % 7 == 0) r["bottleneck"] = {{"verdict", i % 2 ? "compute-bound" : "input-bound"}, {"summary", "s" + std::to_string(i)}};
+    if (i % 11 == 0) r["evals"].push_back(json::array({1, 2}));           // not an object: skipped
+    if (i % 13 == 0) r["evals"].push_back({{"val_accuracy", 0.99}});      // no time: skipped
+    if (i % 17 == 0) r["extra"] = {{"val_accuracy", 0.1}, {"list", {{{"throughput", 5}}}}};  // same names elsewhere
+    if (i % 19 == 0) r["throughput"] = 250;                                // not the nested field: absent
+    if (i % 23 == 0) r["profile"] = {{"tool", "libtorch"}, {"host", "h"}, {"trace", "t.json"},
+                                     {"top_operators", {{{"name", "aten::mm"}, {"class", "compute"}, {"share", 0.5}}}}};
+    if (i % 29 == 0) r["params"] = 12345678901234ull;
+  }
+  Report from_documents = BuildReport("exp-1", TestSpace(), trials);
+  ReportBuilder builder("exp-1", TestSpace());
+  for (TrialRecord t : trials) {
+    const std::string text = t.state == "completed" ? t.result.dump() : "";
+    t.result = json();
+    builder.Add(std::move(t), text);
+  }
+  Report from_text = builder.Build();
+  EXPECT_EQ(ReportToJson(from_text).dump(), ReportToJson(from_documents).dump());
+  size_t profiled = 0, with_verdicts = 0;
+  for (const ConfigSummary& c : from_text.configs) {
+    profiled += c.profiles.size();
+    with_verdicts += !c.bottleneck_verdicts.empty();
+  }
+  EXPECT_GT(profiled, 0u);
+  EXPECT_GT(with_verdicts, 0u);
+  ReportBuilder bad("exp-1", TestSpace());
+  TrialRecord t = trials.front();
+  t.state = "completed";
+  EXPECT_THROW(bad.Add(t, "{\"val_accuracy\": 0.5"), std::invalid_argument);
+}
+
 TEST(BuildReportTest, MinimizedObjectivesAreInvertedInTheHypervolume) {
   SearchSpace space = TestSpace();
   space.objectives = {{"val_accuracy", true}, {"peak_memory_mb", false}};
