@@ -133,9 +133,14 @@ std::string ConfigKey(const Config& config);
 // every set dimension at the baseline's value.
 bool IsBaseline(const SearchSpace& space, const Config& config);
 
-// The objectives and constraints as stored with an experiment for SQL views:
-// {"objectives": [{"metric", "goal": "maximize"|"minimize"}],
-//  "constraints": [{"metric", "min": number|null, "max": number|null}]}.
+// What an experiment is judged by, stored with it at submission for SQL views
+// and reports: {"objectives": [{"metric", "goal": "maximize"|"minimize"}],
+// "constraints": [{"metric", "min": number|null, "max": number|null}],
+// "parity": {"metric", "margin", "test"}}.
 nlohmann::json GoalsJson(const SearchSpace& space);
+// The space's name, objectives, constraints and parity rule from GoalsJson
+// (the rest left empty): all a report needs, without parsing the YAML again.
+// nullopt when `goals` lacks any of them (stores older than goals).
+std::optional<SearchSpace> GoalsOnlySpace(const std::string& name, const nlohmann::json& goals);
 
 }  // namespace frontier

@@ -236,7 +236,10 @@ class Coordinator::ExperimentServiceImpl final : public v1::ExperimentService::S
       if (!e) return NotFound(req->experiment_id());
       using Clock = std::chrono::steady_clock;
       const auto t0 = Clock::now();
-      const SearchSpace space = ParseStoredSearchSpace(e->space_yaml, e->source_name);
+      // The goals stored at submission are all a report needs; older experiments parse their space.
+      std::optional<SearchSpace> goals;
+      if (e->goals_json != "{}") goals = GoalsOnlySpace(e->name, nlohmann::json::parse(e->goals_json));
+      const SearchSpace space = goals ? std::move(*goals) : ParseStoredSearchSpace(e->space_yaml, e->source_name);
       const auto t1 = Clock::now();
       // Each row is read for what the report needs and released in turn.
       ReportBuilder builder(e->id, space);

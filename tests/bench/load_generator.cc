@@ -23,6 +23,7 @@
 
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "server/coordinator.h"
+#include "search_spaces/search_space.h"
 #include "server/store.h"
 
 namespace {
@@ -70,6 +71,7 @@ int FillStore(const std::string& url, int trials) {
   e.name = "load";
   e.space_yaml = SpaceYaml(trials - 1);
   e.source_name = "load.yaml";
+  e.goals_json = frontier::GoalsJson(frontier::ParseSearchSpace(e.space_yaml, e.source_name)).dump();  // as Submit does
   std::vector<frontier::TrialRow> rows;
   for (int i = 0; i < trials; ++i) {
     frontier::TrialRow t;

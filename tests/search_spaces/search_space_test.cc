@@ -521,3 +521,38 @@ TEST(SearchSpaceTest, ProfileAppliesToEveryTrial) {
 
 }  // namespace
 }  // namespace frontier
+
+namespace frontier {
+namespace {
+
+// What an experiment is judged by survives the trip through the stored goals.
+TEST(GoalsTest, GoalsOnlySpaceKeepsObjectivesConstraintsAndParity) {
+  SearchSpace space = LoadSearchSpaceFile(ShippedFile("quickstart.yaml"));
+  space.constraints = {{"peak_memory_mb", std::nullopt, 4096.0}, {"params", 1000.0, std::nullopt}};
+  space.parity = {"val_loss", 0.02, "paired"};
+  space.objectives.push_back({"step_time_ms", false});
+  const nlohmann::json goals = nlohmann::json::parse(GoalsJson(space).dump());
+  const std::optional<SearchSpace> back = GoalsOnlySpace("q", goals);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->name, "q");
+  ASSERT_EQ(back->objectives.size(), space.objectives.size());
+  for (size_t i = 0; i < space.objectives.size(); ++i) {
+    EXPECT_EQ(back->objectives[i].metric, space.objectives[i].metric);
+    EXPECT_EQ(back->objectives[i].maximize, space.objectives[i].maximize);
+  }
+  ASSERT_EQ(back->constraints.size(), 2u);
+  EXPECT_EQ(back->constraints[0].max, 4096.0);
+  EXPECT_EQ(back->constraints[0].min, std::nullopt);
+  EXPECT_EQ(back->constraints[1].min, 1000.0);
+  EXPECT_EQ(back->parity.metric, "val_loss");
+  EXPECT_EQ(back->parity.margin, 0.02);
+  EXPECT_EQ(back->parity.test, "paired");
+  EXPECT_TRUE(back->dimensions.empty());
+  // Stores older than goals: the space is parsed instead.
+  EXPECT_EQ(GoalsOnlySpace("q", nlohmann::json::object()), std::nullopt);
+  EXPECT_EQ(GoalsOnlySpace("q", {{"objectives", nlohmann::json::array()}, {"constraints", nlohmann::json::array()}}),
+            std::nullopt);
+}
+
+}  // namespace
+}  // namespace frontier
