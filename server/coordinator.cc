@@ -397,7 +397,9 @@ class Coordinator::WorkerServiceImpl final : public v1::WorkerService::CallbackS
                                            req->retryable(), req->result_json());
       resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
       resp->set_reason(TransitionReason(t));
-      if (t == Transition::kApplied) {
+      if (t == Transition::kApplied && !req->retryable() && req->error().rfind("stopped:", 0) == 0) {
+        spdlog::info("trial {} attempt {} {}", req->trial_id(), req->attempt(), req->error());
+      } else if (t == Transition::kApplied) {
         spdlog::warn("trial {} attempt {} failed ({}): {}", req->trial_id(), req->attempt(),
                      req->retryable() ? "retryable" : "final", req->error());
       }

@@ -224,7 +224,8 @@ std::string Printf(const char* format, ...) {
 void CheckConstraints(const std::vector<Constraint>& constraints, ConfigSummary& summary) {
   std::vector<std::string> reasons;
   if (summary.seeds_completed == 0) {
-    reasons.push_back("no completed trials");
+    reasons.push_back(summary.trials_stopped > 0 ? "stopped early by the strategy (no completed trials)"
+                                                 : "no completed trials");
   } else {
     for (const Constraint& constraint : constraints) {
       auto it = summary.metrics.find(constraint.metric);
@@ -328,7 +329,7 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
     return it == summary.metrics.end() ? nullptr : &it->second;
   };
   if (config.seeds_completed == 0) {
-    config.parity = "no data";
+    config.parity = config.trials_stopped > 0 ? "stopped early" : "no data";
     return;
   }
   if (config.is_baseline) {
@@ -408,8 +409,10 @@ std::string FormatQualityDelta(const ConfigSummary& config) {
 }
 
 std::string FormatSeeds(const ConfigSummary& config) {
-  if (config.trials_failed == 0) return std::to_string(config.seeds_completed);
-  return Printf("%d (%d failed)", config.seeds_completed, config.trials_failed);
+  std::string text = std::to_string(config.seeds_completed);
+  if (config.trials_failed > 0) text += Printf(" (%d failed)", config.trials_failed);
+  if (config.trials_stopped > 0) text += Printf(" (%d stopped)", config.trials_stopped);
+  return text;
 }
 
 // "*" on the front; "infeasible" for a config with data that breaks a constraint.
@@ -1012,6 +1015,7 @@ struct ReportBuilder::State {
     int64_t seed = 0;
     bool completed = false;
     bool failed = false;  // failed or diverged
+    bool stopped = false;  // stopped early by the strategy
     // Completed without a time_to_target_s of its own: its evaluations of the
     // parity metric, (train_time_s, value), are evals[evals_begin, evals_end).
     bool needs_time_to_target = false;
@@ -1053,6 +1057,7 @@ struct ReportBuilder::State {
     summary.trials_total = static_cast<int>(group.trials.size());
     for (uint32_t t : group.trials) {
       if (trials[t].failed) ++summary.trials_failed;
+      if (trials[t].stopped) ++summary.trials_stopped;
       if (trials[t].completed) ++summary.seeds_completed;
     }
     std::vector<double> column;
@@ -1291,6 +1296,7 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   t.seed = trial.seed;
   t.completed = trial.state == "completed";
   t.failed = trial.state == "failed" || trial.state == "diverged";
+  t.stopped = trial.state == "stopped";
   auto [it, inserted] = s.groups.try_emplace(std::move(trial.config_key));
   State::Group& group = it->second;
   if (inserted) group.config = std::move(trial.config);
@@ -1402,6 +1408,7 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"seeds_completed", c.seeds_completed},
                        {"trials_total", c.trials_total},
                        {"trials_failed", c.trials_failed},
+                       {"trials_stopped", c.trials_stopped},
                        {"metrics", metrics},
                        {"feasible", c.feasible},
                        {"infeasible_reason", c.infeasible_reason},

@@ -51,13 +51,14 @@ struct ConfigSummary {
   int seeds_completed = 0;
   int trials_total = 0;
   int trials_failed = 0;    // failed or diverged
+  int trials_stopped = 0;   // stopped early by the strategy (asha)
   std::map<std::string, MetricSummary> metrics;  // see ReportMetrics()
   bool feasible = true;     // meets every constraint (on means)
   std::string infeasible_reason;
   bool on_front = false;    // non-dominated among feasible configs on the objectives (means)
   std::optional<Interval> speedup;        // throughput ratio variant / baseline
   std::optional<Interval> quality_delta;  // parity metric, variant - baseline
-  std::string parity;       // "baseline", "at parity", "worse", "inconclusive", or "no data"
+  std::string parity;       // "baseline", "at parity", "worse", "inconclusive", "stopped early" (every trial stopped by the strategy) or "no data"
   // How the parity verdict and quality delta were computed: "paired" (the
   // variant and the baseline completed the same seeds, at least 2: differences
   // per seed) or "welch" (unpaired); empty for the baseline and without data.
