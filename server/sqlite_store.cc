@@ -11,7 +11,7 @@ namespace frontier {
 namespace {
 
 // Versioned schema: migration i brings the schema from version i to i + 1.
-const char* const kMigrations[] = {
+const std::string kMigrations[] = {
     R"sql(
 CREATE TABLE experiments (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -131,37 +131,7 @@ bound AS (
   SELECT e.id AS experiment_id, json_extract(k.value, '$.metric') AS metric,
          json_extract(k.value, '$.min') AS low, json_extract(k.value, '$.max') AS high
   FROM experiments e, json_each(e.goals_json, '$.constraints') k),
-score AS (
-  SELECT c.experiment_id, c.config_json, o.metric, o.sign * CASE o.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END AS score
-  FROM config_results c JOIN objective o ON o.experiment_id = c.experiment_id
-  WHERE c.seeds_completed > 0),
-infeasible AS (
-  SELECT DISTINCT c.experiment_id, c.config_json
-  FROM config_results c JOIN bound b ON b.experiment_id = c.experiment_id
-  WHERE c.seeds_completed > 0 AND (CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END IS NULL OR CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END < b.low OR CASE b.metric WHEN 'val_accuracy' THEN c.val_accuracy WHEN 'test_accuracy' THEN c.test_accuracy WHEN 'val_loss' THEN c.val_loss WHEN 'val_iou' THEN c.val_iou WHEN 'test_iou' THEN c.test_iou WHEN 'test_loss' THEN c.test_loss WHEN 'step_time_ms' THEN c.median_step_time_ms WHEN 'median_step_time_ms' THEN c.median_step_time_ms WHEN 'throughput' THEN c.throughput WHEN 'mfu' THEN c.mfu WHEN 'peak_memory_mb' THEN c.peak_memory_mb WHEN 'params' THEN c.params END > b.high)),
-candidate AS (
-  SELECT s.experiment_id, s.config_json FROM score s
-  WHERE NOT EXISTS (SELECT 1 FROM infeasible i WHERE i.experiment_id = s.experiment_id AND i.config_json = s.config_json)
-  GROUP BY s.experiment_id, s.config_json HAVING COUNT(s.score) = COUNT(*)),
-candidate_score AS (
-  SELECT s.* FROM score s JOIN candidate USING (experiment_id, config_json)),
-dominance AS (
-  SELECT a.experiment_id, a.config_json, b.config_json AS other
-  FROM candidate_score a JOIN candidate_score b
-    ON b.experiment_id = a.experiment_id AND b.metric = a.metric AND b.config_json <> a.config_json
-  GROUP BY a.experiment_id, a.config_json, b.config_json
-  HAVING MIN(CASE WHEN b.score >= a.score THEN 1 ELSE 0 END) = 1 AND MAX(CASE WHEN b.score > a.score THEN 1 ELSE 0 END) = 1),
-dominated AS (
-  SELECT experiment_id, config_json, COUNT(*) AS dominated_by FROM dominance GROUP BY experiment_id, config_json)
-SELECT c.*,
-       c.seeds_completed > 0 AND i.config_json IS NULL AS feasible,
-       k.config_json IS NOT NULL AND d.config_json IS NULL AS on_front,
-       CASE WHEN k.config_json IS NULL THEN NULL ELSE COALESCE(d.dominated_by, 0) END AS dominated_by
-FROM config_results c
-LEFT JOIN infeasible i ON i.experiment_id = c.experiment_id AND i.config_json = c.config_json
-LEFT JOIN candidate k ON k.experiment_id = c.experiment_id AND k.config_json = c.config_json
-LEFT JOIN dominated d ON d.experiment_id = c.experiment_id AND d.config_json = c.config_json;
-)sql",
+)sql" + std::string(kConfigFrontViewTail),
 };
 
 class Statement {
@@ -349,7 +319,7 @@ void SqliteStore::Migrate() {
     throw StoreError("the store has schema version " + std::to_string(version) + ", newer than this build's " +
                      std::to_string(kLatest) + "; upgrade frontier");
   }
-  for (; version < kLatest; ++version) Exec(db_, kMigrations[version]);
+  for (; version < kLatest; ++version) Exec(db_, kMigrations[version].c_str());
   Statement(db_, "UPDATE schema_version SET version = ?").Bind(1, version).Run();
   tx.Commit();
 }

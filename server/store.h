@@ -107,6 +107,61 @@ enum class Transition {
 Transition TransitionFor(const std::optional<TrialRow>& current, int attempt, const std::string& finish_state,
                          const std::string& error);
 
+// The config_front view (docs/sql-views.md) after each dialect's CTEs
+// `objective` (experiment_id, metric, sign: +1 maximize, -1 minimize) and
+// `bound` (experiment_id, metric, low, high) read from experiments.goals_json.
+inline constexpr const char* kConfigFrontViewTail = R"sql(
+-- Dialect-neutral: a config's value of a metric named by an objective or a
+-- constraint, feasibility, candidates and pairwise dominance.
+valued AS (
+  SELECT c.experiment_id, c.config_json, c.seeds_completed, g.metric, g.sign, g.low, g.high,
+    CASE g.metric
+      WHEN 'val_accuracy' THEN c.val_accuracy
+      WHEN 'test_accuracy' THEN c.test_accuracy
+      WHEN 'val_loss' THEN c.val_loss
+      WHEN 'val_iou' THEN c.val_iou
+      WHEN 'test_iou' THEN c.test_iou
+      WHEN 'test_loss' THEN c.test_loss
+      WHEN 'step_time_ms' THEN c.median_step_time_ms
+      WHEN 'median_step_time_ms' THEN c.median_step_time_ms
+      WHEN 'throughput' THEN c.throughput
+      WHEN 'mfu' THEN c.mfu
+      WHEN 'peak_memory_mb' THEN c.peak_memory_mb
+      WHEN 'params' THEN c.params
+    END AS value
+  FROM config_results c
+  JOIN (SELECT experiment_id, metric, sign, NULL AS low, NULL AS high FROM objective
+        UNION ALL SELECT experiment_id, metric, NULL, low, high FROM bound) g ON g.experiment_id = c.experiment_id
+  WHERE c.seeds_completed > 0),
+score AS (
+  SELECT experiment_id, config_json, metric, sign * value AS score FROM valued WHERE sign IS NOT NULL),
+infeasible AS (
+  SELECT DISTINCT experiment_id, config_json FROM valued
+  WHERE sign IS NULL AND (value IS NULL OR value < low OR value > high)),
+candidate AS (
+  SELECT s.experiment_id, s.config_json FROM score s
+  WHERE NOT EXISTS (SELECT 1 FROM infeasible i WHERE i.experiment_id = s.experiment_id AND i.config_json = s.config_json)
+  GROUP BY s.experiment_id, s.config_json HAVING COUNT(s.score) = COUNT(*)),
+candidate_score AS (
+  SELECT s.* FROM score s JOIN candidate USING (experiment_id, config_json)),
+dominance AS (
+  SELECT a.experiment_id, a.config_json, b.config_json AS other
+  FROM candidate_score a JOIN candidate_score b
+    ON b.experiment_id = a.experiment_id AND b.metric = a.metric AND b.config_json <> a.config_json
+  GROUP BY a.experiment_id, a.config_json, b.config_json
+  HAVING MIN(CASE WHEN b.score >= a.score THEN 1 ELSE 0 END) = 1 AND MAX(CASE WHEN b.score > a.score THEN 1 ELSE 0 END) = 1),
+dominated AS (
+  SELECT experiment_id, config_json, COUNT(*) AS dominated_by FROM dominance GROUP BY experiment_id, config_json)
+SELECT c.*,
+       c.seeds_completed > 0 AND i.config_json IS NULL AS feasible,
+       k.config_json IS NOT NULL AND d.config_json IS NULL AS on_front,
+       CASE WHEN k.config_json IS NULL THEN NULL ELSE COALESCE(d.dominated_by, 0) END AS dominated_by
+FROM config_results c
+LEFT JOIN infeasible i ON i.experiment_id = c.experiment_id AND i.config_json = c.config_json
+LEFT JOIN candidate k ON k.experiment_id = c.experiment_id AND k.config_json = c.config_json
+LEFT JOIN dominated d ON d.experiment_id = c.experiment_id AND d.config_json = c.config_json;
+)sql";
+
 // Identifiers and messages every Store implementation shares.
 std::string ExperimentIdFor(int64_t seq);  // "exp-000042"
 std::string WorkerIdFor(int64_t seq);      // "worker-0007"
