@@ -29,6 +29,7 @@ fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q
 
 # SECTIONS: which parts to run (default all): load optuna report
 # STORES / WORKERS: the stores and worker counts of the load section.
+# PERF_LOAD=PREFIX / PERF_REPORT=FILE: perf record the coordinator during the load runs / the report query.
 sections="${SECTIONS:-load optuna report}"
 stores="${STORES:-sqlite postgresql}"; worker_counts="${WORKERS:-16 64 256}"
 if [[ " $sections " == *" load "* ]]; then
@@ -37,7 +38,9 @@ for store in $stores; do
   for workers in $worker_counts; do
     if [[ $store == sqlite ]]; then url="$work/load-$workers.db"; else url=$(fresh_pg "load$workers"); fi
     start_server "$url"
+    [[ -n "${PERF_LOAD:-}" ]] && { perf record -F 999 -g -p "$server_pid" -o "$PERF_LOAD.$store$workers" > /dev/null 2>&1 & perf_pid=$!; sleep 0.5; }
     line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials")
+    [[ -n "${PERF_LOAD:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     stop_server
     echo "$store $workers workers: $(echo "$line" | /usr/bin/python3 "$root/tests/bench/load_summary.py")"
     echo "  $line"
