@@ -207,6 +207,7 @@ void ParseBevArch(const json& j, BevArchSpec& b) {
   r.Int("channels", b.channels, 1, 4096);
   r.Int("heights", b.heights, 1, 64);
   r.Double("max_height", b.max_height, 0, 100);
+  r.Double("depth_loss_weight", b.depth_loss_weight, 0, 1000);
   if (const json* e = r.Get("encoder")) {
     if (!e->is_array()) throw SpecError("arch.bev.encoder", "expected a list of stages");
     for (size_t i = 0; i < e->size(); ++i) {
@@ -609,6 +610,7 @@ json ToJson(const TrialSpec& s) {
                           {"channels", b.channels},
                           {"heights", b.heights},
                           {"max_height", b.max_height},
+                          {"depth_loss_weight", b.depth_loss_weight},
                           {"encoder", StagesJson(b.encoder)}};
   }
   return out;

@@ -135,6 +135,13 @@ struct BevArchSpec {
   int channels = 32;                    // BEV feature channels the view transform produces
   int heights = 4;                      // mean_lift: sample heights from 0 to max_height
   double max_height = 2.0;              // mean_lift: metres
+  // lss: weight of BEVDepth-style depth supervision (0 = off): cross-entropy
+  // of the depth logits against the bin of the ray-cast depth of each feature
+  // pixel (the nearest surface in its image patch; sky and depths outside
+  // [depth_min, depth_max) are ignored), added to the occupancy loss.
+  // ipm and mean_lift predict no depth and ignore it (so that a space can
+  // vary the view transform from a depth-supervised lss baseline).
+  double depth_loss_weight = 0.0;
   std::vector<StageSpec> encoder;       // BEV encoder stages (may be empty)
 };
 

@@ -112,6 +112,7 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
 torch::Tensor BevNetImpl::LiftSplat(const torch::Tensor& features, int64_t batch) {
   const int64_t d = bev_.spec.depth_bins, c = bev_.spec.channels;
   torch::Tensor dc = depth_context_(features);                   // (B*N, D+C, h, w)
+  if (is_training() && depth_supervised()) depth_logits_ = dc.narrow(1, 0, d);
   torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1);   // (B*N, D, h, w)
   torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1});  // (B*N, h, w, C)
   torch::Tensor lifted = depth.unsqueeze(-1) * context.unsqueeze(1);  // (B*N, D, h, w, C)
@@ -120,6 +121,29 @@ torch::Tensor BevNetImpl::LiftSplat(const torch::Tensor& features, int64_t batch
   torch::Tensor pooled = bev::Pool(bev_.spec.pooling, lifted, device_plan_);  // (B, grid*grid, C)
   pooled = pooled.view({batch, grid_, grid_, c}).permute({0, 3, 1, 2}).contiguous();
   return lss_norm_(pooled);
+}
+
+torch::Tensor DepthBins(const torch::Tensor& depth, const BevArchSpec& spec) {
+  const double step = (spec.depth_max - spec.depth_min) / spec.depth_bins;
+  torch::Tensor d = depth.to(torch::kDouble);
+  torch::Tensor bins = ((d - spec.depth_min) / step).floor().clamp(-1, spec.depth_bins).to(torch::kLong);
+  const torch::Tensor valid = torch::isfinite(d) & d.ge(spec.depth_min) & d.lt(spec.depth_max) & bins.ge(0) &
+                              bins.lt(spec.depth_bins);
+  return torch::where(valid, bins, torch::full_like(bins, -100));
+}
+
+torch::Tensor BevNetImpl::DepthLoss(const torch::Tensor& depth) {
+  if (!depth_supervised() || !depth_logits_.defined()) return {};
+  torch::Tensor logits = depth_logits_.to(torch::kFloat);  // (B*N, D, h, w)
+  depth_logits_ = torch::Tensor();
+  TORCH_CHECK(depth.dim() == 4 && depth.size(0) * depth.size(1) == logits.size(0) && depth.size(2) == logits.size(2) &&
+                  depth.size(3) == logits.size(3),
+              "depth targets ", depth.sizes(), " do not match the depth logits ", logits.sizes());
+  torch::Tensor target = DepthBins(depth, bev_.spec).reshape({logits.size(0), logits.size(2), logits.size(3)});
+  target = target.to(logits.device());
+  if (!target.ne(-100).any().item<bool>()) return logits.sum() * 0;  // nothing to supervise in this batch
+  return bev_.spec.depth_loss_weight *
+         F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
 torch::Tensor BevNetImpl::Sample(const torch::Tensor& features, int64_t batch) {

@@ -38,6 +38,15 @@ class BevNetImpl : public NetworkImpl {
   torch::Tensor Lift(const torch::Tensor& x);
   const bev::PoolPlan& pool_plan() const { return plan_; }  // lss only, on the CPU
 
+  // lss with arch.bev.depth_loss_weight > 0: the weighted depth loss of the
+  // last training forward (BEVDepth-style supervision): cross-entropy of the
+  // depth logits (B*N, D, h, w) against the bin of `depth` (B, N, h, w),
+  // metres, as Dataset::depth; depths outside [depth_min, depth_max) (sky
+  // included) are ignored. Releases the stored logits. An undefined tensor
+  // when depth supervision is off or no training forward ran.
+  torch::Tensor DepthLoss(const torch::Tensor& depth);
+  bool depth_supervised() const { return bev_.spec.view_transform == "lss" && bev_.spec.depth_loss_weight > 0; }
+
  private:
   torch::Tensor LiftSplat(const torch::Tensor& features, int64_t batch);
   torch::Tensor Sample(const torch::Tensor& features, int64_t batch);
@@ -52,6 +61,7 @@ class BevNetImpl : public NetworkImpl {
   torch::nn::Sequential encoder_;
   ConvNormAct head_conv_{nullptr};
   torch::nn::Conv2d head_out_{nullptr};
+  torch::Tensor depth_logits_;  // lss, depth-supervised: of the last training forward
   bev::PoolPlan plan_;         // on the CPU
   bev::PoolPlan device_plan_;  // a copy on the features' device, made on first use there
   // Buffers (they follow the module's device):
@@ -63,6 +73,10 @@ TORCH_MODULE(BevNet);
 
 // The network for a trial: BevNet for bev-synthetic, Classifier otherwise.
 std::shared_ptr<NetworkImpl> BuildNetwork(const ResolvedArch& arch, const TaskSpec& task);
+
+// Depth bin of each depth (metres): floor((depth - depth_min) / step), -100
+// (cross-entropy's ignore index) outside [depth_min, depth_max) or not finite.
+torch::Tensor DepthBins(const torch::Tensor& depth, const BevArchSpec& spec);
 
 // Cell of every frustum point of the LSS lift, in the order of the lifted
 // features ((camera, depth bin, row, column) of the h x w feature map),

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <numeric>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -47,6 +49,7 @@ int64_t Dataset::bytes() const {
   int64_t b = 0;
   for (const Split* s : {&train, &val, &test}) {
     b += s->images.numel() * s->images.element_size() + s->labels.numel() * s->labels.element_size();
+    if (s->depth.defined()) b += s->depth.numel() * s->depth.element_size();
   }
   return b;
 }
@@ -55,8 +58,8 @@ Dataset LoadFashionMnist(const std::string& dir, int val_size) {
   Split full = ReadSplit(dir, "train", kFashionTrainSize);
   Dataset d;
   const int64_t n_train = kFashionTrainSize - val_size;
-  d.train = {full.images.slice(0, 0, n_train).clone(), full.labels.slice(0, 0, n_train).clone()};
-  d.val = {full.images.slice(0, n_train).clone(), full.labels.slice(0, n_train).clone()};
+  d.train = {full.images.slice(0, 0, n_train).clone(), full.labels.slice(0, 0, n_train).clone(), {}};
+  d.val = {full.images.slice(0, n_train).clone(), full.labels.slice(0, n_train).clone(), {}};
   d.test = ReadSplit(dir, "t10k", kFashionTestSize);
   d.shape = InputShape{1, 28, 28, 10};
   d.mean = kFashionMean;
@@ -80,7 +83,7 @@ Dataset MakeSynthetic(const InputShape& shape, int64_t train_size, int64_t eval_
   return d;
 }
 
-Dataset MakeBevSynthetic(const BevTaskSpec& spec) {
+Dataset MakeBevSynthetic(const BevTaskSpec& spec, int depth_height, int depth_width) {
   const auto start = std::chrono::steady_clock::now();
   const bev::Rig rig = bev::MakeRig(spec);
   const int64_t image_bytes = int64_t{3} * spec.height * spec.width;
@@ -90,11 +93,33 @@ Dataset MakeBevSynthetic(const BevTaskSpec& spec) {
     s.labels = torch::empty({n, spec.grid, spec.grid}, torch::kUInt8);
     uint8_t* images = s.images.data_ptr<uint8_t>();
     uint8_t* labels = s.labels.data_ptr<uint8_t>();
+    const bool with_depth = depth_height > 0 && depth_width > 0;
+    float* depth = nullptr;
+    if (with_depth) {
+      s.depth = torch::empty({n, spec.cameras, depth_height, depth_width}, torch::kFloat);
+      depth = s.depth.data_ptr<float>();
+    }
     at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> pixel_depth(with_depth ? spec.height * spec.width : 0);
       for (int64_t i = begin; i < end; ++i) {
         const bev::Scene scene = bev::MakeScene(spec, bev::SampleSeed(spec.data_seed, split, i));
         for (int c = 0; c < spec.cameras; ++c) {
-          bev::Render(scene, rig, c, spec.noise, images + (i * spec.cameras + c) * image_bytes, nullptr);
+          bev::Render(scene, rig, c, spec.noise, images + (i * spec.cameras + c) * image_bytes,
+                      with_depth ? pixel_depth.data() : nullptr);
+          if (!with_depth) continue;
+          // Nearest surface in each patch (BEVDepth's min-pooling of the depth map).
+          float* out = depth + (i * spec.cameras + c) * depth_height * depth_width;
+          for (int a = 0; a < depth_height; ++a) {
+            const int r0 = a * spec.height / depth_height, r1 = std::max(r0 + 1, (a + 1) * spec.height / depth_height);
+            for (int b = 0; b < depth_width; ++b) {
+              const int c0 = b * spec.width / depth_width, c1 = std::max(c0 + 1, (b + 1) * spec.width / depth_width);
+              float nearest = std::numeric_limits<float>::infinity();
+              for (int r = r0; r < r1; ++r) {
+                for (int q = c0; q < c1; ++q) nearest = std::min(nearest, pixel_depth[r * spec.width + q]);
+              }
+              out[a * depth_width + b] = nearest;
+            }
+          }
         }
         bev::Rasterize(scene, rig, labels + i * spec.grid * spec.grid);
       }
@@ -112,8 +137,8 @@ Dataset MakeBevSynthetic(const BevTaskSpec& spec) {
   return d;
 }
 
-Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed) {
-  if (task.dataset == "bev-synthetic") return MakeBevSynthetic(task.bev);
+Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed, int depth_height, int depth_width) {
+  if (task.dataset == "bev-synthetic") return MakeBevSynthetic(task.bev, depth_height, depth_width);
   if (task.dataset == "fashion-mnist") {
     return LoadFashionMnist(task.data_dir.empty() ? kFashionMnistDir : task.data_dir, task.val_size);
   }
@@ -146,8 +171,9 @@ void BatchSampler::Shuffle() {
 
 std::pair<torch::Tensor, torch::Tensor> BatchSampler::Next() {
   if (cursor_ + batch_size_ > order_.size()) Shuffle();  // drop the ragged tail of each epoch
-  torch::Tensor idx = torch::from_blob(order_.data() + cursor_, {batch_size_}, torch::kLong);
+  torch::Tensor idx = torch::from_blob(order_.data() + cursor_, {batch_size_}, torch::kLong).clone();
   cursor_ += batch_size_;
+  last_ = idx;
   torch::Tensor images = split_.images.index_select(0, idx);
   torch::Tensor labels = split_.labels.index_select(0, idx);
   if (augment_.flip || augment_.crop_padding > 0) images = Augment(images);

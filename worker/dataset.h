@@ -20,6 +20,10 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 struct Split {
   torch::Tensor images;  // uint8 (N, C, H, W); bev-synthetic: C = 3 x cameras (RGB planes per camera)
   torch::Tensor labels;  // int64 (N); bev-synthetic: uint8 (N, grid, grid) occupancy
+  // bev-synthetic with depth targets only: float (N, cameras, h, w), the
+  // nearest ray-cast depth (metres) in each of the h x w image patches, +inf
+  // where the patch sees only sky. Undefined otherwise.
+  torch::Tensor depth;
   int64_t size() const { return labels.size(0); }
 };
 
@@ -42,10 +46,13 @@ Dataset MakeSynthetic(const InputShape& shape, int64_t train_size, int64_t eval_
 // The bev-synthetic dataset: train/val/test scenes drawn from spec.data_seed
 // (independent streams per split), rendered in parallel over samples with the
 // current intra-op thread count. Deterministic for any thread count.
-Dataset MakeBevSynthetic(const BevTaskSpec& spec);
+// With depth_height, depth_width > 0 every split also gets `depth` targets
+// at that (feature map) resolution.
+Dataset MakeBevSynthetic(const BevTaskSpec& spec, int depth_height = 0, int depth_width = 0);
 
 // Dataset named by the task (fashion-mnist, synthetic or bev-synthetic).
-Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed);
+// depth_height / depth_width: bev-synthetic depth targets (0 = none).
+Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed, int depth_height = 0, int depth_width = 0);
 
 // uint8 images -> normalized float on `device`, in the given memory format.
 torch::Tensor Normalize(const Dataset& data, const torch::Tensor& images, const torch::Device& device,
@@ -59,6 +66,8 @@ class BatchSampler {
   BatchSampler(const Dataset& data, int batch_size, AugmentSpec augment, uint64_t seed);
   // Images (uint8, on CPU) and labels of the next batch.
   std::pair<torch::Tensor, torch::Tensor> Next();
+  // Training-split indices of the batch Next() returned last (int64).
+  torch::Tensor LastIndices() const { return last_; }
 
  private:
   void Shuffle();
@@ -70,6 +79,7 @@ class BatchSampler {
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
   size_t cursor_ = 0;
+  torch::Tensor last_;
 };
 
 }  // namespace frontier

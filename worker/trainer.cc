@@ -216,7 +216,12 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
 
     const ResolvedArch arch = ResolveArch(spec.arch, task);
     const TaskKind kind = KindOf(task);
-    const Dataset data = LoadTaskDataset(task, static_cast<uint64_t>(spec.seed));
+    // lss with depth supervision: depth targets at the backbone's feature resolution.
+    const bool depth_supervised =
+        arch.bev.enabled && arch.bev.spec.view_transform == "lss" && arch.bev.spec.depth_loss_weight > 0;
+    const Dataset data = depth_supervised ? LoadTaskDataset(task, static_cast<uint64_t>(spec.seed),
+                                                            arch.feature_height, arch.feature_width)
+                                          : LoadTaskDataset(task, static_cast<uint64_t>(spec.seed));
     result["dataset_bytes"] = data.bytes();
     if (kind.bev) result["dataset_generate_s"] = data.generate_s;
 
@@ -227,6 +232,7 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       if (arch.bev.spec.view_transform == "lss") {
         const bev::PoolPlan& plan = bev_net->pool_plan();
         result["bev"]["pooling"] = arch.bev.spec.pooling;
+        result["bev"]["depth_loss_weight"] = arch.bev.spec.depth_loss_weight;
         result["bev"]["frustum_points"] = plan.points;
         result["bev"]["points_in_grid"] = plan.valid_points.numel();
         result["bev"]["occupied_cells"] = plan.interval_cells.numel();
@@ -291,6 +297,10 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
       {
         AutocastScope autocast(rt.precision, dev);
         loss = TaskLoss(kind, net->forward(x), y);
+        if (depth_supervised) {
+          auto* bev_net = static_cast<model::BevNetImpl*>(net.get());
+          loss = loss + bev_net->DepthLoss(data.train.depth.index_select(0, sampler.LastIndices()));
+        }
       }
       scaler.Scale(loss).backward();
       const bool apply = scaler.Unscale(parameters);

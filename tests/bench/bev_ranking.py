@@ -1,15 +1,28 @@
 #!/usr/bin/python3
 """Is bev-synthetic a useful proxy? It is only if it ranks variants consistently.
 
-Runs 8 variants (view transforms x backbone blocks, plus two LSS settings)
-over 3 seeds with frontier-trial, then reports
+Runs 8 variants (four lifters x two backbones) over 3 seeds with frontier-trial:
+  lifters   lss+depth (LSS with BEVDepth-style depth supervision, weight
+            --depth-loss-weight), lss (no depth supervision), ipm, mean_lift
+  backbones b32 (stem 16, one basic stage of width 32: the bev_lss.yaml
+            baseline) and b16 (stem 8, width 16: half the width)
+then reports
   - val/test IoU per variant and seed,
-  - Spearman rank correlation of the variants' val IoU between every pair of seeds,
-  - whether lss beats the trivial lifters (ipm, mean_lift) in mean IoU,
-as JSON on stdout (and a table on stderr).
+  - Spearman rank correlation of the variants' val IoU (and test IoU)
+    between every pair of seeds,
+  - the noise budget: evaluation noise of one split (std of val - test IoU
+    of the same model over sqrt 2; the splits are independent draws of the
+    same size), seed noise (pooled std over seeds within a variant) and the
+    spread of the variant means,
+  - mean val IoU per lifter, and whether lss+depth beats the trivial lifters
+    (ipm, mean_lift),
+as JSON on stdout (and a line per trial on stderr).
 
   /usr/bin/python3 tests/bench/bev_ranking.py --trial build/worker/frontier-trial \
-      [--steps 200] [--train-samples 1000] [--eval-samples 128] [--parallel 2] [--seeds 3]
+      [--steps 300] [--train-samples 1000] [--eval-samples 256] [--parallel 2] [--seeds 3] \
+      [--depth-loss-weight 0.1]
+
+The defaults are the study in docs/bev.md (~22 min on the shared 2-core machine).
 
 Each trial runs with 1 intra-op thread; --parallel trials at a time.
 """
@@ -38,33 +51,34 @@ BASE = {
         "stem": {"kind": "conv3x3", "width": 16, "stride": 2, "depth": 1},
         "stages": [{"block": "basic", "width": 32, "depth": 1, "stride": 2}],
         "norm": "batch", "activation": "relu",
-        "bev": {"view_transform": "lss", "pooling": "fused", "depth_bins": 24, "channels": 32,
+        "bev": {"view_transform": "lss", "pooling": "fused", "depth_bins": 24, "channels": 32, "depth_loss_weight": 0.1,
                 "encoder": [{"block": "basic", "width": 32, "depth": 1, "stride": 2}]},
     },
     "runtime": {"precision": "fp32", "threads": 1},
 }
 
 
-def variant(name, view_transform, block, **bev):
+BACKBONES = {
+    "b32": {"stem": {"kind": "conv3x3", "width": 16, "stride": 2, "depth": 1},
+            "stages": [{"block": "basic", "width": 32, "depth": 1, "stride": 2}]},
+    "b16": {"stem": {"kind": "conv3x3", "width": 8, "stride": 2, "depth": 1},
+            "stages": [{"block": "basic", "width": 16, "depth": 1, "stride": 2}]},
+}
+LIFTERS = ["lss+depth", "lss", "ipm", "mean_lift"]
+
+
+def variant(lifter, backbone):
     spec = copy.deepcopy(BASE)
-    spec["arch"]["bev"]["view_transform"] = view_transform
-    if view_transform != "lss":
+    spec["arch"].update(copy.deepcopy(BACKBONES[backbone]))
+    spec["arch"]["bev"]["view_transform"] = lifter.split("+")[0]
+    if lifter != "lss+depth":
+        spec["arch"]["bev"]["depth_loss_weight"] = 0.0
+    if not lifter.startswith("lss"):
         spec["arch"]["bev"]["pooling"] = "naive"
-    spec["arch"]["stages"][0]["block"] = block
-    spec["arch"]["bev"].update(bev)
-    return name, spec
+    return f"{lifter}/{backbone}", spec
 
 
-VARIANTS = [
-    variant("lss/basic", "lss", "basic"),
-    variant("lss/fused_mbconv", "lss", "fused_mbconv"),
-    variant("lss/basic/12bins", "lss", "basic", depth_bins=12),
-    variant("lss/basic/enc64", "lss", "basic", encoder=[{"block": "basic", "width": 64, "depth": 1, "stride": 2}]),
-    variant("ipm/basic", "ipm", "basic"),
-    variant("ipm/fused_mbconv", "ipm", "fused_mbconv"),
-    variant("mean_lift/basic", "mean_lift", "basic"),
-    variant("mean_lift/fused_mbconv", "mean_lift", "fused_mbconv"),
-]
+VARIANTS = [variant(l, b) for l in LIFTERS for b in BACKBONES]
 
 
 def spearman(a, b):
@@ -106,11 +120,13 @@ def run_trial(trial, spec, seed, workdir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trial", default="build/worker/frontier-trial")
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--train-samples", type=int, default=1000)
-    ap.add_argument("--eval-samples", type=int, default=128)
+    ap.add_argument("--eval-samples", type=int, default=256)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument("--depth-loss-weight", type=float, default=0.1, help="arch.bev.depth_loss_weight of lss+depth")
+    ap.add_argument("--lr", type=float, default=BASE["task"]["optimizer"]["lr"])
     ap.add_argument("--variants", type=int, default=len(VARIANTS), help="run only the first N variants")
     args = ap.parse_args()
 
@@ -122,6 +138,9 @@ def main():
         spec["task"]["bev"]["train_samples"] = args.train_samples
         spec["task"]["bev"]["val_samples"] = args.eval_samples
         spec["task"]["bev"]["test_samples"] = args.eval_samples
+        spec["task"]["optimizer"]["lr"] = args.lr
+        if name.startswith("lss+depth/"):
+            spec["arch"]["bev"]["depth_loss_weight"] = args.depth_loss_weight
         for seed in range(1, args.seeds + 1):
             jobs.append((name, spec, seed))
 
@@ -146,20 +165,50 @@ def main():
         if len(pairs) >= 3:
             correlations[f"{a}-{b}"] = spearman([p[0] for p in pairs], [p[1] for p in pairs])
 
-    def mean_iou(prefix):
-        vals = [v for n in names if n.startswith(prefix) for v in table[n].values() if v is not None]
+    test_table = {n: {s: results[(n, s)].get("test_iou") for s in seeds} for n in names}
+    test_correlations = {}
+    for a, b in itertools.combinations(seeds, 2):
+        pairs = [(test_table[n][a], test_table[n][b]) for n in names
+                 if test_table[n][a] is not None and test_table[n][b] is not None]
+        if len(pairs) >= 3:
+            test_correlations[f"{a}-{b}"] = spearman([p[0] for p in pairs], [p[1] for p in pairs])
+
+    def std(v):
+        m = sum(v) / len(v)
+        return (sum((x - m) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else float("nan")
+
+    # Noise budget. Evaluation noise of one split: val and test are independent
+    # draws of the same size scored on the same model, so var(val - test) = 2 var(eval).
+    diffs = [results[(n, s)]["val_iou"] - results[(n, s)]["test_iou"] for n in names for s in seeds
+             if results[(n, s)].get("val_iou") is not None and results[(n, s)].get("test_iou") is not None]
+    eval_noise = (sum(d * d for d in diffs) / len(diffs) / 2) ** 0.5 if diffs else None
+    within = [[v for v in table[n].values() if v is not None] for n in names]
+    pooled = [(std(v) ** 2, len(v) - 1) for v in within if len(v) > 1]
+    seed_noise = (sum(v * k for v, k in pooled) / sum(k for _, k in pooled)) ** 0.5 if pooled else None
+    means = {n: sum(v) / len(v) for n, v in zip(names, within) if v}
+
+    def mean_iou(lifter):
+        vals = [v for n in names if n.split("/")[0] == lifter for v in table[n].values() if v is not None]
         return sum(vals) / len(vals) if vals else None
 
     summary = {
         "steps": args.steps, "train_samples": args.train_samples, "eval_samples": args.eval_samples,
+        "lr": args.lr, "depth_loss_weight": args.depth_loss_weight,
         "val_iou": {n: table[n] for n in names},
-        "test_iou": {n: {s: results[(n, s)].get("test_iou") for s in seeds} for n in names},
+        "test_iou": test_table,
         "median_step_ms": {n: {s: results[(n, s)].get("step_time_ms", {}).get("median") for s in seeds} for n in names},
+        "wall_s": {n: {s: round(results[(n, s)]["_wall_s"], 1) for s in seeds} for n in names},
         "spearman_between_seeds": correlations,
-        "mean_val_iou": {"lss": mean_iou("lss/"), "ipm": mean_iou("ipm/"), "mean_lift": mean_iou("mean_lift/")},
+        "spearman_between_seeds_test_iou": test_correlations,
+        "mean_val_iou_per_variant": means,
+        "noise": {"eval_split_std": eval_noise, "seed_std": seed_noise,
+                  "variant_means_std": std(list(means.values())) if len(means) > 1 else None},
+        "mean_val_iou": {l: mean_iou(l) for l in LIFTERS},
     }
     m = summary["mean_val_iou"]
-    if None not in m.values():
+    if None not in (m["lss+depth"], m["ipm"], m["mean_lift"]):
+        summary["lss_depth_beats_trivial_lifters"] = m["lss+depth"] > max(m["ipm"], m["mean_lift"])
+    if None not in (m["lss"], m["ipm"], m["mean_lift"]):
         summary["lss_beats_trivial_lifters"] = m["lss"] > max(m["ipm"], m["mean_lift"])
     print(json.dumps(summary, indent=1))
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,42 @@ TEST(BevSceneTest, DatasetIsDeterministicAcrossThreadCounts) {
   EXPECT_FALSE(torch::equal(one.train.images.slice(0, 0, 2), one.val.images)) << "splits must be independent";
   EXPECT_EQ(one.train.images.sizes(), (std::vector<int64_t>{6, 18, 32, 88}));
   EXPECT_EQ(one.train.labels.sizes(), (std::vector<int64_t>{6, 48, 48}));
+}
+
+// Depth targets (BEVDepth-style supervision of lss): the nearest ray-cast
+// depth of each image patch at the feature resolution, +inf for sky only.
+TEST(BevSceneTest, DepthTargetsAreTheNearestDepthOfEachPatch) {
+  BevTaskSpec task = SmallTask();
+  task.train_samples = 3;
+  task.val_samples = 1;
+  task.test_samples = 1;
+  const Dataset data = MakeBevSynthetic(task, 8, 22);
+  EXPECT_FALSE(MakeBevSynthetic(task).train.depth.defined()) << "depth targets only when asked for";
+  ASSERT_EQ(data.train.depth.sizes(), (std::vector<int64_t>{3, 6, 8, 22}));
+  ASSERT_EQ(data.val.depth.sizes(), (std::vector<int64_t>{1, 6, 8, 22}));
+  const bev::Rig rig = bev::MakeRig(task);
+  for (int i = 0; i < 3; ++i) {
+    const bev::Scene scene = bev::MakeScene(task, bev::SampleSeed(task.data_seed, 0, i));
+    for (int cam : {0, 3}) {
+      std::vector<float> depth;
+      RenderCamera(scene, rig, cam, 0, &depth);
+      const torch::Tensor patch_depth = data.train.depth[i][cam].contiguous();
+      auto target = patch_depth.accessor<float, 2>();
+      for (int a = 0; a < 8; ++a) {
+        for (int b = 0; b < 22; ++b) {
+          float nearest = std::numeric_limits<float>::infinity();
+          for (int r = 4 * a; r < 4 * a + 4; ++r) {
+            for (int q = 4 * b; q < 4 * b + 4; ++q) nearest = std::min(nearest, depth[r * 88 + q]);
+          }
+          ASSERT_EQ(target[a][b], nearest) << "sample " << i << " camera " << cam << " patch " << a << "," << b;
+        }
+      }
+      // Pitched 8 degrees down with a 17 degree half field of view: the top
+      // rows see sky (unless a box is there), the bottom row sees the ground
+      // a few metres away.
+      for (int b = 0; b < 22; ++b) EXPECT_LT(target[7][b], 8.0f);
+    }
+  }
 }
 
 TEST(BevSceneTest, RigProjectsItsOwnRaysAndCellsRoundTrip) {
@@ -316,6 +353,64 @@ TEST(BevNetTest, FusedAndNaivePoolingGiveTheSameNetwork) {
   EXPECT_TRUE(torch::allclose(naive->forward(x), fused->forward(x), 1e-4, 1e-5));
 }
 
+TEST(BevNetTest, DepthBinsFollowTheFrustumBins) {
+  BevArchSpec spec;  // 24 bins over [2, 38) m: 1.5 m each
+  const float inf = std::numeric_limits<float>::infinity();
+  const torch::Tensor depth = torch::tensor({2.0f, 3.49f, 3.5f, 20.0f, 37.9f, 38.0f, 1.9f, inf, -inf});
+  const torch::Tensor bins = model::DepthBins(depth, spec);
+  const std::vector<int64_t> expected = {0, 0, 1, 12, 23, -100, -100, -100, -100};
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(bins[i].item<int64_t>(), expected[i]) << i;
+}
+
+TEST(BevNetTest, DepthLossOnlyForDepthSupervisedLssInTraining) {
+  TrialSpec spec = BevSpec("lss", "fused");
+  spec.arch.bev.depth_loss_weight = 0.5;
+  const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
+  ASSERT_EQ(arch.feature_height, 6);
+  ASSERT_EQ(arch.feature_width, 16);
+  auto net = std::dynamic_pointer_cast<model::BevNetImpl>(model::BuildNetwork(arch, spec.task));
+  ASSERT_TRUE(net);
+  const torch::Tensor x = torch::randn({2, 12, 24, 64});
+  // Depth 10 m everywhere but one sky patch per camera.
+  torch::Tensor depth = torch::full({2, 4, 6, 16}, 10.0f);
+  depth.select(2, 0).select(2, 0).fill_(std::numeric_limits<float>::infinity());
+  net->train();
+  torch::Tensor y = net->forward(x);
+  torch::Tensor loss = net->DepthLoss(depth);
+  ASSERT_TRUE(loss.defined());
+  // Initial logits are near-uniform over 8 bins: cross-entropy ~ log 8, times the weight.
+  EXPECT_NEAR(loss.item<double>(), 0.5 * std::log(8.0), 0.5);
+  (y.sum() * 0 + loss).backward();
+  auto params = net->named_parameters();
+  EXPECT_GT(params["depth_context.weight"].grad().abs().sum().item<double>(), 0);
+  EXPECT_FALSE(net->DepthLoss(depth).defined()) << "the stored logits are used once";
+  net->eval();
+  {
+    torch::NoGradGuard no_grad;
+    net->forward(x);
+  }
+  EXPECT_FALSE(net->DepthLoss(depth).defined()) << "no depth loss from an evaluation forward";
+  // ipm predicts no depth: the weight is accepted (spaces vary the view transform) and ignored.
+  TrialSpec ipm = BevSpec("ipm", "naive");
+  ipm.arch.bev.depth_loss_weight = 0.5;
+  auto ipm_net = std::dynamic_pointer_cast<model::BevNetImpl>(
+      model::BuildNetwork(ResolveArch(ipm.arch, ipm.task), ipm.task));
+  ipm_net->train();
+  ipm_net->forward(x);
+  EXPECT_FALSE(ipm_net->DepthLoss(depth).defined());
+}
+
+TEST(BevNetTest, DepthSupervisedTrialRuns) {
+  TrialSpec spec = BevSpec("lss", "naive");
+  spec.arch.bev.depth_loss_weight = 1.0;
+  const nlohmann::json result = RunTrial(spec, TrialOptions{});
+  ASSERT_EQ(result["status"], "completed") << result.dump();
+  EXPECT_EQ(result["bev"]["depth_loss_weight"], 1.0);
+  // The training loss includes the depth term: at least a good part of log 8 early on.
+  EXPECT_TRUE(std::isfinite(result["final_train_loss"].get<double>()));
+  EXPECT_GT(result["final_train_loss"].get<double>(), 0.3);
+}
+
 TEST(BevNetTest, FrustumPointsAheadOfTheFrontCameraLandAhead) {
   const BevTaskSpec task = SmallTask();
   const bev::Rig rig = bev::MakeRig(task);
@@ -351,7 +446,12 @@ TEST(BevSpecTest, ValidatesTheBevSections) {
   EXPECT_THROW(BevSpec("ipm", "fused"), SpecError);  // pooling applies to lss only
   nlohmann::json j = ToJson(BevSpec("lss", "fused"));
   EXPECT_EQ(j["arch"]["bev"]["pooling"], "fused");
+  EXPECT_EQ(j["arch"]["bev"]["depth_loss_weight"], 0.0);  // depth supervision is off by default
+  j["arch"]["bev"]["depth_loss_weight"] = 0.1;
   EXPECT_EQ(ToJson(ParseTrialSpec(j)), j) << "ToJson must round-trip";
+  nlohmann::json negative = j;
+  negative["arch"]["bev"]["depth_loss_weight"] = -1;
+  EXPECT_THROW(ParseTrialSpec(negative), SpecError);
   j["task"]["dataset"] = "fashion-mnist";
   j["task"].erase("bev");
   EXPECT_THROW(ParseTrialSpec(j), SpecError);  // arch.bev without the bev task
