@@ -66,6 +66,7 @@ class PostgresStore final : public Store {
   template <typename Body>
   auto Statement(const char* what, Body&& body);  // one statement, atomic by itself
   Transition Classify(const std::string& trial_id, int attempt, const std::string& state, const std::string& error);
+  void AnalyzeAfterInsert(size_t inserted);
 
   std::string url_;
   std::unique_ptr<Pool> pool_;
