@@ -998,15 +998,29 @@ double Hypervolume(const std::vector<std::vector<double>>& points, const std::ve
   return HypervolumeAbove(std::move(above), reference, reference.size());
 }
 
+namespace {
+
+// The train_time_s of the first (train_time_s, value) evaluation in [begin, end)
+// whose value reaches `goal`.
+template <typename It>
+std::optional<double> FirstReaching(It begin, It end, double goal, bool lower_is_better) {
+  for (It e = begin; e != end; ++e) {
+    if (lower_is_better ? e->second <= goal : e->second >= goal) return e->first;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string& metric, double goal,
                                  bool lower_is_better) {
   if (!result.is_object() || !result.contains("evals") || !result["evals"].is_array()) return std::nullopt;
+  std::vector<std::pair<double, double>> evals;
   for (const json& e : result["evals"]) {
     if (!e.contains(metric) || !e[metric].is_number() || !e.contains("train_time_s")) continue;
-    const double v = e[metric].get<double>();
-    if (lower_is_better ? v <= goal : v >= goal) return e["train_time_s"].get<double>();
+    evals.emplace_back(e["train_time_s"].get<double>(), e[metric].get<double>());
   }
-  return std::nullopt;
+  return FirstReaching(evals.begin(), evals.end(), goal, lower_is_better);
 }
 
 struct ReportBuilder::State {
@@ -1093,13 +1107,9 @@ struct ReportBuilder::State {
     const double goal = lower ? mean + parity.margin : mean - parity.margin;
     for (size_t t = 0; t < trials.size(); ++t) {
       if (!trials[t].needs_time_to_target) continue;
-      for (uint32_t e = trials[t].evals_begin; e < trials[t].evals_end; ++e) {
-        const auto [seconds, value] = evals[e];
-        if (lower ? value <= goal : value >= goal) {
-          Value(t, time_to_target_index) = seconds;
-          break;
-        }
-      }
+      const auto seconds = FirstReaching(evals.begin() + trials[t].evals_begin, evals.begin() + trials[t].evals_end,
+                                         goal, lower);
+      if (seconds) Value(t, time_to_target_index) = *seconds;
     }
     return goal;
   }
