@@ -5,13 +5,8 @@
 # the report shows parity verdicts and intervals over the configs with seeds.
 set -euo pipefail
 build="$1"; src="$2"
-work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$build/server/frontier" run "$src/tests/integration/asha.yaml" --workers 2 --runs-dir runs > run.out 2>&1 || {
-  echo "frontier run failed:"; cat run.out; for f in runs/*/worker-*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
-cat run.out
-exp="$(sed -n 's/^experiment \(exp-[0-9]*\) .*/\1/p' run.out | head -1)"
-[[ -n "$exp" ]] || { echo "no experiment id in the output"; exit 1; }
+source "$src/tests/integration/frontier_run.sh"
+frontier_run "$build" "$src/tests/integration/asha.yaml"
 grep -Eq "at parity|worse|inconclusive" run.out || { echo "no parity verdict in the report"; exit 1; }
 grep -Eq "stopped early" run.out || { echo "the report does not say which configs were stopped early"; exit 1; }
 if grep -q "failed (final): stopped" run.out; then echo "a stop is logged as a failure"; exit 1; fi

@@ -3,13 +3,8 @@
 # space; every trial must finish with real metrics and the reports must exist.
 set -euo pipefail
 build="$1"; src="$2"
-work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$build/server/frontier" run "$src/tests/integration/tiny.yaml" --workers 2 --runs-dir runs > run.out 2>&1 || {
-  echo "frontier run failed:"; cat run.out; for f in runs/*/worker-*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
-cat run.out
-exp="$(sed -n 's/^experiment \(exp-[0-9]*\) .*/\1/p' run.out | head -1)"
-[[ -n "$exp" ]] || { echo "no experiment id in the output"; exit 1; }
+source "$src/tests/integration/frontier_run.sh"
+frontier_run "$build" "$src/tests/integration/tiny.yaml"
 test -s "runs/$exp.html" || { echo "no HTML report"; exit 1; }
 grep -q '<svg' "runs/$exp.html" || { echo "HTML report has no SVG plot"; exit 1; }
 # Every trial completed with real measurements, read back from the store.
