@@ -8,7 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "metrics/endpoint.h"
-#include "server/coordinator.h"
+#include "server/rpc/coordinator.h"
+#include "server/store/open_store.h"
 
 int main(int argc, char** argv) {
   // Block the stop signals before any thread starts, so that every thread

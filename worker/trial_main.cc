@@ -4,7 +4,7 @@
 #include <iostream>
 #include <string>
 
-#include "worker/trainer.h"
+#include "worker/trial/trainer.h"
 
 namespace {
 

@@ -20,9 +20,9 @@
 #include <spdlog/spdlog.h>
 
 #include "metrics/endpoint.h"
-#include "metrics/worker_metrics.h"
-#include "worker/agent.h"
-#include "worker/trial_process.h"
+#include "worker/agent/worker_metrics.h"
+#include "worker/agent/agent.h"
+#include "worker/agent/trial_process.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-#include "worker/dataset.h"
-#include "worker/device.h"
-#include "worker/model.h"
-#include "worker/step_stats.h"
+#include "worker/trial/data/dataset.h"
+#include "worker/trial/measure/device.h"
+#include "worker/trial/model/model.h"
+#include "worker/trial/measure/step_stats.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

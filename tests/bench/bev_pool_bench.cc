@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "worker/bev_model.h"
-#include "worker/bev_pool.h"
-#include "worker/bev_scene.h"
+#include "worker/trial/tasks/bev_model.h"
+#include "worker/trial/ops/bev_pool.h"
+#include "worker/trial/tasks/bev_scene.h"
 
 namespace {
 

@@ -22,9 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
-#include "server/coordinator.h"
+#include "server/rpc/coordinator.h"
+#include "server/store/open_store.h"
 #include "search_spaces/search_space.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace {
 

@@ -32,11 +32,11 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
-#include "server/clock.h"
-#include "server/report.h"
-#include "server/scheduler.h"
-#include "server/sqlite_store.h"
-#include "server/strategy.h"
+#include "proto/clock.h"
+#include "server/report/report.h"
+#include "server/scheduler/scheduler.h"
+#include "server/store/sqlite_store.h"
+#include "server/search/strategy.h"
 
 namespace frontier {
 namespace {

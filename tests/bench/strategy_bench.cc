@@ -24,8 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/strategies/genome.h"
-#include "server/strategies/nsga2.h"
+#include "server/search/genome.h"
+#include "server/search/nsga2.h"
 
 namespace frontier {
 namespace {

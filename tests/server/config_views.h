@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace frontier::testing {
 

@@ -1,4 +1,4 @@
-#include "server/report.h"
+#include "server/report/report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // The scheduler's lease, attempt, idempotency and cancellation semantics, and
 // its search (adaptive strategies, ASHA's early stopping, rebuilding after a
 // restart), driven by a fake clock over an in-memory SQLite store: no sleeps.
-#include "server/scheduler.h"
+#include "server/scheduler/scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
-#include "server/sqlite_store.h"
+#include "server/store/sqlite_store.h"
 
 namespace frontier {
 namespace {

@@ -2,7 +2,7 @@
 // (no store, no gRPC): ranking fixtures, Sobol' against reference values,
 // NSGA-II invariants, ASHA on scripted results, ablation's one-factor set,
 // and restart reconstruction by replay.
-#include "server/strategy.h"
+#include "server/search/strategy.h"
 
 #include <gtest/gtest.h>
 
@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/strategies/asha.h"
-#include "server/strategies/genome.h"
-#include "server/strategies/nsga2.h"
-#include "server/strategies/pareto.h"
-#include "server/strategies/sobol.h"
+#include "server/search/asha.h"
+#include "server/search/genome.h"
+#include "server/search/nsga2.h"
+#include "server/analysis/pareto.h"
+#include "server/search/sobol.h"
 
 namespace frontier {
 namespace {

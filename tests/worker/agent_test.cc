@@ -1,7 +1,7 @@
 // The worker agent against an in-process fake coordinator and fake
 // frontier-trial binaries (shell scripts that print JSON lines, fail, crash
 // or hang). No LibTorch, no GPU; intervals are milliseconds.
-#include "worker/agent.h"
+#include "worker/agent/agent.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
-#include "worker/trial_process.h"
+#include "worker/agent/trial_process.h"
 
 namespace frontier {
 namespace {

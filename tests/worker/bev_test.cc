@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/trial_spec.h"
-#include "worker/bev_model.h"
-#include "worker/bev_pool.h"
-#include "worker/bev_scene.h"
-#include "worker/dataset.h"
-#include "worker/flop_counter.h"
-#include "worker/trainer.h"
+#include "worker/trial/tasks/bev_model.h"
+#include "worker/trial/ops/bev_pool.h"
+#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/data/dataset.h"
+#include "worker/trial/measure/flop_counter.h"
+#include "worker/trial/trainer.h"
 
 namespace frontier {
 namespace {

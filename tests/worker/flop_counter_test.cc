@@ -1,11 +1,11 @@
 // FlopCounter against FLOPs computed by hand (1 multiply-add = 2 FLOPs) for
 // every layer, block family and attention kind, and a whole small network.
-#include "worker/flop_counter.h"
+#include "worker/trial/measure/flop_counter.h"
 
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
-#include "worker/model.h"
+#include "worker/trial/model/model.h"
 
 namespace frontier {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/idx.h"
+#include "worker/trial/data/idx.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "worker/dataset.h"
+#include "worker/trial/data/dataset.h"
 
 namespace frontier {
 namespace {

@@ -1,6 +1,6 @@
 // Every menu entry of the builder builds, runs forward and backward on CPU and
 // produces logits of the right shape.
-#include "worker/model.h"
+#include "worker/trial/model/model.h"
 
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>

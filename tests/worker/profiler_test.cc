@@ -1,7 +1,7 @@
 // worker/profiler.h: a real profiled trial on the synthetic dataset (trace,
 // operator table, FLOPs against the flop counter, self-time accounting), an
 // unwritable artifact folder, and the bottleneck verdict on fixtures.
-#include "worker/profiler.h"
+#include "worker/trial/measure/profiler.h"
 
 #include <sys/stat.h>
 
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/trainer.h"
+#include "worker/trial/trainer.h"
 
 namespace frontier {
 namespace {

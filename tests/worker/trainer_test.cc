@@ -1,9 +1,9 @@
-#include "worker/trainer.h"
+#include "worker/trial/trainer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "worker/step_stats.h"
+#include "worker/trial/measure/step_stats.h"
 
 namespace frontier {
 namespace {

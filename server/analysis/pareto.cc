@@ -1,0 +1,97 @@
+#include "server/analysis/pareto.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace frontier {
+
+bool ConstrainedDominates(const Fitness& a, const Fitness& b) {
+  if (a.feasible() != b.feasible()) return a.feasible();
+  if (!a.feasible()) return a.violation < b.violation;
+  if (a.objectives.size() != b.objectives.size()) {
+    throw std::invalid_argument("ConstrainedDominates: objective vectors of different sizes");
+  }
+  bool better = false;
+  for (size_t i = 0; i < a.objectives.size(); ++i) {
+    if (a.objectives[i] > b.objectives[i]) return false;
+    if (a.objectives[i] < b.objectives[i]) better = true;
+  }
+  return better;
+}
+
+std::vector<std::vector<size_t>> NonDominatedFronts(const std::vector<Fitness>& points) {
+  const size_t n = points.size();
+  std::vector<std::vector<size_t>> dominates(n);  // i -> the points i dominates
+  std::vector<size_t> dominated_by(n, 0);         // how many points dominate i
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      if (ConstrainedDominates(points[i], points[j])) {
+        dominates[i].push_back(j);
+        ++dominated_by[j];
+      } else if (ConstrainedDominates(points[j], points[i])) {
+        dominates[j].push_back(i);
+        ++dominated_by[i];
+      }
+    }
+  }
+  std::vector<std::vector<size_t>> fronts;
+  std::vector<size_t> current;
+  for (size_t i = 0; i < n; ++i) {
+    if (dominated_by[i] == 0) current.push_back(i);
+  }
+  while (!current.empty()) {
+    std::vector<size_t> next;
+    for (size_t i : current) {
+      for (size_t j : dominates[i]) {
+        if (--dominated_by[j] == 0) next.push_back(j);
+      }
+    }
+    std::sort(next.begin(), next.end());
+    fronts.push_back(std::move(current));
+    current = std::move(next);
+  }
+  return fronts;
+}
+
+std::vector<double> CrowdingDistances(const std::vector<Fitness>& points, const std::vector<size_t>& front) {
+  std::vector<double> distance(front.size(), 0.0);
+  if (front.empty() || !points[front[0]].feasible()) return distance;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const size_t objectives = points[front[0]].objectives.size();
+  std::vector<size_t> order(front.size());
+  for (size_t m = 0; m < objectives; ++m) {
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return points[front[a]].objectives[m] < points[front[b]].objectives[m];
+    });
+    const double low = points[front[order.front()]].objectives[m];
+    const double high = points[front[order.back()]].objectives[m];
+    distance[order.front()] = kInf;
+    distance[order.back()] = kInf;
+    if (high == low) continue;
+    for (size_t k = 1; k + 1 < order.size(); ++k) {
+      distance[order[k]] +=
+          (points[front[order[k + 1]]].objectives[m] - points[front[order[k - 1]]].objectives[m]) /
+          (high - low);
+    }
+  }
+  return distance;
+}
+
+std::vector<size_t> RankOrder(const std::vector<Fitness>& points) {
+  std::vector<size_t> order;
+  order.reserve(points.size());
+  for (const std::vector<size_t>& front : NonDominatedFronts(points)) {
+    const std::vector<double> distance = CrowdingDistances(points, front);
+    std::vector<size_t> by_distance(front.size());
+    std::iota(by_distance.begin(), by_distance.end(), 0);
+    std::stable_sort(by_distance.begin(), by_distance.end(),
+                     [&](size_t a, size_t b) { return distance[a] > distance[b]; });
+    for (size_t k : by_distance) order.push_back(front[k]);
+  }
+  return order;
+}
+
+}  // namespace frontier

@@ -1,0 +1,507 @@
+#include "server/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/search_space.h"
+
+namespace frontier {
+namespace {
+
+// Trials of one configuration at one fidelity form a group: its seeds.
+std::string GroupKey(const std::string& config_key, int steps) {
+  return config_key + "@" + std::to_string(steps);
+}
+
+// The trials of `config` at `steps`, one per seed first_seed..last_seed.
+std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, int steps, int first_seed,
+                                int last_seed) {
+  std::vector<TrialRow> rows;
+  for (int seed = first_seed; seed <= last_seed; ++seed) {
+    TrialSpec spec = MakeTrialSpec(space, config, seed, "");
+    spec.task.steps = steps;
+    TrialRow row;
+    row.config_json = ConfigKey(config);
+    row.is_baseline = IsBaseline(space, config);
+    row.seed = seed;
+    row.steps = steps;
+    row.max_attempts = space.max_attempts;
+    row.spec_json = ToJson(spec).dump();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+TrialOutcome OutcomeOf(const TrialRow& row) {
+  TrialOutcome outcome;
+  outcome.seed = row.seed;
+  outcome.state = row.state;
+  if (!row.result_json.empty()) {
+    outcome.result = nlohmann::json::parse(row.result_json, nullptr, /*allow_exceptions=*/false);
+    if (outcome.result.is_discarded()) outcome.result = nullptr;
+  }
+  return outcome;
+}
+
+RunningTrial RunningTrialOf(const TrialRow& row) {
+  RunningTrial trial;
+  trial.trial_id = row.id;
+  trial.config_key = row.config_json;
+  trial.seed = row.seed;
+  trial.is_baseline = row.is_baseline;
+  const nlohmann::json spec = nlohmann::json::parse(row.spec_json, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_object() && spec.contains("task")) trial.batch_size = spec["task"].value("batch_size", 0);
+  return trial;
+}
+
+}  // namespace
+
+struct Scheduler::Search {
+  struct Group {
+    Config config;
+    int steps = 0;
+    bool baseline = false;
+    std::vector<std::string> trial_ids;  // one per seed
+    std::vector<int64_t> seeds;          // of trial_ids
+    std::map<std::string, TrialOutcome> ended;  // final trials by id, until the strategy is told
+    bool told = false;                   // the strategy has its evaluation
+    bool stopped = false;                // a seed ended as stopped
+
+    // The evaluation for the strategy, once, when every seed has ended: every
+    // seed 1..repeats, or, under ASHA's delayed seeds, the first seed alone
+    // when it was stopped (the later ones are never run).
+    std::optional<Evaluation> TakeEvaluation(int repeats) {
+      if (told || ended.size() < trial_ids.size()) return std::nullopt;
+      if (trial_ids.size() < static_cast<size_t>(repeats) && !stopped) return std::nullopt;
+      Evaluation evaluation{config, steps, {}};
+      for (const std::string& id : trial_ids) evaluation.trials.push_back(std::move(ended.at(id)));
+      ended.clear();
+      told = true;
+      return evaluation;
+    }
+  };
+
+  SearchSpace space;
+  std::unique_ptr<Strategy> strategy;
+  std::unique_ptr<EarlyStopping> stopping;      // strategy asha only
+  std::map<std::string, Group> groups;          // by GroupKey
+  std::vector<std::string> group_order;         // creation order
+  std::map<std::string, std::string> group_of;  // trial id -> group key
+  std::set<std::string> open;                   // trials not final yet
+
+  explicit Search(SearchSpace s)
+      : space(std::move(s)), strategy(MakeStrategy(space)), stopping(MakeEarlyStopping(space)) {}
+
+  void Index(const std::vector<TrialRow>& rows) {
+    for (const TrialRow& row : rows) {
+      const std::string key = GroupKey(row.config_json, row.steps);
+      auto [it, added] = groups.try_emplace(key);
+      if (added) {
+        it->second.config = nlohmann::json::parse(row.config_json);
+        it->second.steps = row.steps;
+        it->second.baseline = row.is_baseline;
+        group_order.push_back(key);
+      }
+      it->second.trial_ids.push_back(row.id);
+      it->second.seeds.push_back(row.seed);
+      group_of[row.id] = key;
+      if (trial_state::IsFinal(row.state)) {
+        it->second.ended[row.id] = OutcomeOf(row);
+        if (row.state == trial_state::kStopped) it->second.stopped = true;
+      } else {
+        open.insert(row.id);
+      }
+    }
+  }
+
+  // Records that `trial_id` ended; returns its group's evaluation when that
+  // completes the group (every seed final) and the strategy has not been told.
+  std::optional<Evaluation> Ended(const std::string& trial_id, TrialOutcome outcome) {
+    auto key = group_of.find(trial_id);
+    if (key == group_of.end()) return std::nullopt;
+    open.erase(trial_id);
+    Group& group = groups.at(key->second);
+    if (group.told) return std::nullopt;
+    const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
+    outcome.seed = group.seeds.at(index);
+    if (outcome.state == trial_state::kStopped) group.stopped = true;
+    group.ended[trial_id] = std::move(outcome);
+    return group.TakeEvaluation(space.repeats);
+  }
+
+  // Under ASHA a configuration's later seeds (2..repeats) wait for its first
+  // seed: they are added once it passed the first rung, or ended otherwise
+  // than stopped (completed, diverged or failed before the rung), and never
+  // when it was stopped. The baseline runs every seed at once.
+  bool DelaysSeeds() const { return stopping && !stopping->rungs().empty() && space.repeats > 1; }
+  int LastSeedAtFirst(bool baseline) const { return DelaysSeeds() && !baseline ? 1 : space.repeats; }
+
+  // The seeds of group `key` to add now (empty when none is due).
+  std::vector<int> DueSeeds(const std::string& key) const {
+    const Group& group = groups.at(key);
+    if (group.baseline || group.stopped || group.trial_ids.size() >= static_cast<size_t>(space.repeats)) return {};
+    bool due = stopping && stopping->PassedFirstRung(ConfigKey(group.config));
+    for (const auto& [id, outcome] : group.ended) due = due || outcome.state != trial_state::kStopped;
+    if (!due) return {};
+    std::vector<int> seeds;
+    for (int seed = 1; seed <= space.repeats; ++seed) {
+      if (std::find(group.seeds.begin(), group.seeds.end(), seed) == group.seeds.end()) seeds.push_back(seed);
+    }
+    return seeds;
+  }
+};
+
+Scheduler::Scheduler(Store& store, Clock& clock, SchedulerOptions options)
+    : store_(store), clock_(clock), options_(options) {
+  store_.ExtendAllLeases(clock_.NowMs() + options_.restart_grace_ms);
+}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::Changed() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++changes_;
+  }
+  changed_.notify_all();
+}
+
+uint64_t Scheduler::change_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return changes_;
+}
+
+uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return changes_ != seen; });
+  return changes_;
+}
+
+ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::string& source_name) {
+  auto search = std::make_unique<Search>(ParseSearchSpace(space_yaml, source_name));
+  const SearchSpace& space = search->space;
+  const std::vector<Proposal> proposals = search->strategy->Ask();
+  ExperimentRecord experiment;
+  experiment.name = space.name;
+  experiment.goals_json = GoalsJson(space).dump();
+  experiment.space_yaml = space_yaml;
+  experiment.source_name = source_name;
+  experiment.skipped = search->strategy->Skipped();
+  std::vector<TrialRow> trials = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
+  for (const Proposal& p : proposals) {
+    std::vector<TrialRow> rows = TrialRows(space, p.config, p.steps, 1, search->LastSeedAtFirst(false));
+    trials.insert(trials.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(search_mu_);
+    id = store_.CreateExperiment(experiment, std::move(trials), clock_.NowMs());
+    search->Index(store_.ListTrials(id));
+    searches_[id] = std::move(search);
+  }
+  Changed();
+  return *store_.GetExperiment(id);
+}
+
+Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
+  auto found = searches_.find(experiment_id);
+  if (found != searches_.end()) return found->second.get();
+  const std::optional<ExperimentRecord> experiment = store_.GetExperiment(experiment_id);
+  if (!experiment || experiment->state != experiment_state::kRunning) return nullptr;
+  std::unique_ptr<Search> search;
+  try {
+    search = std::make_unique<Search>(ParseStoredSearchSpace(experiment->space_yaml, experiment->source_name));
+  } catch (const SpaceError&) {
+    return nullptr;  // accepted by an older version: it runs the trials it has
+  }
+  const std::vector<TrialRow> rows = store_.ListTrials(experiment_id);
+  search->Index(rows);
+  std::map<std::string, const TrialRow*> by_id;
+  for (const TrialRow& row : rows) by_id[row.id] = &row;
+
+  // The strategy: replay the stored proposals and outcomes.
+  std::optional<Evaluation> baseline;
+  std::vector<StoredProposal> history;
+  for (const std::string& key : search->group_order) {
+    Search::Group& group = search->groups.at(key);
+    std::optional<Evaluation> evaluation = group.TakeEvaluation(search->space.repeats);
+    if (group.baseline) {
+      if (evaluation) baseline = std::move(evaluation);
+    } else {
+      history.push_back({{group.config, group.steps}, std::move(evaluation)});
+    }
+  }
+  const std::vector<Proposal> beyond = Replay(*search->strategy, baseline, history);
+
+  // Early stopping: replay every progress event in the order it arrived.
+  if (search->stopping) {
+    std::vector<std::tuple<int64_t, std::string, size_t, nlohmann::json>> events;
+    for (const TrialRow& row : rows) {
+      if (row.state == trial_state::kPending) continue;
+      const std::vector<ProgressRow> progress = store_.ListProgress(row.id);
+      for (size_t i = 0; i < progress.size(); ++i) {
+        events.emplace_back(
+            progress[i].at_ms, row.id, i,
+            nlohmann::json::parse(progress[i].event_json, nullptr, /*allow_exceptions=*/false));
+      }
+    }
+    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
+             std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+    });
+    for (const auto& [at_ms, trial_id, index, event] : events) {
+      search->stopping->Observe(RunningTrialOf(*by_id.at(trial_id)), event);
+    }
+  }
+
+  Search* loaded = search.get();
+  searches_[experiment_id] = std::move(search);
+  // Later seeds that became due before the restart but were not stored.
+  for (const std::string& key : std::vector<std::string>(loaded->group_order)) AddDueSeeds(experiment_id, *loaded, key);
+  AddProposals(experiment_id, *loaded, beyond);
+  return loaded;
+}
+
+void Scheduler::AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key) {
+  const std::vector<int> seeds = search.DueSeeds(group_key);
+  if (seeds.empty()) return;
+  const Search::Group& group = search.groups.at(group_key);
+  std::vector<TrialRow> rows;
+  for (int seed : seeds) {
+    std::vector<TrialRow> one = TrialRows(search.space, group.config, group.steps, seed, seed);
+    rows.insert(rows.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
+  }
+  const std::vector<std::string> ids = store_.AddTrials(experiment_id, rows, clock_.NowMs());
+  for (size_t i = 0; i < rows.size() && i < ids.size(); ++i) rows[i].id = ids[i];
+  search.Index(rows);
+}
+
+void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
+                             const std::vector<Proposal>& proposals) {
+  std::vector<TrialRow> rows;
+  for (const Proposal& p : proposals) {
+    if (search.groups.count(GroupKey(ConfigKey(p.config), p.steps))) continue;  // stored already
+    std::vector<TrialRow> more = TrialRows(search.space, p.config, p.steps, 1, search.LastSeedAtFirst(false));
+    rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  if (rows.empty()) return;
+  const std::vector<std::string> ids = store_.AddTrials(experiment_id, rows, clock_.NowMs());
+  for (size_t i = 0; i < rows.size() && i < ids.size(); ++i) rows[i].id = ids[i];
+  search.Index(rows);
+}
+
+// Records that a trial ended; when it was the last of its group, tells the
+// strategy and adds what it proposes next. Then completes the experiment
+// when nothing is left open.
+void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
+  const std::string experiment_id = ExperimentOfTrial(trial_id);
+  Search* search = SearchOf(experiment_id);
+  if (!search) return;
+  const auto key = search->group_of.find(trial_id);
+  const std::string group_key = key != search->group_of.end() ? key->second : "";
+  std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome));
+  if (!group_key.empty()) AddDueSeeds(experiment_id, *search, group_key);
+  if (evaluation) {
+    search->strategy->Tell(*evaluation);
+    AddProposals(experiment_id, *search, search->strategy->Ask());
+  }
+  if (search->open.empty()) {
+    store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
+    searches_.erase(experiment_id);
+  }
+}
+
+bool Scheduler::Cancel(const std::string& experiment_id) {
+  std::unique_lock<std::mutex> lock(search_mu_);
+  auto experiment = store_.GetExperiment(experiment_id);
+  if (!experiment) return false;
+  if (experiment->state == experiment_state::kRunning) {
+    store_.SetExperimentState(experiment_id, experiment_state::kCancelled);
+    store_.CancelPendingTrials(experiment_id, clock_.NowMs());
+    searches_.erase(experiment_id);
+    lock.unlock();
+    Changed();
+  }
+  return true;
+}
+
+std::string Scheduler::RegisterWorker(WorkerRecord worker) {
+  std::string id = store_.RegisterWorker(std::move(worker), clock_.NowMs());
+  Changed();
+  return id;
+}
+
+std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
+  bool changed = false;
+  std::optional<TrialRow> trial;
+  for (;;) {
+    trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
+    if (!trial) break;
+    changed = true;
+    if (trial->is_baseline || !EndedUnrun(*trial)) break;
+  }
+  if (changed) Changed();
+  return trial;
+}
+
+bool Scheduler::EndedUnrun(const TrialRow& trial) {
+  std::lock_guard<std::mutex> lock(search_mu_);
+  Search* search = SearchOf(ExperimentOfTrial(trial.id));
+  if (!search || !search->stopping) return false;
+  const std::optional<StopDecision> stopped = search->stopping->Stopped(trial.config_json);
+  if (!stopped) return false;
+  const Transition t = store_.FinishTrial(trial.id, trial.attempt, trial_state::kStopped, "",
+                                          "stopped: " + stopped->reason, clock_.NowMs());
+  if (t == Transition::kApplied) {
+    TrialOutcome outcome;
+    outcome.state = trial_state::kStopped;
+    TrialEnded(trial.id, std::move(outcome));
+  }
+  return true;
+}
+
+bool Scheduler::ExperimentCancelled(const std::string& experiment_id) {
+  if (searches_.count(experiment_id)) return false;  // loaded searches are of running experiments
+  const std::optional<ExperimentRecord> experiment = store_.GetExperiment(experiment_id);
+  return experiment && experiment->state == experiment_state::kCancelled;
+}
+
+HeartbeatReply Scheduler::Heartbeat(const std::string& worker_id, const std::string& trial_id, int attempt) {
+  const int64_t now = clock_.NowMs();
+  store_.TouchWorker(worker_id, now);
+  HeartbeatReply reply;
+  if (trial_id.empty()) return reply;
+  reply.lease_valid = store_.ExtendLease(trial_id, attempt, worker_id, now + options_.lease_timeout_ms);
+  if (!reply.lease_valid) {
+    reply.stop = true;
+    return reply;
+  }
+  std::lock_guard<std::mutex> lock(search_mu_);
+  reply.stop = ExperimentCancelled(ExperimentOfTrial(trial_id));
+  return reply;
+}
+
+ProgressReply Scheduler::Progress(const std::string& worker_id, const std::string& trial_id, int attempt,
+                                  const std::string& event_json) {
+  const int64_t now = clock_.NowMs();
+  const int64_t lease_until = now + options_.lease_timeout_ms;
+  ProgressReply reply;
+  const auto lost = [&reply] {
+    reply.stop = true;
+    reply.reason = "this attempt no longer holds the trial's lease";
+    return reply;
+  };
+  const nlohmann::json event = nlohmann::json::parse(event_json, nullptr, /*allow_exceptions=*/false);
+  if (!event.is_object() || (event.contains("step") && !event["step"].is_number_integer())) {
+    // A malformed event is dropped and the trial goes on; it still proves the worker alive.
+    return store_.ExtendLease(trial_id, attempt, worker_id, lease_until) ? reply : lost();
+  }
+  const ProgressRow row{trial_id, attempt, event.value("step", 0), event_json, now};
+  const std::string experiment_id = ExperimentOfTrial(trial_id);
+  std::unique_lock<std::mutex> lock(search_mu_);
+  Search* search = SearchOf(experiment_id);
+  if (!search || !search->stopping) {
+    const bool cancelled = !search && ExperimentCancelled(experiment_id);
+    lock.unlock();
+    // Recording extends the lease (a progress event is proof of life) and checks that this attempt holds it.
+    if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
+    if (cancelled) {
+      reply.stop = true;
+      reply.reason = "experiment cancelled";
+    }
+    return reply;
+  }
+  // Early stopping: recorded and decided under one lock, so a restart
+  // replays the decisions in their order.
+  if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
+  if (const std::optional<TrialRow> trial = store_.GetTrial(trial_id)) {
+    const StopDecision decision = search->stopping->Observe(RunningTrialOf(*trial), event);
+    reply.stop = decision.stop;
+    reply.reason = decision.reason;
+    const auto key = search->group_of.find(trial_id);
+    if (key != search->group_of.end()) AddDueSeeds(experiment_id, *search, key->second);
+  }
+  return reply;
+}
+
+Transition Scheduler::Complete(const std::string& worker_id, const std::string& trial_id, int attempt,
+                               const std::string& result_json) {
+  TrialOutcome outcome;
+  outcome.state = trial_state::kCompleted;
+  try {
+    outcome.result = nlohmann::json::parse(result_json);
+    if (outcome.result.value("status", "") == "diverged") outcome.state = trial_state::kDiverged;
+  } catch (const nlohmann::json::exception& e) {
+    return Fail(worker_id, trial_id, attempt, std::string("unreadable result: ") + e.what(), true, "");
+  }
+  // The conditional update needs no lock: it applies once. The search is
+  // told under the lock (and a search loaded meanwhile already sees the trial final).
+  const Transition t = store_.FinishTrial(trial_id, attempt, outcome.state, result_json, "", clock_.NowMs());
+  if (t == Transition::kApplied) {
+    {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      TrialEnded(trial_id, std::move(outcome));
+    }
+    Changed();
+  }
+  return t;
+}
+
+Transition Scheduler::Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
+                           const std::string& error, bool retryable, const std::string& result_json) {
+  // A trial the coordinator asked to stop ends as stopped (or cancelled with
+  // its experiment), not as a failure.
+  const bool stopped = !retryable && error.rfind("stopped:", 0) == 0;
+  Transition t;
+  if (stopped) {
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      cancelled = ExperimentCancelled(ExperimentOfTrial(trial_id));
+    }
+    t = store_.FinishTrial(trial_id, attempt, cancelled ? trial_state::kCancelled : trial_state::kStopped,
+                           result_json, error, clock_.NowMs());
+  } else {
+    t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
+  }
+  if (t == Transition::kApplied) {
+    // Failed for good, stopped, or pending again (then nothing is told).
+    const std::optional<TrialRow> row = store_.GetTrial(trial_id);
+    if (row && trial_state::IsFinal(row->state)) {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      TrialEnded(trial_id, OutcomeOf(*row));
+    }
+    Changed();
+  }
+  return t;
+}
+
+void Scheduler::CompleteFinishedExperiments() {
+  for (const std::string& id : store_.ExperimentsReadyToComplete()) {
+    // A search loaded now (after a restart) may still propose: then it goes on.
+    const Search* search = SearchOf(id);
+    if (search && !search->open.empty()) continue;
+    const TrialCountsRow counts = store_.CountTrials(id);
+    if (counts.pending + counts.running > 0) continue;
+    store_.SetExperimentState(id, experiment_state::kCompleted);
+    searches_.erase(id);
+  }
+}
+
+void Scheduler::Tick() {
+  std::vector<TrialRow> expired;
+  {
+    std::lock_guard<std::mutex> lock(search_mu_);
+    expired = store_.ExpireLeases(clock_.NowMs());
+    for (const TrialRow& trial : expired) {
+      if (trial_state::IsFinal(trial.state)) TrialEnded(trial.id, OutcomeOf(trial));
+    }
+    CompleteFinishedExperiments();
+  }
+  if (!expired.empty()) Changed();
+}
+
+}  // namespace frontier

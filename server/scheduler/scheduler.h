@@ -1,0 +1,123 @@
+// The coordinator's logic, independent of gRPC: experiments from search-space
+// files, the trial queue, leases and their expiry, attempts, idempotent
+// completion, cancellation and experiment completion, and the search: each
+// running experiment's strategy (strategy.h) is told every configuration's
+// outcome once all its seeds are final, and what it proposes next is added
+// as trials; ASHA's early stopping answers progress reports. The search
+// state lives in memory and is rebuilt from the store when an experiment is
+// first touched after a restart (Replay), so nothing but the store is
+// persistent. Thread-safe. Time comes from the injected Clock, so tests
+// drive expiry without sleeping.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "proto/clock.h"
+#include "server/store/store.h"
+#include "server/search/strategy.h"
+
+namespace frontier {
+
+struct SchedulerOptions {
+  int64_t lease_timeout_ms = 60'000;       // a lease not extended for this long expires
+  int64_t heartbeat_interval_ms = 10'000;  // what workers are told to use
+  int64_t restart_grace_ms = 120'000;      // running trials' leases after a coordinator start
+};
+
+struct HeartbeatReply {
+  bool lease_valid = false;
+  bool stop = false;
+};
+
+struct ProgressReply {
+  bool stop = false;
+  std::string reason;
+};
+
+class Scheduler {
+ public:
+  // Gives every running trial a fresh lease (restart_grace_ms) so that
+  // workers of a restarted coordinator can report before anything expires.
+  Scheduler(Store& store, Clock& clock, SchedulerOptions options);
+  ~Scheduler();
+
+  const SchedulerOptions& options() const { return options_; }
+  Store& store() { return store_; }
+
+  // Parses and validates the search space and creates the experiment with
+  // its first trials: the baseline and every configuration the strategy
+  // proposes at once, each at seeds 1..repeats (under ASHA a configuration
+  // starts with seed 1 alone: its later seeds are added once seed 1 passed
+  // the first rung, never when it was stopped there), and the configurations the
+  // strategy passed over as skipped (with their reasons). Adaptive
+  // strategies propose more as outcomes come in. Throws SpaceError.
+  ExperimentRecord Submit(const std::string& space_yaml, const std::string& source_name);
+  // Pending trials are cancelled, running ones are told to stop. Idempotent.
+  // Returns false for an unknown experiment.
+  bool Cancel(const std::string& experiment_id);
+
+  std::string RegisterWorker(WorkerRecord worker);
+  // The next pending trial, leased to the worker; nullopt when none is pending.
+  // A trial of a configuration ASHA has stopped at a rung (a later seed still
+  // pending) is ended as stopped instead of being handed out.
+  std::optional<TrialRow> Lease(const std::string& worker_id);
+  HeartbeatReply Heartbeat(const std::string& worker_id, const std::string& trial_id, int attempt);
+  // Records a progress event. The reply says stop when the lease is not this
+  // attempt's, the experiment was cancelled, or early stopping (strategy
+  // asha) ends the trial at a rung; the worker then fails it with
+  // "stopped: <reason>" and it ends as stopped.
+  ProgressReply Progress(const std::string& worker_id, const std::string& trial_id, int attempt,
+                         const std::string& event_json);
+  // Records a result line: status completed or diverged. When it is the last
+  // seed of its configuration to end, the strategy is told and its next
+  // proposals are added before the experiment can complete.
+  Transition Complete(const std::string& worker_id, const std::string& trial_id, int attempt,
+                      const std::string& result_json);
+  Transition Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
+                  const std::string& error, bool retryable, const std::string& result_json);
+
+  // Expires leases (telling strategies about trials that failed for good),
+  // completes finished experiments. Call periodically.
+  void Tick();
+
+  // Change notification for long polls and watchers: a counter bumped on
+  // every change; WaitForChange returns when it moves past `seen` or after timeout_ms.
+  uint64_t change_count();
+  uint64_t WaitForChange(uint64_t seen, int64_t timeout_ms);
+
+ private:
+  struct Search;  // one running experiment's strategy, early stopping and trial groups
+
+  void Changed();
+  // Ends a trial just leased as stopped, without running it, when ASHA
+  // stopped its configuration at a rung (a later seed that was still
+  // pending); true when it did. Takes search_mu_.
+  bool EndedUnrun(const TrialRow& trial);
+  // The following require search_mu_.
+  void CompleteFinishedExperiments();
+  Search* SearchOf(const std::string& experiment_id);
+  void TrialEnded(const std::string& trial_id, TrialOutcome outcome);
+  void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);
+  // Adds the later seeds of a configuration that ASHA held back, once due (Search::DueSeeds).
+  void AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key);
+  bool ExperimentCancelled(const std::string& experiment_id);
+
+  Store& store_;
+  Clock& clock_;
+  SchedulerOptions options_;
+  std::mutex mu_;  // guards changes_
+  std::condition_variable changed_;
+  uint64_t changes_ = 0;
+  // Serializes the search: trial endings, the strategies' asks and tells,
+  // early-stopping decisions and experiment completion.
+  std::mutex search_mu_;
+  std::map<std::string, std::unique_ptr<Search>> searches_;  // running experiments, by id, loaded lazily
+};
+
+}  // namespace frontier

@@ -1,0 +1,476 @@
+#include "server/search/strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+
+#include "server/report/report.h"
+#include "server/search/genome.h"
+#include "server/search/nsga2.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kNoResult = std::numeric_limits<double>::infinity();
+
+// Mean of `metric` over the results that have it; nullopt when none does.
+std::optional<double> MeanOf(const std::vector<const json*>& results, const std::string& metric) {
+  double sum = 0;
+  int n = 0;
+  for (const json* result : results) {
+    if (std::optional<double> value = MetricOf(*result, metric)) {
+      sum += *value;
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+double Violation(double value, const Constraint& constraint) {
+  const auto scale = [](double bound) { return bound != 0 ? std::fabs(bound) : 1.0; };
+  double violation = 0;
+  if (constraint.max && value > *constraint.max)
+    violation += (value - *constraint.max) / scale(*constraint.max);
+  if (constraint.min && value < *constraint.min)
+    violation += (*constraint.min - value) / scale(*constraint.min);
+  return violation;
+}
+
+// Fitness of the means over `results` (see FitnessOf).
+Fitness Score(const std::vector<Objective>& objectives, const std::vector<Constraint>& constraints,
+              const std::vector<const json*>& results) {
+  Fitness fitness;
+  if (results.empty()) {
+    fitness.violation = kNoResult;
+    return fitness;
+  }
+  for (const Objective& objective : objectives) {
+    const std::optional<double> mean = MeanOf(results, objective.metric);
+    if (!mean) return Fitness{{}, kNoResult};
+    fitness.objectives.push_back(objective.maximize ? -*mean : *mean);
+  }
+  for (const Constraint& constraint : constraints) {
+    const std::optional<double> mean = MeanOf(results, constraint.metric);
+    if (!mean) return Fitness{{}, kNoResult};
+    fitness.violation += Violation(*mean, constraint);
+  }
+  return fitness;
+}
+
+std::vector<const json*> CompletedResults(const Evaluation& evaluation) {
+  std::vector<const json*> results;
+  for (const TrialOutcome& trial : evaluation.trials) {
+    if (trial.state == "completed" && trial.result.is_object()) results.push_back(&trial.result);
+  }
+  return results;
+}
+
+// A dimension's choices are ordinal when they are numbers in strictly
+// increasing or strictly decreasing order.
+bool Ordinal(const Dimension& dim) {
+  if (dim.choices.size() < 2) return false;
+  for (const json& choice : dim.choices) {
+    if (!choice.is_number()) return false;
+  }
+  bool increasing = true, decreasing = true;
+  for (size_t i = 1; i < dim.choices.size(); ++i) {
+    const double a = dim.choices[i - 1].get<double>(), b = dim.choices[i].get<double>();
+    increasing = increasing && a < b;
+    decreasing = decreasing && a > b;
+  }
+  return increasing || decreasing;
+}
+
+// The space seen as genomes, with validity checks cached and every
+// configuration that cannot run recorded once in `skipped`.
+class SpaceDomain {
+ public:
+  explicit SpaceDomain(const SearchSpace& space) : space_(space) {
+    for (const Dimension& dim : space.dimensions) {
+      genes_.push_back(GeneSpec{static_cast<int>(dim.choices.size()), Ordinal(dim)});
+    }
+  }
+
+  const SearchSpace& space() const { return space_; }
+  const std::vector<GeneSpec>& genes() const { return genes_; }
+  const std::vector<std::string>& skipped() const { return skipped_; }
+
+  // Every dimension set: the configurations of the grid.
+  Config ConfigOf(const Genome& genome) const {
+    Config config = json::object();
+    for (size_t d = 0; d < genome.size(); ++d) {
+      config[space_.dimensions[d].name] = space_.dimensions[d].choices[static_cast<size_t>(genome[d])];
+    }
+    return config;
+  }
+
+  // The genome of a configuration that sets every dimension, or of the
+  // baseline ({}) when every dimension lists the baseline's value; nullopt otherwise.
+  std::optional<Genome> GenomeOf(const Config& config) const {
+    Genome genome;
+    for (const Dimension& dim : space_.dimensions) {
+      const auto is_choice = [&](const json& choice) {
+        return config.contains(dim.name) ? config[dim.name] == choice
+                                         : IsBaseline(space_, json{{dim.name, choice}});
+      };
+      const auto it = std::find_if(dim.choices.begin(), dim.choices.end(), is_choice);
+      if (it == dim.choices.end()) return std::nullopt;
+      genome.push_back(static_cast<int>(it - dim.choices.begin()));
+    }
+    return genome;
+  }
+
+  // Not the baseline, and a valid trial spec.
+  bool Runnable(const Config& config) {
+    const std::string key = ConfigKey(config);
+    auto it = runnable_.find(key);
+    if (it != runnable_.end()) return it->second;
+    bool runnable = !IsBaseline(space_, config);
+    if (runnable) {
+      if (std::optional<std::string> why = WhyInvalid(space_, config)) {
+        skipped_.push_back(key + ": " + *why);
+        runnable = false;
+      }
+    }
+    return runnable_.emplace(key, runnable).first->second;
+  }
+
+ private:
+  const SearchSpace& space_;
+  std::vector<GeneSpec> genes_;
+  std::map<std::string, bool> runnable_;
+  std::vector<std::string> skipped_;
+};
+
+// Proposes a fixed list once: grid, random, sobol, and asha over random or sobol.
+class ListStrategy final : public Strategy {
+ public:
+  ListStrategy(std::vector<Config> configs, int steps, std::vector<std::string> skipped)
+      : steps_(steps), configs_(std::move(configs)), skipped_(std::move(skipped)) {}
+
+  std::vector<Proposal> Ask() override {
+    if (asked_) return {};
+    asked_ = true;
+    std::vector<Proposal> out;
+    for (const Config& config : configs_) out.push_back({config, steps_});
+    return out;
+  }
+  void Tell(const Evaluation&) override {}
+  bool Finished() const override { return asked_; }
+  const std::vector<std::string>& Skipped() const override { return skipped_; }
+
+ private:
+  int steps_;
+  std::vector<Config> configs_;
+  std::vector<std::string> skipped_;
+  bool asked_ = false;
+};
+
+// Every runnable configuration of the grid, in grid order, the baseline left out.
+std::vector<Config> RunnableGrid(SpaceDomain& domain) {
+  std::vector<Config> configs;
+  for (Config& config : EnumerateGrid(domain.space())) {
+    if (domain.Runnable(config)) configs.push_back(std::move(config));
+  }
+  return configs;
+}
+
+std::vector<Config> RandomOrder(SpaceDomain& domain, int trials, int64_t seed) {
+  std::vector<Config> configs = RunnableGrid(domain);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::shuffle(configs.begin(), configs.end(), rng);
+  if (trials > 0 && static_cast<size_t>(trials) < configs.size()) configs.resize(static_cast<size_t>(trials));
+  return configs;
+}
+
+std::vector<Config> SobolOrder(SpaceDomain& domain, int trials, int64_t seed) {
+  GenomeStream stream(domain.genes(), static_cast<uint64_t>(seed));
+  std::set<Genome> drawn;
+  std::vector<Config> configs;
+  while (trials == 0 || configs.size() < static_cast<size_t>(trials)) {
+    std::optional<Genome> genome = stream.Next(
+        [&](const Genome& g) { return drawn.count(g) > 0 || !domain.Runnable(domain.ConfigOf(g)); });
+    if (!genome) break;
+    drawn.insert(*genome);
+    configs.push_back(domain.ConfigOf(*genome));
+  }
+  return configs;
+}
+
+// NSGA-II over the space's dimensions. The baseline joins the selection
+// when its values are choices of every dimension; then no generation after
+// the first is bred before the baseline's evaluation is in.
+class Nsga2Strategy final : public Strategy {
+ public:
+  Nsga2Strategy(const SearchSpace& space, int steps)
+      : space_(space),
+        steps_(steps),
+        domain_(space_),
+        baseline_genome_(domain_.GenomeOf(json::object())),
+        nsga2_(domain_.genes(), Options(space_),
+               [this](const Genome& g) { return domain_.Runnable(domain_.ConfigOf(g)); }) {}
+
+  std::vector<Proposal> Ask() override {
+    if (nsga2_.generation() > 0 && baseline_genome_ && !baseline_told_) return {};
+    std::vector<Proposal> out;
+    for (const Genome& genome : nsga2_.Ask()) out.push_back({domain_.ConfigOf(genome), steps_});
+    return out;
+  }
+
+  void Tell(const Evaluation& evaluation) override {
+    const bool baseline = evaluation.config.empty();
+    if (baseline) baseline_told_ = true;
+    const std::optional<Genome> genome = domain_.GenomeOf(evaluation.config);
+    if (genome) nsga2_.Tell(*genome, FitnessOf(space_, evaluation));
+  }
+
+  bool Finished() const override { return nsga2_.Finished(); }
+  const std::vector<std::string>& Skipped() const override { return domain_.skipped(); }
+
+ private:
+  static Nsga2Options Options(const SearchSpace& space) {
+    Nsga2Options options;
+    options.population = static_cast<size_t>(space.strategy.population);
+    options.generations = static_cast<size_t>(space.strategy.generations);
+    options.max_evaluations = static_cast<size_t>(space.strategy.trials);
+    options.seed = static_cast<uint64_t>(space.strategy.seed);
+    return options;
+  }
+
+  const SearchSpace space_;
+  int steps_;
+  SpaceDomain domain_;
+  std::optional<Genome> baseline_genome_;
+  Nsga2 nsga2_;
+  bool baseline_told_ = false;
+};
+
+// One factor at a time: every choice of every dimension with everything else
+// at the base (first the baseline). Cumulative: once a round and the base's
+// own evaluation are in, the feasible change with the best mean of the
+// metric becomes the base if it beats the base's mean (any feasible change
+// beats a base without one; ties go to the earlier proposal), and the next
+// round varies the dimensions not fixed yet. The path ends when no change
+// improves or no dimension is left.
+class AblationStrategy final : public Strategy {
+ public:
+  AblationStrategy(const SearchSpace& space, int steps)
+      : space_(space), steps_(steps), domain_(space_), base_(json::object()) {
+    const std::string& metric =
+        space_.strategy.metric.empty() ? space_.objectives.at(0).metric : space_.strategy.metric;
+    for (const Objective& objective : space_.objectives) {
+      if (objective.metric == metric) objective_ = objective;
+    }
+    for (size_t d = 0; d < space_.dimensions.size(); ++d) remaining_.push_back(d);
+  }
+
+  std::vector<Proposal> Ask() override {
+    if (finished_) return {};
+    if (started_) {
+      if (!space_.strategy.cumulative || !RoundDone()) return {};
+      if (!Advance()) {
+        finished_ = true;
+        return {};
+      }
+    }
+    started_ = true;
+    round_.clear();
+    for (size_t d : remaining_) {
+      const Dimension& dim = space_.dimensions[d];
+      for (const json& choice : dim.choices) {
+        if (IsBaseline(space_, json{{dim.name, choice}})) continue;  // the base's own value
+        Config config = base_;
+        config[dim.name] = choice;
+        if (domain_.Runnable(config)) round_.push_back(config);
+      }
+    }
+    if (round_.empty()) finished_ = true;
+    std::vector<Proposal> out;
+    for (const Config& config : round_) out.push_back({config, steps_});
+    return out;
+  }
+
+  void Tell(const Evaluation& evaluation) override {
+    std::optional<double> value;
+    if (FitnessOf(space_, evaluation).feasible())
+      value = MeanOf(CompletedResults(evaluation), objective_.metric);
+    told_.emplace(ConfigKey(evaluation.config), value);
+  }
+
+  bool Finished() const override { return finished_ || (started_ && !space_.strategy.cumulative); }
+  const std::vector<std::string>& Skipped() const override { return domain_.skipped(); }
+
+ private:
+  bool Told(const Config& config) const { return told_.count(ConfigKey(config)) > 0; }
+  bool RoundDone() const {
+    return Told(base_) && std::all_of(round_.begin(), round_.end(), [&](const Config& c) { return Told(c); });
+  }
+
+  // Moves the base to the round's best improving change; false when none improves.
+  bool Advance() {
+    std::optional<double> best = told_.at(ConfigKey(base_));
+    const Config* chosen = nullptr;
+    for (const Config& config : round_) {
+      const std::optional<double> value = told_.at(ConfigKey(config));
+      if (value && (!best || (objective_.maximize ? *value > *best : *value < *best))) {
+        best = value;
+        chosen = &config;
+      }
+    }
+    if (!chosen) return false;
+    base_ = *chosen;
+    remaining_.erase(std::remove_if(remaining_.begin(), remaining_.end(),
+                                    [&](size_t d) { return base_.contains(space_.dimensions[d].name); }),
+                     remaining_.end());
+    return true;
+  }
+
+  const SearchSpace space_;
+  int steps_;
+  SpaceDomain domain_;
+  Objective objective_;
+  Config base_;
+  std::vector<size_t> remaining_;                      // dimensions the path has not fixed
+  std::vector<Config> round_;                          // the current round's proposals
+  std::map<std::string, std::optional<double>> told_;  // config key -> mean of the metric when feasible
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+int FullSteps(const SearchSpace& space) { return MakeTrialSpec(space, Config::object(), 1, "").task.steps; }
+
+Fitness FitnessOf(const SearchSpace& space, const Evaluation& evaluation) {
+  return Score(space.objectives, space.constraints, CompletedResults(evaluation));
+}
+
+std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space) {
+  const StrategySpec& spec = space.strategy;
+  const int steps = FullSteps(space);
+  const std::string proposer = spec.name == "asha" ? spec.proposer : spec.name;
+  if (proposer == "nsga2") {
+    if (space.dimensions.size() > SobolSequence::kMaxDimensions) {
+      throw SpaceError(
+          space.source, 0, "space",
+          "nsga2 supports at most " + std::to_string(SobolSequence::kMaxDimensions) + " dimensions");
+    }
+    return std::make_unique<Nsga2Strategy>(space, steps);
+  }
+  if (proposer == "ablation") return std::make_unique<AblationStrategy>(space, steps);
+  SpaceDomain domain(space);
+  std::vector<Config> configs;
+  if (proposer == "grid") {
+    configs = RunnableGrid(domain);
+  } else if (proposer == "random") {
+    configs = RandomOrder(domain, spec.trials, spec.seed);
+  } else if (proposer == "sobol") {
+    if (space.dimensions.size() > SobolSequence::kMaxDimensions) {
+      throw SpaceError(
+          space.source, 0, "space",
+          "sobol supports at most " + std::to_string(SobolSequence::kMaxDimensions) + " dimensions");
+    }
+    configs = SobolOrder(domain, spec.trials, spec.seed);
+  } else {
+    throw SpaceError(space.source, 0, "strategy.name", "unknown strategy '" + spec.name + "'");
+  }
+  return std::make_unique<ListStrategy>(std::move(configs), steps, domain.skipped());
+}
+
+std::vector<Proposal> Replay(Strategy& strategy, const std::optional<Evaluation>& baseline,
+                             const std::vector<StoredProposal>& history) {
+  std::map<std::string, const StoredProposal*> stored;
+  for (const StoredProposal& p : history) stored[ConfigKey(p.proposal.config)] = &p;
+  if (baseline) strategy.Tell(*baseline);
+  std::vector<Proposal> beyond;
+  size_t matched = 0;
+  while (beyond.empty()) {
+    const std::vector<Proposal> batch = strategy.Ask();
+    if (batch.empty()) break;
+    for (const Proposal& proposal : batch) {
+      auto it = stored.find(ConfigKey(proposal.config));
+      if (it == stored.end() || it->second->proposal.steps != proposal.steps) {
+        beyond.push_back(proposal);
+        continue;
+      }
+      ++matched;
+      if (it->second->evaluation) strategy.Tell(*it->second->evaluation);
+    }
+  }
+  if (matched < history.size()) return {};
+  return beyond;
+}
+
+EarlyStopping::EarlyStopping(const SearchSpace& space, AshaOptions options) : asha_(options) {
+  static const std::set<std::string> kMeasuredDuringTraining = {"val_accuracy", "val_iou", "val_loss",
+                                                                "throughput", "step_time_ms"};
+  for (const Objective& objective : space.objectives) {
+    if (kMeasuredDuringTraining.count(objective.metric)) objectives_.push_back(objective);
+  }
+  for (const Constraint& constraint : space.constraints) {
+    if (kMeasuredDuringTraining.count(constraint.metric)) constraints_.push_back(constraint);
+  }
+}
+
+StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event) {
+  if (!event.is_object()) return {};
+  if (!trial.is_baseline) {
+    // A seed of a configuration stopped at a rung would stop there: it stops now.
+    if (std::optional<StopDecision> stopped = asha_.Stopped(trial.config_key)) {
+      median_step_ms_.erase(trial.trial_id);
+      return *stopped;
+    }
+  }
+  const std::string kind = event.value("event", "");
+  const std::optional<double> step = MetricOf(event, "step");
+  if (kind == "progress") {
+    if (std::optional<double> median = MetricOf(event, "median_step_time_ms")) {
+      if (*median > 0) median_step_ms_[trial.trial_id] = *median;
+    }
+    return {};
+  }
+  if (kind != "eval" || !step || *step <= 0) return {};
+  json partial = json::object();
+  for (const char* metric : {"val_accuracy", "val_iou", "val_loss"}) {
+    if (event.contains(metric)) partial[metric] = event[metric];
+  }
+  std::optional<double> step_ms;
+  auto median = median_step_ms_.find(trial.trial_id);
+  if (median != median_step_ms_.end()) {
+    step_ms = median->second;
+  } else if (std::optional<double> train_time = MetricOf(event, "train_time_s");
+             train_time && *train_time > 0) {
+    step_ms = *train_time * 1e3 / *step;
+  }
+  if (step_ms) {
+    partial["step_time_ms"] = {{"median", *step_ms}};
+    partial["throughput"] = {{"samples_per_s", trial.batch_size * 1e3 / *step_ms}};
+  }
+  const Fitness fitness = Score(objectives_, constraints_, {&partial});
+  const StopDecision decision =
+      asha_.Report(trial.config_key, trial.seed, static_cast<int>(*step), fitness, !trial.is_baseline);
+  if (decision.stop) median_step_ms_.erase(trial.trial_id);
+  return decision;
+}
+
+bool EarlyStopping::PassedFirstRung(const std::string& config_key) const {
+  if (asha_.rungs().empty()) return false;
+  const std::optional<StopDecision> decision = asha_.Decision(config_key, asha_.rungs().front());
+  return decision && !decision->stop;
+}
+
+std::unique_ptr<EarlyStopping> MakeEarlyStopping(const SearchSpace& space) {
+  if (space.strategy.name != "asha") return nullptr;
+  AshaOptions options;
+  options.min_steps = space.strategy.min_steps;
+  options.eta = space.strategy.eta;
+  options.max_steps = FullSteps(space);
+  return std::make_unique<EarlyStopping>(space, options);
+}
+
+}  // namespace frontier

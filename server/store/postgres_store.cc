@@ -1,0 +1,609 @@
+#include "server/store/postgres_store.h"
+
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+namespace frontier {
+namespace {
+
+// Versioned schema: migration i brings the schema from version i to i + 1.
+// The same tables and `results` view as the SQLite store.
+const std::string kMigrations[] = {
+    R"sql(
+CREATE TABLE experiments (
+  seq BIGSERIAL PRIMARY KEY,
+  id TEXT UNIQUE,
+  name TEXT NOT NULL,
+  state TEXT NOT NULL,
+  space_yaml TEXT NOT NULL,
+  source_name TEXT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  skipped_json TEXT NOT NULL DEFAULT '[]');
+CREATE TABLE trials (
+  seq BIGSERIAL PRIMARY KEY,
+  id TEXT UNIQUE NOT NULL,
+  experiment_id TEXT NOT NULL REFERENCES experiments(id),
+  config_json TEXT NOT NULL,
+  is_baseline BOOLEAN NOT NULL,
+  seed BIGINT NOT NULL,
+  steps INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  worker_id TEXT NOT NULL DEFAULT '',
+  lease_expires_ms BIGINT NOT NULL DEFAULT 0,
+  spec_json TEXT NOT NULL,
+  result_json TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  created_ms BIGINT NOT NULL,
+  started_ms BIGINT NOT NULL DEFAULT 0,
+  finished_ms BIGINT NOT NULL DEFAULT 0);
+CREATE INDEX trials_by_experiment ON trials(experiment_id, seq);
+CREATE INDEX trials_pending ON trials(seq) WHERE state = 'pending';
+CREATE INDEX trials_running ON trials(lease_expires_ms) WHERE state = 'running';
+CREATE TABLE progress (
+  trial_id TEXT NOT NULL REFERENCES trials(id),
+  attempt INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  event_json TEXT NOT NULL,
+  at_ms BIGINT NOT NULL);
+CREATE INDEX progress_by_trial ON progress(trial_id, attempt, step);
+CREATE TABLE workers (
+  seq BIGSERIAL PRIMARY KEY,
+  id TEXT UNIQUE,
+  host TEXT NOT NULL,
+  device TEXT NOT NULL,
+  device_name TEXT NOT NULL,
+  device_count INTEGER NOT NULL,
+  version TEXT NOT NULL,
+  peak_flops_json TEXT NOT NULL,
+  registered_ms BIGINT NOT NULL,
+  last_heartbeat_ms BIGINT NOT NULL);
+CREATE VIEW results AS
+SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, worker_id,
+       (result_json::jsonb ->> 'val_accuracy')::float8 AS val_accuracy,
+       (result_json::jsonb ->> 'test_accuracy')::float8 AS test_accuracy,
+       (result_json::jsonb ->> 'val_loss')::float8 AS val_loss,
+       (result_json::jsonb -> 'step_time_ms' ->> 'median')::float8 AS median_step_time_ms,
+       (result_json::jsonb -> 'throughput' ->> 'samples_per_s')::float8 AS throughput,
+       (result_json::jsonb ->> 'mfu')::float8 AS mfu,
+       (result_json::jsonb ->> 'peak_memory_mb')::float8 AS peak_memory_mb,
+       (result_json::jsonb ->> 'params')::bigint AS params,
+       (result_json::jsonb ->> 'threads')::int AS threads,
+       finished_ms
+FROM trials WHERE result_json <> '';
+)sql",
+    // 2: experiment completion checks find open trials without scanning finished ones.
+    R"sql(
+CREATE INDEX trials_open ON trials(experiment_id) WHERE state IN ('pending', 'running');
+)sql",
+    // 3: the results view gains the BEV task's IoU and the test loss.
+    R"sql(
+DROP VIEW results;
+CREATE VIEW results AS
+SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, worker_id,
+       (result_json::jsonb ->> 'val_accuracy')::float8 AS val_accuracy,
+       (result_json::jsonb ->> 'test_accuracy')::float8 AS test_accuracy,
+       (result_json::jsonb ->> 'val_loss')::float8 AS val_loss,
+       (result_json::jsonb ->> 'val_iou')::float8 AS val_iou,
+       (result_json::jsonb ->> 'test_iou')::float8 AS test_iou,
+       (result_json::jsonb ->> 'test_loss')::float8 AS test_loss,
+       (result_json::jsonb -> 'step_time_ms' ->> 'median')::float8 AS median_step_time_ms,
+       (result_json::jsonb -> 'throughput' ->> 'samples_per_s')::float8 AS throughput,
+       (result_json::jsonb ->> 'mfu')::float8 AS mfu,
+       (result_json::jsonb ->> 'peak_memory_mb')::float8 AS peak_memory_mb,
+       (result_json::jsonb ->> 'params')::bigint AS params,
+       (result_json::jsonb ->> 'threads')::int AS threads,
+       finished_ms
+FROM trials WHERE result_json <> '';
+)sql",
+    // 4: the experiment's objectives and constraints as JSON (goals_json), and
+    // per-config views: aggregates over seeds (config_results) and the place
+    // on the front (config_front); docs/sql-views.md.
+    R"sql(
+ALTER TABLE experiments ADD COLUMN goals_json TEXT NOT NULL DEFAULT '{}';
+CREATE VIEW config_results AS
+SELECT t.experiment_id, t.config_json, bool_or(t.is_baseline) AS is_baseline, COUNT(*) AS trials,
+       COUNT(*) FILTER (WHERE t.state = 'completed') AS seeds_completed,
+       COUNT(*) FILTER (WHERE t.state IN ('failed', 'diverged')) AS trials_failed,
+       AVG(r.val_accuracy) AS val_accuracy, stddev_samp(r.val_accuracy) AS val_accuracy_std,
+       AVG(r.test_accuracy) AS test_accuracy, stddev_samp(r.test_accuracy) AS test_accuracy_std,
+       AVG(r.val_loss) AS val_loss, stddev_samp(r.val_loss) AS val_loss_std,
+       AVG(r.val_iou) AS val_iou, stddev_samp(r.val_iou) AS val_iou_std,
+       AVG(r.test_iou) AS test_iou, stddev_samp(r.test_iou) AS test_iou_std,
+       AVG(r.test_loss) AS test_loss, stddev_samp(r.test_loss) AS test_loss_std,
+       AVG(r.median_step_time_ms) AS median_step_time_ms, stddev_samp(r.median_step_time_ms) AS median_step_time_ms_std,
+       AVG(r.throughput) AS throughput, stddev_samp(r.throughput) AS throughput_std,
+       AVG(r.mfu) AS mfu, stddev_samp(r.mfu) AS mfu_std,
+       AVG(r.peak_memory_mb) AS peak_memory_mb, stddev_samp(r.peak_memory_mb) AS peak_memory_mb_std,
+       AVG(r.params) AS params
+FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
+GROUP BY t.experiment_id, t.config_json;
+CREATE VIEW config_front AS
+WITH objective AS (
+  SELECT e.id AS experiment_id, o ->> 'metric' AS metric,
+         CASE o ->> 'goal' WHEN 'minimize' THEN -1.0 ELSE 1.0 END AS sign
+  FROM experiments e, jsonb_array_elements(COALESCE(e.goals_json::jsonb -> 'objectives', '[]'::jsonb)) o),
+bound AS (
+  SELECT e.id AS experiment_id, k ->> 'metric' AS metric, (k ->> 'min')::float8 AS low, (k ->> 'max')::float8 AS high
+  FROM experiments e, jsonb_array_elements(COALESCE(e.goals_json::jsonb -> 'constraints', '[]'::jsonb)) k),
+)sql" + std::string(kConfigFrontViewTail),
+};
+
+constexpr const char* kTrialColumns =
+    "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
+    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms";
+// kTrialColumns with an empty spec, for reads that do not need it.
+constexpr const char* kOutcomeColumns =
+    "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
+    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms";
+
+TrialRow ReadTrial(const pqxx::row& r) {
+  TrialRow t;
+  t.id = r[0].as<std::string>();
+  t.experiment_id = r[1].as<std::string>();
+  t.config_json = r[2].as<std::string>();
+  t.is_baseline = r[3].as<bool>();
+  t.seed = r[4].as<int64_t>();
+  t.steps = r[5].as<int>();
+  t.state = r[6].as<std::string>();
+  t.attempt = r[7].as<int>();
+  t.max_attempts = r[8].as<int>();
+  t.worker_id = r[9].as<std::string>();
+  t.lease_expires_ms = r[10].as<int64_t>();
+  t.spec_json = r[11].as<std::string>();
+  t.result_json = r[12].as<std::string>();
+  t.error = r[13].as<std::string>();
+  t.created_ms = r[14].as<int64_t>();
+  t.started_ms = r[15].as<int64_t>();
+  t.finished_ms = r[16].as<int64_t>();
+  return t;
+}
+
+constexpr const char* kExperimentColumns =
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json";
+
+ExperimentRecord ReadExperiment(const pqxx::row& r) {
+  ExperimentRecord e;
+  e.id = r[0].as<std::string>();
+  e.name = r[1].as<std::string>();
+  e.state = r[2].as<std::string>();
+  e.space_yaml = r[3].as<std::string>();
+  e.source_name = r[4].as<std::string>();
+  e.created_ms = r[5].as<int64_t>();
+  for (const auto& item : nlohmann::json::parse(r[6].as<std::string>())) e.skipped.push_back(item.get<std::string>());
+  e.goals_json = r[7].as<std::string>();
+  return e;
+}
+
+std::string Sql(const char* a, const char* columns, const char* b) { return std::string(a) + columns + b; }
+
+std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experiment_id, std::vector<TrialRow>& trials,
+                                      int64_t now_ms) {
+  // The experiment row lock serializes trial numbering per experiment.
+  w.exec_params("SELECT 1 FROM experiments WHERE id = $1 FOR UPDATE", experiment_id);
+  int64_t next = w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1", experiment_id)[0].as<int64_t>();
+  std::vector<std::string> ids;
+  for (TrialRow& t : trials) {
+    NameTrial(experiment_id, ++next, t);
+    w.exec_params(Sql("INSERT INTO trials (", kTrialColumns,
+                      ") VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0)"),
+                  t.id, experiment_id, t.config_json, t.is_baseline, t.seed, t.steps, t.max_attempts, t.spec_json,
+                  now_ms);
+    ids.push_back(t.id);
+  }
+  return ids;
+}
+
+// Extends the lease of the trial $2 when its attempt $3 is running for worker $4.
+constexpr const char* kExtendHeldLease =
+    "UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
+    "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running'";
+
+// The statements of the hot path (lease, progress, completion), prepared once
+// per connection: planned once instead of on every call.
+void PrepareStatements(pqxx::connection& c) {
+  c.prepare("get_trial", Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1"));
+  c.prepare("get_experiment", Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"));
+  c.prepare("lease",
+            Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, lease_expires_ms = $2, "
+                "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+                "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
+                "RETURNING ",
+                kTrialColumns, ""));
+  c.prepare("extend_lease", kExtendHeldLease);
+  c.prepare("add_progress",
+            "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
+  c.prepare("record_progress", std::string("WITH held AS (") + kExtendHeldLease +
+                                   " RETURNING id) INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
+                                   "SELECT id, $3, $5, $6, $7 FROM held");
+  c.prepare("finish_trial",
+            "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
+            "WHERE id = $5 AND attempt = $6 AND state = 'running'");
+  c.prepare("fail_attempt",
+            "UPDATE trials SET "
+            "state = CASE WHEN $1::boolean AND attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
+            "finished_ms = CASE WHEN $1::boolean AND attempt < max_attempts THEN 0 ELSE $2::bigint END, "
+            "error = $3, result_json = $4, lease_expires_ms = 0 "
+            "WHERE id = $5 AND attempt = $6 AND state = 'running'");
+  c.prepare("touch_worker", "UPDATE workers SET last_heartbeat_ms = $1 WHERE id = $2");
+}
+
+}  // namespace
+
+// A fixed set of connections, opened on first use and reopened after a break.
+class PostgresStore::Pool {
+ public:
+  Pool(std::string url, int size) : url_(std::move(url)), slots_(static_cast<size_t>(std::max(1, size))) {
+    for (size_t i = 0; i < slots_.size(); ++i) free_.push_back(i);
+  }
+
+  // Runs `body(connection)` on a free connection; a broken connection is
+  // dropped so that the next use reconnects.
+  template <typename Body>
+  auto With(Body&& body) {
+    size_t slot;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      available_.wait(lock, [&] { return !free_.empty(); });
+      slot = free_.back();
+      free_.pop_back();
+    }
+    struct Release {
+      Pool* pool;
+      size_t slot;
+      ~Release() {
+        {
+          std::lock_guard<std::mutex> lock(pool->mu_);
+          pool->free_.push_back(slot);
+        }
+        pool->available_.notify_one();
+      }
+    } release{this, slot};
+    auto& conn = slots_[slot];
+    try {
+      if (!conn || !conn->is_open()) {
+        conn = std::make_unique<pqxx::connection>(url_);
+        PrepareStatements(*conn);
+      }
+      return body(*conn);
+    } catch (const pqxx::broken_connection&) {
+      conn.reset();
+      throw;
+    }
+  }
+
+ private:
+  std::string url_;
+  std::vector<std::unique_ptr<pqxx::connection>> slots_;
+  std::vector<size_t> free_;
+  std::mutex mu_;
+  std::condition_variable available_;
+};
+
+template <typename Tx, typename Body>
+auto PostgresStore::Run(const char* what, Body&& body) {
+  try {
+    return pool_->With([&](pqxx::connection& c) {
+      Tx w(c);
+      auto result = body(w);
+      w.commit();
+      return result;
+    });
+  } catch (const pqxx::broken_connection& e) {
+    throw StoreError(std::string("PostgreSQL connection lost during ") + what + ": " + e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    throw StoreError(std::string("PostgreSQL commit in doubt during ") + what + ": " + e.what());
+  } catch (const pqxx::failure& e) {
+    throw StoreError(std::string("PostgreSQL error during ") + what + ": " + e.what());
+  }
+}
+
+template <typename Body>
+auto PostgresStore::InTransaction(const char* what, Body&& body) {
+  return Run<pqxx::work>(what, std::forward<Body>(body));
+}
+
+template <typename Body>
+auto PostgresStore::Statement(const char* what, Body&& body) {
+  return Run<pqxx::nontransaction>(what, std::forward<Body>(body));
+}
+
+PostgresStore::PostgresStore(const std::string& url, int pool_size)
+    : url_(url), pool_(std::make_unique<Pool>(url, pool_size)) {
+  InTransaction("migration", [&](pqxx::work& w) {
+    w.exec("SELECT pg_advisory_xact_lock(727274)");  // one migrating coordinator at a time
+    w.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+    pqxx::result r = w.exec("SELECT version FROM schema_version");
+    int version = r.empty() ? 0 : r[0][0].as<int>();
+    if (r.empty()) w.exec("INSERT INTO schema_version (version) VALUES (0)");
+    constexpr int kLatest = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+    if (version > kLatest) {
+      throw StoreError("the store has schema version " + std::to_string(version) + ", newer than this build's " +
+                       std::to_string(kLatest) + "; upgrade frontier");
+    }
+    for (; version < kLatest; ++version) w.exec(kMigrations[version]);
+    w.exec_params("UPDATE schema_version SET version = $1", version);
+    return 0;
+  });
+}
+
+PostgresStore::~PostgresStore() = default;
+
+int PostgresStore::schema_version() {
+  return InTransaction("schema_version",
+                       [](pqxx::work& w) { return w.exec1("SELECT version FROM schema_version")[0].as<int>(); });
+}
+
+std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<TrialRow> trials, int64_t now_ms) {
+  const std::string id = InTransaction("CreateExperiment", [&](pqxx::work& w) {
+    const int64_t seq = w.exec_params1(
+                             "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, "
+                             "goals_json) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+                             e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump(),
+                             e.goals_json)[0]
+                            .as<int64_t>();
+    const std::string id = ExperimentIdFor(seq);
+    w.exec_params("UPDATE experiments SET id = $1 WHERE seq = $2", id, seq);
+    InsertTrials(w, id, trials, now_ms);
+    return id;
+  });
+  AnalyzeAfterInsert(trials.size());
+  return id;
+}
+
+std::vector<std::string> PostgresStore::AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
+                                                  int64_t now_ms) {
+  std::vector<std::string> ids =
+      InTransaction("AddTrials", [&](pqxx::work& w) { return InsertTrials(w, experiment_id, trials, now_ms); });
+  AnalyzeAfterInsert(trials.size());
+  return ids;
+}
+
+// After a large batch of new pending trials the planner needs to know them:
+// without statistics it leases by sorting every open trial of the experiment
+// (a few ms per lease at 6,000 trials) instead of reading the first entry of
+// the pending index. Autovacuum would analyze only a minute later.
+void PostgresStore::AnalyzeAfterInsert(size_t inserted) {
+  constexpr size_t kLargeBatch = 200;
+  if (inserted < kLargeBatch) return;
+  try {
+    Statement("AnalyzeTrials", [](pqxx::nontransaction& w) { return w.exec("ANALYZE trials").empty(); });
+  } catch (const StoreError& e) {
+    spdlog::warn("ANALYZE trials after adding {} trials: {}", inserted, e.what());  // the trials are stored
+  }
+}
+
+std::optional<ExperimentRecord> PostgresStore::GetExperiment(const std::string& id) {
+  return Statement("GetExperiment", [&](pqxx::nontransaction& w) -> std::optional<ExperimentRecord> {
+    const pqxx::result r = w.exec_prepared("get_experiment", id);
+    if (r.empty()) return std::nullopt;
+    return ReadExperiment(r[0]);
+  });
+}
+
+std::vector<ExperimentRecord> PostgresStore::ListExperiments(int limit) {
+  return InTransaction("ListExperiments", [&](pqxx::work& w) {
+    std::vector<ExperimentRecord> out;
+    for (const auto& row :
+         w.exec_params(Sql("SELECT ", kExperimentColumns, " FROM experiments ORDER BY seq DESC LIMIT $1"), limit)) {
+      out.push_back(ReadExperiment(row));
+    }
+    return out;
+  });
+}
+
+void PostgresStore::SetExperimentState(const std::string& id, const std::string& state) {
+  InTransaction("SetExperimentState", [&](pqxx::work& w) {
+    w.exec_params("UPDATE experiments SET state = $1 WHERE id = $2", state, id);
+    return 0;
+  });
+}
+
+std::vector<TrialRow> PostgresStore::ListTrials(const std::string& experiment_id) {
+  return InTransaction("ListTrials", [&](pqxx::work& w) {
+    std::vector<TrialRow> out;
+    for (const auto& row :
+         w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE experiment_id = $1 ORDER BY seq"),
+                       experiment_id)) {
+      out.push_back(ReadTrial(row));
+    }
+    return out;
+  });
+}
+
+std::vector<TrialRow> PostgresStore::ListTrialOutcomes(const std::string& experiment_id) {
+  return Statement("ListTrialOutcomes", [&](pqxx::nontransaction& w) {
+    std::vector<TrialRow> out;
+    for (const auto& row :
+         w.exec_params(Sql("SELECT ", kOutcomeColumns, " FROM trials WHERE experiment_id = $1 ORDER BY seq"),
+                       experiment_id)) {
+      out.push_back(ReadTrial(row));
+    }
+    return out;
+  });
+}
+
+std::optional<TrialRow> PostgresStore::GetTrial(const std::string& trial_id) {
+  return Statement("GetTrial", [&](pqxx::nontransaction& w) -> std::optional<TrialRow> {
+    const pqxx::result r = w.exec_prepared("get_trial", trial_id);
+    if (r.empty()) return std::nullopt;
+    return ReadTrial(r[0]);
+  });
+}
+
+TrialCountsRow PostgresStore::CountTrials(const std::string& experiment_id) {
+  return InTransaction("CountTrials", [&](pqxx::work& w) {
+    TrialCountsRow c;
+    for (const auto& row :
+         w.exec_params("SELECT state, COUNT(*) FROM trials WHERE experiment_id = $1 GROUP BY state", experiment_id)) {
+      AddToCounts(c, row[0].as<std::string>(), row[1].as<int>());
+    }
+    return c;
+  });
+}
+
+std::vector<std::string> PostgresStore::ExperimentsReadyToComplete() {
+  return InTransaction("ExperimentsReadyToComplete", [&](pqxx::work& w) {
+    std::vector<std::string> out;
+    for (const auto& row : w.exec("SELECT e.id FROM experiments e WHERE e.state = 'running' AND NOT EXISTS "
+                                  "(SELECT 1 FROM trials t WHERE t.experiment_id = e.id "
+                                  "AND t.state IN ('pending', 'running')) ORDER BY e.seq")) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
+  });
+}
+
+std::optional<TrialRow> PostgresStore::LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
+                                                      int64_t lease_ms) {
+  // One statement: the row lock with SKIP LOCKED hands each pending trial to one caller.
+  return Statement("LeaseNextTrial", [&](pqxx::nontransaction& w) -> std::optional<TrialRow> {
+    const pqxx::result r = w.exec_prepared("lease", worker_id, now_ms + lease_ms, now_ms);
+    if (r.empty()) return std::nullopt;
+    return ReadTrial(r[0]);
+  });
+}
+
+bool PostgresStore::ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
+                                int64_t expires_ms) {
+  return Statement("ExtendLease", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("extend_lease", expires_ms, trial_id, attempt, worker_id).affected_rows() == 1;
+  });
+}
+
+// Why a conditional update of `attempt` did not apply (read after it: a trial
+// found running that attempt again cannot be, attempts only grow; stale then).
+Transition PostgresStore::Classify(const std::string& trial_id, int attempt, const std::string& state,
+                                   const std::string& error) {
+  const Transition t = TransitionFor(GetTrial(trial_id), attempt, state, error);
+  return t == Transition::kApplied ? Transition::kStale : t;
+}
+
+Transition PostgresStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
+                                      const std::string& result_json, const std::string& error, int64_t now_ms) {
+  // One conditional statement; only when it does not apply is the trial read to say why.
+  const bool applied = Statement("FinishTrial", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("finish_trial", state, result_json, error, now_ms, trial_id, attempt).affected_rows() == 1;
+  });
+  return applied ? Transition::kApplied : Classify(trial_id, attempt, state, "");
+}
+
+Transition PostgresStore::FailAttempt(const std::string& trial_id, int attempt, const std::string& error,
+                                      bool retryable, const std::string& result_json, int64_t now_ms) {
+  const bool applied = Statement("FailAttempt", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("fail_attempt", retryable, now_ms, error, result_json, trial_id, attempt).affected_rows() ==
+           1;
+  });
+  return applied ? Transition::kApplied : Classify(trial_id, attempt, "", error);
+}
+
+std::vector<TrialRow> PostgresStore::ExpireLeases(int64_t now_ms) {
+  return InTransaction("ExpireLeases", [&](pqxx::work& w) {
+    std::vector<TrialRow> out;
+    for (const auto& row : w.exec_params(
+             Sql("UPDATE trials SET "
+                 "state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
+                 "finished_ms = CASE WHEN attempt < max_attempts THEN 0 ELSE $1 END, "
+                 "error = 'lease expired (attempt ' || attempt || ' of ' || max_attempts || ', worker ' || "
+                 "worker_id || ')', lease_expires_ms = 0 "
+                 "WHERE state = 'running' AND lease_expires_ms < $1 RETURNING ",
+                 kTrialColumns, ""),
+             now_ms)) {
+      out.push_back(ReadTrial(row));
+    }
+    return out;
+  });
+}
+
+void PostgresStore::ExtendAllLeases(int64_t expires_ms) {
+  InTransaction("ExtendAllLeases", [&](pqxx::work& w) {
+    w.exec_params("UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) WHERE state = 'running'",
+                  expires_ms);
+    return 0;
+  });
+}
+
+void PostgresStore::CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) {
+  InTransaction("CancelPendingTrials", [&](pqxx::work& w) {
+    w.exec_params(
+        "UPDATE trials SET state = 'cancelled', error = 'experiment cancelled', finished_ms = $1 "
+        "WHERE experiment_id = $2 AND state = 'pending'",
+        now_ms, experiment_id);
+    return 0;
+  });
+}
+
+void PostgresStore::AddProgress(const ProgressRow& row) {
+  Statement("AddProgress", [&](pqxx::nontransaction& w) {
+    w.exec_prepared("add_progress", row.trial_id, row.attempt, row.step, row.event_json, row.at_ms);
+    return 0;
+  });
+}
+
+bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
+  // One statement: the lease update and the insert commit together or not at all.
+  return Statement("RecordProgress", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id, row.step,
+                           row.event_json, row.at_ms)
+               .affected_rows() == 1;
+  });
+}
+
+std::vector<ProgressRow> PostgresStore::ListProgress(const std::string& trial_id) {
+  return InTransaction("ListProgress", [&](pqxx::work& w) {
+    std::vector<ProgressRow> out;
+    for (const auto& r : w.exec_params("SELECT trial_id, attempt, step, event_json, at_ms FROM progress "
+                                       "WHERE trial_id = $1 ORDER BY attempt, step, ctid",
+                                       trial_id)) {
+      out.push_back({r[0].as<std::string>(), r[1].as<int>(), r[2].as<int>(), r[3].as<std::string>(),
+                     r[4].as<int64_t>()});
+    }
+    return out;
+  });
+}
+
+std::string PostgresStore::RegisterWorker(WorkerRecord wr, int64_t now_ms) {
+  return InTransaction("RegisterWorker", [&](pqxx::work& w) {
+    const int64_t seq =
+        w.exec_params1(
+             "INSERT INTO workers (host, device, device_name, device_count, version, peak_flops_json, registered_ms, "
+             "last_heartbeat_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING seq",
+             wr.host, wr.device, wr.device_name, wr.device_count, wr.version, wr.peak_flops_json, now_ms)[0]
+            .as<int64_t>();
+    const std::string id = WorkerIdFor(seq);
+    w.exec_params("UPDATE workers SET id = $1 WHERE seq = $2", id, seq);
+    return id;
+  });
+}
+
+bool PostgresStore::TouchWorker(const std::string& worker_id, int64_t now_ms) {
+  return Statement("TouchWorker", [&](pqxx::nontransaction& w) {
+    return w.exec_prepared("touch_worker", now_ms, worker_id).affected_rows() == 1;
+  });
+}
+
+std::vector<WorkerRecord> PostgresStore::ListWorkers() {
+  return InTransaction("ListWorkers", [&](pqxx::work& w) {
+    std::vector<WorkerRecord> out;
+    for (const auto& r : w.exec("SELECT id, host, device, device_name, version, device_count, peak_flops_json, "
+                                "registered_ms, last_heartbeat_ms FROM workers ORDER BY seq")) {
+      WorkerRecord wr;
+      wr.id = r[0].as<std::string>();
+      wr.host = r[1].as<std::string>();
+      wr.device = r[2].as<std::string>();
+      wr.device_name = r[3].as<std::string>();
+      wr.version = r[4].as<std::string>();
+      wr.device_count = r[5].as<int>();
+      wr.peak_flops_json = r[6].as<std::string>();
+      wr.registered_ms = r[7].as<int64_t>();
+      wr.last_heartbeat_ms = r[8].as<int64_t>();
+      out.push_back(wr);
+    }
+    return out;
+  });
+}
+
+}  // namespace frontier

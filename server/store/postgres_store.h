@@ -1,0 +1,75 @@
+// The cluster Store: PostgreSQL through libpqxx. Same contract and
+// conformance suite as SqliteStore. Versioned migrations are applied at open
+// (under an advisory lock, so several coordinators can start at once).
+// Leasing is one UPDATE over a `FOR UPDATE SKIP LOCKED` subquery, so
+// concurrent callers never get the same trial.
+//
+// Connection loss: a call that meets a broken connection throws StoreError
+// (the RPC answers UNAVAILABLE) and drops that connection; the next call
+// reconnects. Each call is one transaction, so nothing is half-written.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/store/store.h"
+
+namespace frontier {
+
+class PostgresStore final : public Store {
+ public:
+  // `url`: a libpq connection string or URI (postgresql://user@host:port/db);
+  // the usual PG* environment variables and ~/.pgpass apply. Opens
+  // `pool_size` connections lazily; connects and migrates now. Throws StoreError.
+  explicit PostgresStore(const std::string& url, int pool_size = 4);
+  ~PostgresStore() override;
+
+  int schema_version();
+
+  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials, int64_t now_ms) override;
+  std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
+                                     int64_t now_ms) override;
+  std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
+  std::vector<ExperimentRecord> ListExperiments(int limit) override;
+  void SetExperimentState(const std::string& id, const std::string& state) override;
+  std::vector<TrialRow> ListTrials(const std::string& experiment_id) override;
+  std::vector<TrialRow> ListTrialOutcomes(const std::string& experiment_id) override;
+  std::optional<TrialRow> GetTrial(const std::string& trial_id) override;
+  TrialCountsRow CountTrials(const std::string& experiment_id) override;
+  std::vector<std::string> ExperimentsReadyToComplete() override;
+  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) override;
+  bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
+                   int64_t expires_ms) override;
+  Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
+                         const std::string& result_json, const std::string& error, int64_t now_ms) override;
+  Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error, bool retryable,
+                         const std::string& result_json, int64_t now_ms) override;
+  std::vector<TrialRow> ExpireLeases(int64_t now_ms) override;
+  void ExtendAllLeases(int64_t expires_ms) override;
+  void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) override;
+  void AddProgress(const ProgressRow& row) override;
+  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
+  std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
+  std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) override;
+  bool TouchWorker(const std::string& worker_id, int64_t now_ms) override;
+  std::vector<WorkerRecord> ListWorkers() override;
+
+ private:
+  class Pool;
+  template <typename Tx, typename Body>
+  auto Run(const char* what, Body&& body);
+  template <typename Body>
+  auto InTransaction(const char* what, Body&& body);  // several statements, atomically
+  template <typename Body>
+  auto Statement(const char* what, Body&& body);  // one statement, atomic by itself
+  Transition Classify(const std::string& trial_id, int attempt, const std::string& state, const std::string& error);
+  void AnalyzeAfterInsert(size_t inserted);
+
+  std::string url_;
+  std::unique_ptr<Pool> pool_;
+};
+
+}  // namespace frontier

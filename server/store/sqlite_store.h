@@ -1,0 +1,63 @@
+// The embedded Store: one SQLite file (or ":memory:"), WAL mode, a busy
+// timeout, one connection serialized by a mutex (SQLite has one writer).
+// Schema changes are versioned migrations applied at open.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/store/store.h"
+
+struct sqlite3;
+
+namespace frontier {
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating if needed) and migrates. Throws StoreError.
+  explicit SqliteStore(const std::string& path);
+  ~SqliteStore() override;
+
+  // The schema version after migration.
+  int schema_version();
+
+  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials, int64_t now_ms) override;
+  std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
+                                     int64_t now_ms) override;
+  std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
+  std::vector<ExperimentRecord> ListExperiments(int limit) override;
+  void SetExperimentState(const std::string& id, const std::string& state) override;
+  std::vector<TrialRow> ListTrials(const std::string& experiment_id) override;
+  std::vector<TrialRow> ListTrialOutcomes(const std::string& experiment_id) override;
+  std::optional<TrialRow> GetTrial(const std::string& trial_id) override;
+  TrialCountsRow CountTrials(const std::string& experiment_id) override;
+  std::vector<std::string> ExperimentsReadyToComplete() override;
+  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) override;
+  bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
+                   int64_t expires_ms) override;
+  Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
+                         const std::string& result_json, const std::string& error, int64_t now_ms) override;
+  Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error, bool retryable,
+                         const std::string& result_json, int64_t now_ms) override;
+  std::vector<TrialRow> ExpireLeases(int64_t now_ms) override;
+  void ExtendAllLeases(int64_t expires_ms) override;
+  void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) override;
+  void AddProgress(const ProgressRow& row) override;
+  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
+  std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
+  std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) override;
+  bool TouchWorker(const std::string& worker_id, int64_t now_ms) override;
+  std::vector<WorkerRecord> ListWorkers() override;
+
+ private:
+  class Transaction;
+  std::vector<std::string> InsertTrials(const std::string& experiment_id, std::vector<TrialRow>& trials,
+                                        int64_t now_ms);
+  void Migrate();
+
+  std::mutex mu_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace frontier

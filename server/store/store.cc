@@ -1,0 +1,58 @@
+#include "server/store/store.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace frontier {
+
+bool trial_state::IsFinal(const std::string& s) { return s != kPending && s != kRunning; }
+
+std::string ExperimentIdFor(int64_t seq) {
+  char id[32];
+  std::snprintf(id, sizeof id, "exp-%06lld", static_cast<long long>(seq));
+  return id;
+}
+
+std::string WorkerIdFor(int64_t seq) {
+  char id[32];
+  std::snprintf(id, sizeof id, "worker-%04lld", static_cast<long long>(seq));
+  return id;
+}
+
+void AddToCounts(TrialCountsRow& c, const std::string& state, int n) {
+  c.total += n;
+  if (state == trial_state::kPending) c.pending += n;
+  if (state == trial_state::kRunning) c.running += n;
+  if (state == trial_state::kCompleted) c.completed += n;
+  if (state == trial_state::kFailed) c.failed += n;
+  if (state == trial_state::kDiverged) c.diverged += n;
+  if (state == trial_state::kStopped) c.stopped += n;
+  if (state == trial_state::kCancelled) c.cancelled += n;
+}
+
+Transition TransitionFor(const std::optional<TrialRow>& current, int attempt, const std::string& finish_state,
+                         const std::string& error) {
+  if (!current) return Transition::kNotFound;
+  if (current->attempt != attempt) return Transition::kStale;
+  if (current->state == trial_state::kRunning) return Transition::kApplied;
+  // Not running this attempt any more: the same report again, or a stale one.
+  const bool repeat = finish_state.empty() ? current->error == error : current->state == finish_state;
+  return repeat ? Transition::kDuplicate : Transition::kStale;
+}
+
+std::string ExperimentOfTrial(const std::string& trial_id) {
+  const size_t at = trial_id.rfind("-t");
+  return at == std::string::npos ? std::string() : trial_id.substr(0, at);
+}
+
+void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial) {
+  char id[96];
+  std::snprintf(id, sizeof id, "%s-t%04lld", experiment_id.c_str(), static_cast<long long>(number));
+  trial.id = id;
+  nlohmann::json spec = nlohmann::json::parse(trial.spec_json);
+  spec["trial_id"] = trial.id;
+  trial.spec_json = spec.dump();
+}
+
+}  // namespace frontier

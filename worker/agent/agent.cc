@@ -1,0 +1,681 @@
+#include "worker/agent/agent.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "worker/agent/worker_metrics.h"
+
+namespace frontier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// The longest a trial's supervisor goes without checking for a stop, a drain or its timeout.
+constexpr milliseconds kSupervisePoll{100};
+// Deadline of the single report attempt made for a trial killed by RequestStop.
+constexpr milliseconds kStopReportDeadline{1000};
+constexpr milliseconds kDefaultHeartbeatInterval{10000};
+
+std::chrono::system_clock::time_point DeadlineIn(milliseconds timeout) {
+  return std::chrono::system_clock::now() + timeout;
+}
+
+milliseconds JitteredBackoff(milliseconds backoff) {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const int64_t half = std::max<int64_t>(1, backoff.count() / 2);
+  return milliseconds(half + std::uniform_int_distribution<int64_t>(0, half)(random));
+}
+
+std::string Seconds(milliseconds duration) { return fmt::format("{:g}", duration.count() / 1000.0); }
+
+// Fills in what the worker knows and the coordinator left open: the device,
+// and the thread count when the spec says 0 ("all cores" would oversubscribe
+// a machine running several slots).
+void PrepareSpec(const AgentOptions& options, json* spec) {
+  json& runtime = (*spec)["runtime"];
+  if (runtime.is_null()) runtime = json::object();
+  if (!runtime.is_object()) return;  // frontier-trial fails it with the field's path
+  const auto threads = runtime.find("threads");
+  if (options.threads_per_trial > 0 && (threads == runtime.end() || *threads == 0)) {
+    runtime["threads"] = options.threads_per_trial;
+  }
+  const auto device = runtime.find("device");
+  if (device == runtime.end() || *device == "auto") runtime["device"] = options.device;
+}
+
+std::string SpecFileName(const std::string& trial_id, int attempt) {
+  std::string name;
+  for (char c : trial_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  return name + "-attempt" + std::to_string(attempt) + ".json";
+}
+
+// The number at `pointer` in `document`, formatted, or "n/a".
+std::string NumberAt(const json& document, const char* pointer, const char* format) {
+  const json::json_pointer path(pointer);
+  if (!document.contains(path) || !document.at(path).is_number()) return "n/a";
+  return fmt::format(fmt::runtime(format), document.at(path).get<double>());
+}
+
+std::string StringField(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// The full path of `program` in the worker's PATH, or "" when it is not there.
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = dirs.substr(begin, end - begin);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
+    begin = end + 1;
+  }
+  return "";
+}
+
+// The folder frontier-trial writes a trial's profile to: <artifact
+// dir>/<trial id with characters other than [A-Za-z0-9._-] replaced by _>
+// (the same rule as worker/profiler.cc).
+std::filesystem::path TrialArtifactDir(const std::string& artifact_dir, const std::string& trial_id) {
+  std::string name;
+  for (char c : trial_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (name.empty() || name == "." || name == "..") name = "trial";
+  std::error_code ignored;
+  return (std::filesystem::absolute(artifact_dir.empty() ? "artifacts" : artifact_dir, ignored) / name)
+      .lexically_normal();
+}
+
+// How a trial whose spec asks for profile.tool nsys or ncu is run.
+struct ProfileWrapping {
+  std::vector<std::string> wrapper;  // the tool's command line before the trial's; empty: run unwrapped
+  std::string report;                // the report file the tool is to write
+  json profile;                      // merged into the result's "profile"; null: nothing to add
+};
+
+ProfileWrapping WrapForProfileTool(const AgentOptions& options, const json& spec,
+                                   const std::string& trial_id) {
+  ProfileWrapping wrapping;
+  const auto profile = spec.find("profile");
+  if (profile == spec.end() || !profile->is_object()) return wrapping;
+  const std::string tool = StringField(*profile, "tool");
+  if (tool != "nsys" && tool != "ncu") return wrapping;
+  const int steps = profile->value("steps", 0);
+  wrapping.profile = {{"tool", tool}, {"host", HostName()}, {"worker", options.host}};
+  if (options.device != "cuda") {
+    wrapping.profile["error"] = tool + " profiles CUDA work; worker " + options.host + " runs trials on " +
+                                options.device + ", so the trial ran unprofiled";
+    return wrapping;
+  }
+  const std::string program = FindOnPath(tool);
+  if (program.empty()) {
+    wrapping.profile["error"] =
+        tool + " not found on PATH of worker " + options.host + "; the trial ran unprofiled";
+    return wrapping;
+  }
+  const std::filesystem::path dir = TrialArtifactDir(options.artifact_dir, trial_id);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    wrapping.profile["error"] = "cannot create " + dir.string() + " on worker " + options.host + ": " +
+                                error.message() + "; the trial ran unprofiled";
+    return wrapping;
+  }
+  const std::string output = (dir / "trace").string();
+  if (tool == "nsys") {
+    wrapping.wrapper = {program, "profile", "--output=" + output, "--force-overwrite=true",
+                        "--trace=cuda,nvtx,osrt"};
+    wrapping.report = output + ".nsys-rep";
+  } else {
+    wrapping.wrapper = {program, "--output", output, "--force-overwrite", "--target-processes", "all"};
+    if (steps > 0) {
+      // Only the kernels of the profiled steps: frontier-trial marks each with this NVTX range.
+      for (const char* arg : {"--nvtx", "--nvtx-include", "frontier.profiled_step/"})
+        wrapping.wrapper.push_back(arg);
+    } else {
+      for (const char* arg : {"--launch-count", "200"}) wrapping.wrapper.push_back(arg);
+    }
+    wrapping.report = output + ".ncu-rep";
+  }
+  std::string command;
+  for (const std::string& arg : wrapping.wrapper) command += (command.empty() ? "" : " ") + arg;
+  wrapping.profile["artifact_dir"] = dir.string();
+  wrapping.profile["report"] = wrapping.report;
+  wrapping.profile["command"] = command;
+  return wrapping;
+}
+
+// The result line with the agent's part of "profile" merged in.
+std::string WithProfile(const std::string& result_json, const ProfileWrapping& wrapping) {
+  if (wrapping.profile.is_null() || result_json.empty()) return result_json;
+  json result = json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  if (!result.is_object()) return result_json;
+  json& profile = result["profile"];
+  if (!profile.is_object()) profile = json::object();
+  for (const auto& [key, value] : wrapping.profile.items()) profile[key] = value;
+  if (!wrapping.report.empty() && !std::filesystem::exists(wrapping.report) && !profile.contains("error")) {
+    profile["error"] =
+        wrapping.profile.value("tool", "the profiler") + " wrote no report at " + wrapping.report;
+  }
+  return result.dump();
+}
+
+}  // namespace
+
+// How long a call keeps retrying.
+enum class Agent::Retry {
+  kOnce,        // one attempt (heartbeats, progress: the next one is coming anyway)
+  kUntilDrain,  // until a drain or stop is requested (registration, leasing)
+  kUntilStop,   // until a stop, or a drain's deadline passes (results, failures)
+};
+
+struct Agent::Lease {
+  std::string trial_id;
+  int attempt = 0;
+  std::string spec_json;
+};
+
+// How a trial ended, as the coordinator is to hear it.
+struct Agent::Outcome {
+  enum class Kind {
+    kComplete,   // CompleteTrial(result_json): completed or diverged
+    kFail,       // FailTrial(error, retryable, result_json)
+    kLeaseLost,  // nothing: the coordinator already re-queued the trial
+  };
+  Kind kind = Kind::kFail;
+  std::string error;
+  bool retryable = true;
+  std::string result_json;  // the result line exactly as frontier-trial printed it, if it did
+};
+
+Agent::Agent(AgentOptions options, std::unique_ptr<v1::WorkerService::StubInterface> stub,
+             std::unique_ptr<TrialLauncher> launcher)
+    : options_(std::move(options)), stub_(std::move(stub)), launcher_(std::move(launcher)) {}
+
+Agent::~Agent() = default;
+
+std::string Agent::worker_id() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return worker_id_;
+}
+
+void Agent::RequestDrain() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (draining_) return;
+  draining_ = true;
+  drain_deadline_ = Clock::now() + options_.drain_timeout;
+  for (grpc::ClientContext* context : pending_leases_) context->TryCancel();
+  wake_.notify_all();
+  spdlog::info("draining: no new trials; running trials get {} s to finish", Seconds(options_.drain_timeout));
+}
+
+void Agent::RequestStop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_) return;
+  draining_ = true;
+  stopping_ = true;
+  for (grpc::ClientContext* context : pending_leases_) context->TryCancel();
+  wake_.notify_all();
+  spdlog::warn("stopping now: killing running trials");
+}
+
+bool Agent::GivingUp(Retry retry) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  switch (retry) {
+    case Retry::kOnce:
+      return true;
+    case Retry::kUntilDrain:
+      return draining_;
+    case Retry::kUntilStop:
+      return stopping_ || (draining_ && Clock::now() >= drain_deadline_);
+  }
+  return true;
+}
+
+bool Agent::SleepUnless(Retry retry, milliseconds delay) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait_for(lock, delay, [&] { return retry == Retry::kUntilDrain ? draining_ : stopping_; });
+  }
+  return !GivingUp(retry);
+}
+
+template <typename Rpc>
+grpc::Status Agent::Call(const char* name, Retry retry, milliseconds deadline, Rpc&& rpc, bool reregister) {
+  milliseconds backoff = options_.retry_initial_backoff;
+  int failures = 0;
+  for (;;) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(deadline));
+    const bool cancellable = retry == Retry::kUntilDrain;
+    if (cancellable) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (draining_) return grpc::Status(grpc::StatusCode::CANCELLED, "worker draining");
+      pending_leases_.insert(&context);
+    }
+    const std::string worker_id = this->worker_id();
+    grpc::Status status = rpc(&context, worker_id);
+    if (cancellable) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_leases_.erase(&context);
+    }
+    if (status.ok()) {
+      if (failures > 0) spdlog::info("{}: coordinator reachable again", name);
+      return status;
+    }
+
+    const grpc::StatusCode code = status.error_code();
+    if (reregister && (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::UNAUTHENTICATED)) {
+      spdlog::warn("{}: the coordinator does not know worker {} ({}); registering again", name, worker_id,
+                   status.error_message());
+      Reregister(worker_id);
+      reregister = false;
+      continue;
+    }
+    const bool transient =
+        code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!transient || GivingUp(retry)) return status;
+    const milliseconds delay = JitteredBackoff(backoff);
+    if (failures++ % 10 == 0) {
+      spdlog::warn("{}: coordinator unreachable ({}: {}); retrying in {} ms", name, static_cast<int>(code),
+                   status.error_message(), delay.count());
+    }
+    if (!SleepUnless(retry, delay)) return status;
+    backoff = std::min(backoff * 2, options_.retry_max_backoff);
+  }
+}
+
+grpc::Status Agent::Register(Retry retry) {
+  v1::RegisterWorkerRequest request;
+  request.set_host(options_.host);
+  request.set_device(options_.device);
+  request.set_device_name(options_.device_name);
+  request.set_device_count(options_.slots);
+  request.set_version(kWorkerVersion);
+  v1::RegisterWorkerResponse response;
+  grpc::Status status = Call(
+      "RegisterWorker", retry, options_.rpc_timeout,
+      [&](grpc::ClientContext* context, const std::string&) {
+        return stub_->RegisterWorker(context, request, &response);
+      },
+      /*reregister=*/false);
+  if (!status.ok()) return status;
+
+  milliseconds interval(response.heartbeat_interval_ms());
+  if (interval.count() <= 0) {
+    interval = response.lease_timeout_ms() > 0 ? milliseconds(response.lease_timeout_ms() / 3)
+                                               : kDefaultHeartbeatInterval;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  worker_id_ = response.worker_id();
+  heartbeat_interval_ = interval;
+  spdlog::info("registered as {}: {} ({}), {} slot(s); lease timeout {} ms, heartbeat every {} ms",
+               worker_id_, options_.device, options_.device_name, options_.slots, response.lease_timeout_ms(),
+               interval.count());
+  return status;
+}
+
+void Agent::Reregister(const std::string& stale_worker_id) {
+  std::lock_guard<std::mutex> registration(registration_mutex_);
+  if (worker_id() != stale_worker_id) return;  // another slot already registered again
+  const grpc::Status status = Register(Retry::kUntilStop);
+  if (!status.ok()) spdlog::error("registering again failed: {}", status.error_message());
+}
+
+grpc::Status Agent::Run() {
+  grpc::Status status = Register(Retry::kUntilDrain);
+  if (!status.ok()) {
+    if (GivingUp(Retry::kUntilDrain)) return grpc::Status::OK;
+    spdlog::error("the coordinator refused the registration: {}", status.error_message());
+    return status;
+  }
+  std::vector<std::thread> slots;
+  for (int slot = 0; slot < options_.slots; ++slot) slots.emplace_back([this, slot] { RunSlot(slot); });
+  for (std::thread& slot : slots) slot.join();
+  spdlog::info("worker {} done after {} trial(s)", worker_id(), trials_leased_);
+  return grpc::Status::OK;
+}
+
+bool Agent::ReserveTrial() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (draining_ || (options_.max_trials > 0 && trials_leased_ >= options_.max_trials)) return false;
+  ++trials_leased_;
+  return true;
+}
+
+void Agent::ReleaseTrial() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --trials_leased_;
+}
+
+void Agent::RunSlot(int slot) {
+  while (ReserveTrial()) {
+    v1::LeaseTrialResponse response;
+    const Clock::time_point asked = Clock::now();
+    const grpc::Status status =
+        Call("LeaseTrial", Retry::kUntilDrain, options_.lease_wait + options_.rpc_timeout,
+             [&](grpc::ClientContext* context, const std::string& worker_id) {
+               v1::LeaseTrialRequest request;
+               request.set_worker_id(worker_id);
+               request.set_wait_ms(static_cast<int32_t>(options_.lease_wait.count()));
+               return stub_->LeaseTrial(context, request, &response);
+             });
+    if (!status.ok() || !response.has_trial()) {
+      ReleaseTrial();
+      if (!status.ok() && !GivingUp(Retry::kUntilDrain)) {
+        spdlog::error("slot {}: LeaseTrial failed: {}", slot, status.error_message());
+        SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
+      } else if (status.ok() && Clock::now() - asked < options_.lease_wait / 10) {
+        // A coordinator that answers "nothing" at once is not long-polling: do not spin on it.
+        SleepUnless(Retry::kUntilDrain, options_.retry_initial_backoff);
+      }
+      continue;
+    }
+    const Lease lease{response.trial_id(), response.attempt(), response.spec_json()};
+    if (GivingUp(Retry::kUntilDrain)) {
+      Fail(lease, "worker shutting down", /*retryable=*/true, "");
+      continue;
+    }
+    RunTrial(slot, lease);
+  }
+}
+
+void Agent::RunTrial(int slot, const Lease& lease) {
+  spdlog::info("slot {}: leased {} (attempt {})", slot, lease.trial_id, lease.attempt);
+  if (options_.metrics) options_.metrics->TrialStarted(slot, lease.trial_id, lease.spec_json);
+  json spec = json::parse(lease.spec_json, nullptr, /*allow_exceptions=*/false);
+  if (!spec.is_object()) {
+    Report(lease, Outcome{Outcome::Kind::kFail, "spec_json is not a JSON object", /*retryable=*/false, ""});
+    return;
+  }
+  PrepareSpec(options_, &spec);
+  const std::string spec_path = options_.work_dir + "/" + SpecFileName(lease.trial_id, lease.attempt);
+  {
+    std::ofstream file(spec_path);
+    file << spec.dump(2) << "\n";
+    file.close();
+    if (!file) {
+      Report(lease, Outcome{Outcome::Kind::kFail,
+                            "cannot write the spec file " + spec_path + ": " + std::strerror(errno),
+                            /*retryable=*/true, ""});
+      return;
+    }
+  }
+
+  const ProfileWrapping wrapping = WrapForProfileTool(options_, spec, lease.trial_id);
+  if (wrapping.profile.contains("error")) {
+    spdlog::warn("trial {}: {}", lease.trial_id, wrapping.profile["error"].get<std::string>());
+  }
+  TrialCommand command{spec_path, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper};
+  if (options_.device == "cuda") {
+    const size_t i = static_cast<size_t>(slot);
+    command.environment.emplace_back(
+        "CUDA_VISIBLE_DEVICES", i < options_.visible_devices.size() ? options_.visible_devices[i] : std::to_string(slot));
+  }
+  std::string error;
+  std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
+  const bool started = process != nullptr;
+  Outcome outcome =
+      started ? Supervise(lease, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
+  outcome.result_json = WithProfile(outcome.result_json, wrapping);
+  if (!wrapping.wrapper.empty() && outcome.kind == Outcome::Kind::kFail && outcome.result_json.empty()) {
+    outcome.error += " (run under " + wrapping.profile.value("command", std::string()) + ")";
+  }
+  process.reset();
+  std::remove(spec_path.c_str());
+  Report(lease, outcome);
+  // A trial binary that cannot start fails every trial: do not burn through the queue.
+  if (!started) SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
+}
+
+Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
+  const Clock::time_point started = Clock::now();
+  const Clock::time_point timeout_at = started + options_.trial_timeout;
+  milliseconds heartbeat_interval;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    heartbeat_interval = heartbeat_interval_;
+  }
+  Clock::time_point next_heartbeat = started + heartbeat_interval;
+  Clock::time_point last_progress = started - options_.progress_interval;
+  bool output_closed = false;
+  bool reporting_failed = false;
+  std::string result_line;
+  const auto stopped = [&](const std::string& reason) {
+    process.Terminate(options_.kill_grace);
+    return Outcome{Outcome::Kind::kFail, "stopped: " + reason, /*retryable=*/false, ""};
+  };
+
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    bool stop_now;
+    bool drain_expired;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_now = stopping_;
+      drain_expired = draining_ && now >= drain_deadline_;
+    }
+    if (stop_now || drain_expired) {
+      process.Terminate(stop_now ? milliseconds(0) : options_.kill_grace);
+      return Outcome{Outcome::Kind::kFail, "worker shutting down", /*retryable=*/true, ""};
+    }
+    if (now >= timeout_at) {
+      process.Terminate(options_.kill_grace);
+      return Outcome{Outcome::Kind::kFail, "timed out after " + Seconds(options_.trial_timeout) + " s",
+                     /*retryable=*/true, ""};
+    }
+    if (now >= next_heartbeat) {
+      next_heartbeat = now + heartbeat_interval;
+      v1::HeartbeatResponse response;
+      const grpc::Status status = Call("Heartbeat", Retry::kOnce, options_.rpc_timeout,
+                                       [&](grpc::ClientContext* context, const std::string& worker_id) {
+                                         v1::HeartbeatRequest request;
+                                         request.set_worker_id(worker_id);
+                                         request.set_trial_id(lease.trial_id);
+                                         request.set_attempt(lease.attempt);
+                                         return stub_->Heartbeat(context, request, &response);
+                                       });
+      if ((status.ok() && !response.lease_valid()) || status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        process.Terminate(options_.kill_grace);
+        return Outcome{Outcome::Kind::kLeaseLost, "lease lost", /*retryable=*/true, ""};
+      }
+      if (status.ok() && response.stop()) return stopped("the coordinator asked to stop the trial");
+      if (!status.ok())
+        spdlog::warn("trial {}: heartbeat failed: {}", lease.trial_id, status.error_message());
+    }
+
+    const milliseconds wait = std::chrono::duration_cast<milliseconds>(
+        std::min({next_heartbeat, timeout_at, Clock::now() + kSupervisePoll}) - Clock::now());
+    if (output_closed) {
+      if (std::optional<ProcessExit> exit = process.Wait(std::max(wait, milliseconds(0)))) {
+        if (result_line.empty()) {
+          return Outcome{Outcome::Kind::kFail,
+                         "frontier-trial crashed: " + exit->Describe() + "; stderr: " + process.StderrTail(),
+                         /*retryable=*/true, ""};
+        }
+        const json result = json::parse(result_line);
+        const std::string status = StringField(result, "status");
+        if (status == "completed" || status == "diverged") {
+          return Outcome{Outcome::Kind::kComplete, "", /*retryable=*/false, result_line};
+        }
+        if (status == "failed") {
+          const std::string kind = StringField(result, "error_kind");
+          return Outcome{Outcome::Kind::kFail, StringField(result, "error"),
+                         /*retryable=*/kind != "spec" && kind != "precision", result_line};
+        }
+        return Outcome{Outcome::Kind::kFail,
+                       "frontier-trial printed a result with unknown status '" + status + "'",
+                       /*retryable=*/true, result_line};
+      }
+      continue;
+    }
+
+    std::string line;
+    const TrialProcess::ReadStatus read = process.ReadLine(std::max(wait, milliseconds(0)), &line);
+    if (read == TrialProcess::ReadStatus::kEnd) output_closed = true;
+    if (read != TrialProcess::ReadStatus::kLine) continue;
+
+    const json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!event.is_object()) {
+      spdlog::debug("trial {}: ignoring output that is not a JSON object: {}", lease.trial_id, line);
+      continue;
+    }
+    const std::string kind = StringField(event, "event");
+    if (kind == "result") result_line = line;
+    if (options_.metrics) options_.metrics->TrialEvent(lease.trial_id, event);
+    if (kind != "progress" && kind != "eval") continue;
+    if (kind == "progress") {
+      if (Clock::now() - last_progress < options_.progress_interval) continue;
+      last_progress = Clock::now();
+    }
+    v1::ReportProgressResponse response;
+    const grpc::Status status = Call("ReportProgress", Retry::kOnce, options_.rpc_timeout,
+                                     [&](grpc::ClientContext* context, const std::string& worker_id) {
+                                       v1::ReportProgressRequest request;
+                                       request.set_worker_id(worker_id);
+                                       request.set_trial_id(lease.trial_id);
+                                       request.set_attempt(lease.attempt);
+                                       request.set_event_json(line);
+                                       return stub_->ReportProgress(context, request, &response);
+                                     });
+    if (status.ok() && response.stop()) {
+      return stopped(response.reason().empty() ? "the coordinator asked to stop the trial"
+                                               : response.reason());
+    }
+    if (status.ok() == reporting_failed) {
+      reporting_failed = !status.ok();
+      if (reporting_failed) {
+        spdlog::warn("trial {}: progress not delivered ({}); the result will carry the evaluations",
+                     lease.trial_id, status.error_message());
+      }
+    }
+  }
+}
+
+void Agent::Report(const Lease& lease, const Outcome& outcome) {
+  switch (outcome.kind) {
+    case Outcome::Kind::kLeaseLost:
+      if (options_.metrics) options_.metrics->TrialEnded(lease.trial_id, "lease_lost");
+      spdlog::warn("trial {} (attempt {}): lease lost; trial killed, nothing reported", lease.trial_id,
+                   lease.attempt);
+      return;
+    case Outcome::Kind::kFail:
+      if (options_.metrics) {
+        std::string ended = "failed";
+        if (outcome.error.rfind("stopped:", 0) == 0) ended = "stopped";
+        if (outcome.error == "worker shutting down") ended = "interrupted";
+        options_.metrics->TrialEnded(lease.trial_id, ended);
+      }
+      spdlog::warn("trial {} (attempt {}) failed ({}): {}", lease.trial_id, lease.attempt,
+                   outcome.retryable ? "retryable" : "final", outcome.error);
+      Fail(lease, outcome.error, outcome.retryable, outcome.result_json);
+      return;
+    case Outcome::Kind::kComplete:
+      break;
+  }
+  const json result = json::parse(outcome.result_json);
+  if (options_.metrics) options_.metrics->TrialEnded(lease.trial_id, StringField(result, "status"));
+  spdlog::info("trial {} (attempt {}) {}: median step {} ms, val acc {}", lease.trial_id, lease.attempt,
+               StringField(result, "status"), NumberAt(result, "/step_time_ms/median", "{:.2f}"),
+               NumberAt(result, "/val_accuracy", "{:.4f}"));
+  const milliseconds deadline = GivingUp(Retry::kUntilStop) ? kStopReportDeadline : options_.rpc_timeout;
+  v1::CompleteTrialResponse response;
+  const grpc::Status status = Call("CompleteTrial", Retry::kUntilStop, deadline,
+                                   [&](grpc::ClientContext* context, const std::string& id) {
+                                     v1::CompleteTrialRequest request;
+                                     request.set_worker_id(id);
+                                     request.set_trial_id(lease.trial_id);
+                                     request.set_attempt(lease.attempt);
+                                     request.set_result_json(outcome.result_json);
+                                     return stub_->CompleteTrial(context, request, &response);
+                                   });
+  if (!status.ok()) {
+    spdlog::error("trial {}: result not delivered: {}", lease.trial_id, status.error_message());
+  } else if (!response.accepted()) {
+    spdlog::warn("trial {} (attempt {}): result rejected: {}", lease.trial_id, lease.attempt,
+                 response.reason());
+  }
+}
+
+void Agent::Fail(const Lease& lease, const std::string& error, bool retryable,
+                 const std::string& result_json) {
+  const milliseconds deadline = GivingUp(Retry::kUntilStop) ? kStopReportDeadline : options_.rpc_timeout;
+  v1::FailTrialResponse response;
+  const grpc::Status status = Call("FailTrial", Retry::kUntilStop, deadline,
+                                   [&](grpc::ClientContext* context, const std::string& id) {
+                                     v1::FailTrialRequest request;
+                                     request.set_worker_id(id);
+                                     request.set_trial_id(lease.trial_id);
+                                     request.set_attempt(lease.attempt);
+                                     request.set_error(error);
+                                     request.set_retryable(retryable);
+                                     request.set_result_json(result_json);
+                                     return stub_->FailTrial(context, request, &response);
+                                   });
+  if (!status.ok()) {
+    spdlog::error("trial {}: failure not delivered: {}", lease.trial_id, status.error_message());
+  } else if (!response.accepted()) {
+    spdlog::warn("trial {} (attempt {}): failure rejected: {}", lease.trial_id, lease.attempt,
+                 response.reason());
+  }
+}
+
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address, milliseconds max_reconnect_backoff,
+                                                      const ClientSecurity& security) {
+  grpc::ChannelArguments arguments;
+  const int max_ms = static_cast<int>(max_reconnect_backoff.count());
+  const int initial_ms = std::min(max_ms, 1000);
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_ms);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, initial_ms);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
+  return MakeClientChannel(address, security, arguments);
+}
+
+std::string DetectDeviceName(const std::string& device) {
+  if (device == "cuda") {
+    std::string name;
+    if (FILE* pipe = popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", "r")) {
+      char buffer[256];
+      if (fgets(buffer, sizeof buffer, pipe) != nullptr) name = buffer;
+      pclose(pipe);
+    }
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+    return name.empty() ? "cuda" : name;
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) return "cpu: " + line.substr(colon + 2);
+  }
+  return "cpu";
+}
+
+}  // namespace frontier

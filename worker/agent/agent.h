@@ -1,0 +1,159 @@
+// The worker agent behind frontier-worker: registers with the coordinator,
+// leases trials, runs each in a child frontier-trial process, forwards its
+// progress, keeps its lease alive and reports its result (docs/worker.md).
+// Torch-free: it only talks gRPC and starts processes.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "frontier/v1/frontier.grpc.pb.h"
+#include "proto/auth.h"
+#include "worker/agent/trial_process.h"
+
+namespace frontier {
+
+class WorkerMetrics;
+
+// Sent in RegisterWorker.
+inline constexpr const char* kWorkerVersion = "0.1.0";
+
+struct AgentOptions {
+  std::string host;            // label for people in RegisterWorker (--name); the host name by default
+  std::string device = "cpu";  // "cpu" or "cuda"
+  std::string device_name;     // e.g. "cpu: AMD EPYC 7B13" or "NVIDIA H200" (DetectDeviceName)
+  int slots = 1;               // trials run at once (>= 1); on cuda slot i runs on GPU i
+  // The GPUs this worker may use, from its own CUDA_VISIBLE_DEVICES (Slurm,
+  // systemd, containers): slot i runs on visible_devices[i]. Empty: GPU i.
+  std::vector<std::string> visible_devices;
+  std::string work_dir;        // existing folder for the spec files of running trials
+  // Written into a spec's runtime.threads when the spec leaves it at 0; 0
+  // leaves the spec as it is.
+  int threads_per_trial = 0;
+  int progress_every = 10;  // frontier-trial --progress-every
+  // frontier-trial --artifact-dir: profiles land in <artifact_dir>/<trial id>/
+  // on this host; empty: the trial's default (./artifacts). A spec whose
+  // profile.tool is nsys or ncu runs wrapped in that tool when this is a cuda
+  // worker with the tool on its PATH, else unprofiled with the reason in the
+  // result's "profile" (docs/profiling.md).
+  std::string artifact_dir;
+  int max_trials = 0;       // Run returns after leasing this many trials and finishing them; 0: no limit
+  // A running trial is killed after this.
+  std::chrono::milliseconds trial_timeout{std::chrono::hours(1)};
+  // After RequestDrain, running trials get this long to finish.
+  std::chrono::milliseconds drain_timeout{std::chrono::minutes(10)};
+  // From SIGTERM to SIGKILL when a trial is killed.
+  std::chrono::milliseconds kill_grace{std::chrono::seconds(5)};
+  // LeaseTrial's long-poll wait_ms.
+  std::chrono::milliseconds lease_wait{std::chrono::seconds(10)};
+  // Deadline of every RPC (LeaseTrial: plus lease_wait).
+  std::chrono::milliseconds rpc_timeout{std::chrono::seconds(10)};
+  // At most one progress event per this is forwarded; eval events always are.
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(1)};
+  // Retries of UNAVAILABLE / DEADLINE_EXCEEDED back off exponentially from
+  // the initial to the maximum delay, with jitter.
+  std::chrono::milliseconds retry_initial_backoff{std::chrono::milliseconds(200)};
+  std::chrono::milliseconds retry_max_backoff{std::chrono::seconds(10)};
+  // Told about every trial's start, output events and end (frontier-worker's
+  // /metrics); null: no metrics.
+  std::shared_ptr<WorkerMetrics> metrics;
+};
+
+// Runs trials for one coordinator. Run blocks; RequestDrain and RequestStop
+// may be called from any thread (a signal-handling thread, a test) while it
+// runs. One Agent runs once.
+class Agent {
+ public:
+  // `stub` reaches the coordinator's WorkerService; `launcher` starts the
+  // trial processes (ProcessTrialLauncher in production).
+  Agent(AgentOptions options, std::unique_ptr<v1::WorkerService::StubInterface> stub,
+        std::unique_ptr<TrialLauncher> launcher);
+  ~Agent();
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Registers (retrying while the coordinator is unreachable), then runs
+  // `slots` lease-run-report loops until max_trials trials have finished, a
+  // drain completes or a stop is requested. Returns OK then; an error only
+  // when the coordinator refuses the registration for good.
+  grpc::Status Run();
+
+  // Stops leasing; running trials may finish within drain_timeout, after
+  // which they are killed and failed as retryable ("worker shutting down").
+  void RequestDrain();
+
+  // Kills running trials at once, fails them as retryable with one quick
+  // attempt each, and makes Run return.
+  void RequestStop();
+
+  // The id the coordinator assigned; empty before registration.
+  std::string worker_id() const;
+
+ private:
+  struct Lease;
+  struct Outcome;
+  enum class Retry;
+
+  // Calls `rpc(context, worker_id)` with a fresh context whose deadline is
+  // `deadline` away. UNAVAILABLE and DEADLINE_EXCEEDED are retried with
+  // jittered exponential backoff until `retry` gives up (one attempt is
+  // always made); with `reregister`, NOT_FOUND or UNAUTHENTICATED (the
+  // coordinator forgot this worker) registers again once and repeats the call.
+  template <typename Rpc>
+  grpc::Status Call(const char* name, Retry retry, std::chrono::milliseconds deadline, Rpc&& rpc,
+                    bool reregister = true);
+  grpc::Status Register(Retry retry);
+  // Registers again unless another slot already replaced `stale_worker_id`.
+  void Reregister(const std::string& stale_worker_id);
+  bool GivingUp(Retry retry) const;
+  // Sleeps for `delay` or until a drain or stop ends `retry`'s patience;
+  // false when it gave up.
+  bool SleepUnless(Retry retry, std::chrono::milliseconds delay);
+
+  void RunSlot(int slot);
+  // Counts a lease against max_trials; false when no more trials may be leased.
+  bool ReserveTrial();
+  void ReleaseTrial();
+  void RunTrial(int slot, const Lease& lease);
+  // Streams the trial's output until it exits, is killed or times out.
+  Outcome Supervise(const Lease& lease, TrialProcess& process);
+  void Report(const Lease& lease, const Outcome& outcome);
+  void Fail(const Lease& lease, const std::string& error, bool retryable, const std::string& result_json);
+
+  const AgentOptions options_;
+  const std::unique_ptr<v1::WorkerService::StubInterface> stub_;
+  const std::unique_ptr<TrialLauncher> launcher_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;  // notified on drain and stop
+  std::string worker_id_;
+  std::chrono::milliseconds heartbeat_interval_{std::chrono::seconds(10)};
+  bool draining_ = false;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  std::set<grpc::ClientContext*> pending_leases_;  // cancelled by a drain
+  int trials_leased_ = 0;                          // counted against max_trials
+
+  std::mutex registration_mutex_;  // one re-registration at a time
+};
+
+// A channel to the coordinator at `address` (HOST:PORT) that reconnects
+// within `max_reconnect_backoff` after the coordinator comes back, with TLS
+// and a bearer token as `security` says.
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address,
+                                                      std::chrono::milliseconds max_reconnect_backoff,
+                                                      const ClientSecurity& security = {});
+
+// "cpu: <model name from /proc/cpuinfo>" for cpu, the first GPU's name from
+// nvidia-smi for cuda; the bare device when neither is available.
+std::string DetectDeviceName(const std::string& device);
+
+}  // namespace frontier

@@ -1,0 +1,70 @@
+#include "worker/trial/data/idx.h"
+
+#include <zlib.h>
+
+#include <memory>
+
+namespace frontier {
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+// Reads up to `size` bytes; returns how many were read. Throws on a gzip error
+// (a corrupt or truncated compressed stream).
+size_t ReadSome(gzFile f, uint8_t* out, size_t size, const std::string& path) {
+  size_t done = 0;
+  while (done < size) {
+    const unsigned chunk = static_cast<unsigned>(std::min<size_t>(size - done, 1u << 30));
+    const int n = gzread(f, out + done, chunk);
+    if (n < 0) {
+      int code = 0;
+      const char* message = gzerror(f, &code);
+      throw DataError(path + ": corrupt gzip stream (" + message + ")");
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
+  GzFile f(gzopen(path.c_str(), "rb"));
+  if (!f) throw DataError(path + ": cannot open (is the dataset-fashion-mnist package installed?)");
+  uint8_t magic[4];
+  if (ReadSome(f.get(), magic, 4, path) != 4) throw DataError(path + ": truncated before the IDX header");
+  if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] != expected_rank) {
+    char got[16];
+    snprintf(got, sizeof got, "%02x%02x%02x%02x", magic[0], magic[1], magic[2], magic[3]);
+    char want[16];
+    snprintf(want, sizeof want, "000008%02x", expected_rank);
+    throw DataError(path + ": wrong magic number 0x" + got + ", expected 0x" + want +
+                    " (unsigned-byte IDX of rank " + std::to_string(expected_rank) + ")");
+  }
+  IdxArray out;
+  size_t total = 1;
+  for (int i = 0; i < expected_rank; ++i) {
+    uint8_t b[4];
+    if (ReadSome(f.get(), b, 4, path) != 4) throw DataError(path + ": truncated inside the IDX header");
+    const int64_t dim = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+    if (dim <= 0 || dim > (1 << 28)) throw DataError(path + ": implausible dimension " + std::to_string(dim));
+    out.dims.push_back(dim);
+    total *= static_cast<size_t>(dim);
+  }
+  if (total > (size_t{1} << 33)) throw DataError(path + ": implausible size");
+  out.data.resize(total);
+  const size_t got = ReadSome(f.get(), out.data.data(), total, path);
+  if (got != total) {
+    throw DataError(path + ": truncated: header promises " + std::to_string(total) + " bytes of data, file has " +
+                    std::to_string(got));
+  }
+  uint8_t extra;
+  if (ReadSome(f.get(), &extra, 1, path) != 0) throw DataError(path + ": trailing bytes after the data");
+  return out;
+}
+
+}  // namespace frontier

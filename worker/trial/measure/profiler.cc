@@ -1,0 +1,1003 @@
+#include "worker/trial/measure/profiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/csrc/profiler/util.h>
+#include <torch/version.h>
+
+#include "worker/trial/measure/flop_counter.h"
+
+namespace frontier {
+namespace {
+
+using json = nlohmann::json;
+namespace legacy = torch::autograd::profiler;
+namespace profiler_impl = torch::profiler::impl;
+
+// Operators listed in the result (the full table is in operators.json).
+constexpr int kTopOperators = 15;
+// Operators named in the verdict.
+constexpr int kVerdictOperators = 5;
+// Input-bound when at least this share of (step + data wait) time waits for data.
+constexpr double kInputBoundDataWait = 0.20;
+// Without a profile: compute-bound when MFU reaches this.
+constexpr double kComputeBoundMfu = 0.30;
+// The legacy profiler records shapes, not dtypes: byte estimates assume fp32.
+constexpr int64_t kAssumedElementBytes = 4;
+// NVTX range around each profiled step when nsys/ncu wrap the trial.
+constexpr const char* kNvtxStepRange = "frontier.profiled_step";
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// A trial id as a folder name.
+std::string FolderName(const std::string& trial_id) {
+  std::string name;
+  for (char c : trial_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (name.empty() || name == "." || name == "..") name = "trial";
+  return name;
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+// One operator call of the profiled steps.
+struct OpEvent {
+  std::string name;
+  uint64_t thread = 0;
+  double start_us = 0, end_us = 0;
+  double cuda_us = -1;  // CUDA time between the call's start and end events; -1 when not recorded
+  std::vector<std::vector<int64_t>> shapes;
+  int parent = -1;
+  double self_us = 0, cuda_self_us = 0;
+  std::string op_class;
+  bool classified_ancestor =
+      false;  // an enclosing call is compute or memory class (its bytes cover this one)
+  double duration_us() const { return end_us - start_us; }
+};
+
+// Bytes an operator call reads and writes, estimated from its input shapes
+// (outputs: the largest input for elementwise-like ops, n x m for products;
+// convolution outputs are not estimated).
+int64_t EstimateBytes(const OpEvent& e) {
+  int64_t inputs = 0, largest = 0;
+  for (const auto& shape : e.shapes) {
+    if (shape.empty()) continue;  // a scalar or a non-tensor argument
+    const int64_t n = Elements(shape);
+    inputs += n;
+    largest = std::max(largest, n);
+  }
+  int64_t outputs = 0;
+  if (e.op_class == "elementwise" || e.op_class == "normalization" || e.op_class == "data_movement") {
+    outputs = largest;
+  } else if (e.op_class == "compute") {
+    // aten::addmm(self, a, b) / aten::mm(a, b) / aten::bmm(a, b): the output is a's rows x b's columns.
+    const size_t a = e.name == "aten::addmm" || e.name == "aten::baddbmm" ? 1 : 0;
+    if ((e.name == "aten::mm" || e.name == "aten::addmm" || e.name == "aten::bmm" ||
+         e.name == "aten::baddbmm") &&
+        e.shapes.size() > a + 1 && e.shapes[a].size() >= 2 && e.shapes[a + 1].size() >= 2) {
+      const auto& x = e.shapes[a];
+      const auto& y = e.shapes[a + 1];
+      outputs = Elements(x) / x.back() * y.back();
+    } else if (e.name == "aten::linear" && e.shapes.size() >= 2 && !e.shapes[0].empty() &&
+               e.shapes[1].size() == 2) {
+      outputs = Elements(e.shapes[0]) / e.shapes[0].back() * e.shapes[1][0];  // (..., in) x (out, in)^T
+    }
+  }
+  return (inputs + outputs) * kAssumedElementBytes;
+}
+
+// FLOPs of aten::convolution_backward from its shapes (grad_output, input,
+// weight, ...): the input and weight gradients cost one forward convolution
+// each, 2 * |grad_output| * (Cin / groups) * kernel.
+std::optional<int64_t> ConvBackwardFlops(const OpEvent& e) {
+  if (e.name != "aten::convolution_backward" || e.shapes.size() < 3) return std::nullopt;
+  const auto& grad_out = e.shapes[0];
+  const auto& weight = e.shapes[2];
+  if (grad_out.size() < 3 || weight.size() < 3) return std::nullopt;
+  const int64_t per_position = Elements(weight) / weight[0];  // (Cin / groups) * kernel
+  return 2 * 2 * Elements(grad_out) * per_position;
+}
+
+json Round(double value, double scale = 1e3) { return std::round(value * scale) / scale; }
+
+struct OpRow {
+  std::string name, op_class;
+  int64_t calls = 0;
+  double self_us = 0, total_us = 0, cuda_self_us = 0, cuda_total_us = 0;
+  int64_t flops = 0;
+  std::string flops_source;
+  int64_t bytes = 0;
+  std::vector<std::vector<int64_t>> example_shapes;
+};
+
+}  // namespace
+
+std::string OperatorClass(const std::string& op_name) {
+  if (StartsWith(op_name, "autograd::") || Contains(op_name, "Backward") ||
+      Contains(op_name, "AccumulateGrad")) {
+    return "autograd";
+  }
+  // Names without the aten:: prefix (e.g. "detach_" recorded by autograd) are looked up as they are.
+  const bool aten = StartsWith(op_name, "aten::");
+  std::string base = aten ? op_name.substr(6) : op_name;
+  if (base.size() > 1 && base.back() == '_' && base[base.size() - 2] != '_') base.pop_back();  // in-place
+  if (EndsWith(base, "_backward")) base.resize(base.size() - 9);
+  if (StartsWith(base, "_foreach_")) return "elementwise";
+
+  static const std::set<std::string> kCompute = {"mm",
+                                                 "addmm",
+                                                 "bmm",
+                                                 "baddbmm",
+                                                 "addbmm",
+                                                 "matmul",
+                                                 "linear",
+                                                 "addmv",
+                                                 "mv",
+                                                 "dot",
+                                                 "vdot",
+                                                 "einsum",
+                                                 "tensordot",
+                                                 "_scaled_dot_product_attention",
+                                                 "scaled_dot_product_attention",
+                                                 "_native_multi_head_attention",
+                                                 "mkldnn_linear",
+                                                 "_addmm_activation"};
+  if (kCompute.count(base) || (aten && Contains(base, "conv"))) return "compute";
+  if (Contains(base, "batch_norm") || Contains(base, "layer_norm") || Contains(base, "group_norm") ||
+      Contains(base, "instance_norm") || Contains(base, "rms_norm")) {
+    return "normalization";
+  }
+  static const std::set<std::string> kReduction = {"sum",
+                                                   "mean",
+                                                   "max",
+                                                   "min",
+                                                   "amax",
+                                                   "amin",
+                                                   "argmax",
+                                                   "argmin",
+                                                   "norm",
+                                                   "linalg_vector_norm",
+                                                   "var",
+                                                   "std",
+                                                   "var_mean",
+                                                   "std_mean",
+                                                   "prod",
+                                                   "all",
+                                                   "any",
+                                                   "topk",
+                                                   "sort",
+                                                   "cumsum",
+                                                   "logsumexp",
+                                                   "nll_loss",
+                                                   "nll_loss_forward",
+                                                   "nll_loss2d",
+                                                   "cross_entropy_loss",
+                                                   "kl_div",
+                                                   "mse_loss",
+                                                   "count_nonzero"};
+  if (kReduction.count(base) || Contains(base, "softmax") || Contains(base, "pool") ||
+      Contains(base, "nll_loss")) {
+    return "reduction";
+  }
+  static const std::set<std::string> kDataMovement = {"copy",
+                                                      "_copy_from",
+                                                      "_copy_from_and_resize",
+                                                      "_to_copy",
+                                                      "clone",
+                                                      "cat",
+                                                      "_cat",
+                                                      "stack",
+                                                      "index",
+                                                      "index_select",
+                                                      "gather",
+                                                      "scatter",
+                                                      "scatter_add",
+                                                      "index_put",
+                                                      "_index_put_impl",
+                                                      "index_add",
+                                                      "pad",
+                                                      "constant_pad_nd",
+                                                      "reflection_pad2d",
+                                                      "replicate_pad2d",
+                                                      "repeat",
+                                                      "repeat_interleave",
+                                                      "flip",
+                                                      "roll",
+                                                      "narrow_copy",
+                                                      "take",
+                                                      "masked_select",
+                                                      "nonzero",
+                                                      "_local_scalar_dense",
+                                                      "item",
+                                                      "tile",
+                                                      "pixel_shuffle",
+                                                      "pixel_unshuffle",
+                                                      "channel_shuffle",
+                                                      "upsample_nearest2d",
+                                                      "upsample_bilinear2d",
+                                                      "grid_sampler_2d",
+                                                      "embedding",
+                                                      "embedding_dense"};
+  if (kDataMovement.count(base)) return "data_movement";
+  static const std::set<std::string> kView = {"view",
+                                              "_unsafe_view",
+                                              "reshape",
+                                              "_reshape_alias",
+                                              "t",
+                                              "transpose",
+                                              "permute",
+                                              "expand",
+                                              "expand_as",
+                                              "as_strided",
+                                              "select",
+                                              "slice",
+                                              "unsqueeze",
+                                              "squeeze",
+                                              "detach",
+                                              "alias",
+                                              "empty",
+                                              "empty_like",
+                                              "empty_strided",
+                                              "resize",
+                                              "flatten",
+                                              "unflatten",
+                                              "narrow",
+                                              "split",
+                                              "split_with_sizes",
+                                              "chunk",
+                                              "unbind",
+                                              "view_as",
+                                              "to",
+                                              "contiguous",
+                                              "lift",
+                                              "lift_fresh",
+                                              "result_type",
+                                              "size",
+                                              "stride",
+                                              "set",
+                                              "numpy_T",
+                                              "_has_compatible_shallow_copy_type",
+                                              "is_nonzero",
+                                              "_nested_tensor_from_mask",
+                                              "movedim",
+                                              "swapaxes",
+                                              "unfold",
+                                              "diagonal",
+                                              "real",
+                                              "imag",
+                                              "conj",
+                                              "resolve_conj",
+                                              "resolve_neg",
+                                              "_reshape_from_tensor",
+                                              "_shape_as_tensor",
+                                              "broadcast_to",
+                                              "expand_copy",
+                                              "requires_grad",
+                                              "set_data",
+                                              "is_same_size"};
+  if (kView.count(base)) return "view";
+  static const std::set<std::string> kElementwise = {"add",
+                                                     "sub",
+                                                     "rsub",
+                                                     "mul",
+                                                     "div",
+                                                     "relu",
+                                                     "relu6",
+                                                     "gelu",
+                                                     "silu",
+                                                     "sigmoid",
+                                                     "tanh",
+                                                     "hardswish",
+                                                     "hardsigmoid",
+                                                     "hardtanh",
+                                                     "leaky_relu",
+                                                     "elu",
+                                                     "selu",
+                                                     "mish",
+                                                     "softplus",
+                                                     "threshold",
+                                                     "clamp",
+                                                     "clamp_min",
+                                                     "clamp_max",
+                                                     "where",
+                                                     "_s_where",
+                                                     "neg",
+                                                     "exp",
+                                                     "exp2",
+                                                     "log",
+                                                     "log1p",
+                                                     "sqrt",
+                                                     "rsqrt",
+                                                     "pow",
+                                                     "abs",
+                                                     "sign",
+                                                     "sgn",
+                                                     "lerp",
+                                                     "addcmul",
+                                                     "addcdiv",
+                                                     "fill",
+                                                     "zero",
+                                                     "zeros",
+                                                     "zeros_like",
+                                                     "ones",
+                                                     "ones_like",
+                                                     "full",
+                                                     "full_like",
+                                                     "masked_fill",
+                                                     "maximum",
+                                                     "minimum",
+                                                     "reciprocal",
+                                                     "square",
+                                                     "eq",
+                                                     "ne",
+                                                     "lt",
+                                                     "le",
+                                                     "gt",
+                                                     "ge",
+                                                     "isfinite",
+                                                     "isnan",
+                                                     "isinf",
+                                                     "logical_and",
+                                                     "logical_or",
+                                                     "logical_not",
+                                                     "bitwise_and",
+                                                     "bitwise_or",
+                                                     "bitwise_not",
+                                                     "dropout",
+                                                     "native_dropout",
+                                                     "feature_dropout",
+                                                     "bernoulli",
+                                                     "uniform",
+                                                     "normal",
+                                                     "rand",
+                                                     "randn",
+                                                     "randint",
+                                                     "randperm",
+                                                     "floor",
+                                                     "ceil",
+                                                     "round",
+                                                     "trunc",
+                                                     "frac",
+                                                     "erf",
+                                                     "erfinv",
+                                                     "cos",
+                                                     "sin",
+                                                     "fmod",
+                                                     "remainder",
+                                                     "copysign",
+                                                     "nan_to_num",
+                                                     "alpha_dropout",
+                                                     "arange",
+                                                     "linspace",
+                                                     "scalar_tensor",
+                                                     "tril",
+                                                     "triu",
+                                                     "cumprod",
+                                                     "glu",
+                                                     "prelu",
+                                                     "_prelu_kernel",
+                                                     "hardshrink",
+                                                     "softshrink",
+                                                     "logit",
+                                                     "xlogy",
+                                                     "atan2",
+                                                     "polar",
+                                                     "masked_scatter"};
+  if (kElementwise.count(base)) return "elementwise";
+  return "other";
+}
+
+std::string BoundClass(const std::string& op_class) {
+  if (op_class == "compute") return "compute";
+  if (op_class == "elementwise" || op_class == "normalization" || op_class == "reduction" ||
+      op_class == "data_movement") {
+    return "memory";
+  }
+  return "overhead";
+}
+
+struct StepProfiler::Impl {
+  ProfileSpec spec;
+  int first = 0;
+  std::string artifact_dir, trial_id;
+  bool cuda = false;
+
+  bool recording = false;  // the legacy profiler is on (libtorch: CPU/CUDA; nsys/ncu: NVTX)
+  bool failed = false;     // an error stopped the profiling; the trial goes on
+  std::string error;
+  std::vector<std::pair<double, double>> steps_us;  // profiler-clock start and end of each recorded step
+  std::vector<int> recorded_steps;
+  double step_start_us = 0;
+  std::unique_ptr<FlopCounter> flops;  // counts the current profiled step
+  std::map<std::string, int64_t> flops_by_op;
+  std::unique_ptr<at::RecordFunction> nvtx_step;  // the NVTX range of the current step (nsys/ncu)
+  legacy::thread_event_lists events;
+
+  bool InWindow(int step) const { return spec.steps > 0 && step >= first && step < first + spec.steps; }
+  bool InProcess() const {
+    if (spec.tool == "libtorch") return true;
+#ifdef FRONTIER_WITH_CUDA
+    return cuda;  // NVTX ranges for nsys/ncu
+#else
+    return false;
+#endif
+  }
+
+  static double NowUs() { return static_cast<double>(profiler_impl::getTime()) / 1000.0; }
+
+  void Fail(const std::string& what) {
+    if (!failed) error = what;
+    failed = true;
+  }
+
+  void Start() {
+    profiler_impl::ProfilerState state = profiler_impl::ProfilerState::CPU;
+#ifdef FRONTIER_WITH_CUDA
+    if (cuda) state = profiler_impl::ProfilerState::CUDA;
+    if (spec.tool != "libtorch") state = profiler_impl::ProfilerState::NVTX;
+#endif
+    try {
+      legacy::enableProfilerLegacy(
+          profiler_impl::ProfilerConfig(state, /*report_input_shapes=*/spec.tool == "libtorch"));
+      recording = true;
+    } catch (const std::exception& e) {
+      Fail(std::string("cannot start the LibTorch profiler: ") + e.what());
+    }
+  }
+
+  void Stop() {
+    if (!recording) return;
+    recording = false;
+    nvtx_step.reset();
+    try {
+      legacy::thread_event_lists lists = legacy::disableProfilerLegacy();
+      for (auto& list : lists) events.push_back(std::move(list));
+    } catch (const std::exception& e) {
+      Fail(std::string("cannot stop the LibTorch profiler: ") + e.what());
+    }
+  }
+
+  void Before(int step) {
+    if (failed || !InWindow(step) || !InProcess()) return;
+    if (!recording) Start();
+    if (!recording) return;
+    if (spec.tool != "libtorch") {
+      nvtx_step = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+      if (nvtx_step->isActive()) nvtx_step->before(kNvtxStepRange);
+      return;
+    }
+    try {
+      flops = std::make_unique<FlopCounter>();
+    } catch (const std::exception& e) {
+      Fail(std::string("cannot count FLOPs: ") + e.what());
+    }
+    step_start_us = NowUs();
+  }
+
+  void After(int step) {
+    if (!recording || !InWindow(step)) return;
+    if (spec.tool != "libtorch") {
+      nvtx_step.reset();
+    } else {
+      steps_us.emplace_back(step_start_us, NowUs());
+      recorded_steps.push_back(step);
+      if (flops) {
+        for (const auto& [op, n] : flops->by_op()) flops_by_op[op] += n;
+        flops.reset();
+      }
+    }
+    if (step == first + spec.steps - 1) Stop();
+  }
+
+  // Pairs push/pop events into calls inside the recorded steps, links each
+  // to its enclosing call on the same thread and computes self times.
+  std::vector<OpEvent> Calls() const {
+    std::vector<OpEvent> calls;
+    for (const auto& list : events) {
+      // handle -> index of the call in `calls` and its push event
+      std::unordered_map<uint64_t, std::pair<size_t, const legacy::LegacyEvent*>> open;
+      for (const auto& e : list) {
+        if (e.kind() == legacy::EventKind::PushRange) {
+          OpEvent call;
+          call.name = e.name();
+          call.thread = e.threadId();
+          call.start_us = e.cpuUs();
+          call.end_us = -1;
+          call.shapes = e.shapes();
+          open[e.handle()] = {calls.size(), &e};
+          calls.push_back(std::move(call));
+        } else if (e.kind() == legacy::EventKind::PopRange) {
+          const auto it = open.find(e.handle());
+          if (it == open.end()) continue;
+          OpEvent& call = calls[it->second.first];
+          call.end_us = e.cpuUs();
+#ifdef FRONTIER_WITH_CUDA
+          if (cuda && it->second.second->hasCuda() && e.hasCuda()) {
+            try {
+              call.cuda_us = it->second.second->cudaElapsedUs(e);
+            } catch (const std::exception&) {
+            }
+          }
+#endif
+          open.erase(it);
+        }
+      }
+    }
+    // Unfinished calls, and calls outside the recorded steps (between two
+    // profiled steps: logging, evaluation) are dropped.
+    const auto inside = [&](const OpEvent& c) {
+      if (c.end_us < c.start_us) return false;
+      for (const auto& [begin, end] : steps_us)
+        if (c.start_us >= begin && c.start_us <= end) return true;
+      return false;
+    };
+    calls.erase(std::remove_if(calls.begin(), calls.end(), [&](const OpEvent& c) { return !inside(c); }),
+                calls.end());
+    std::sort(calls.begin(), calls.end(), [](const OpEvent& a, const OpEvent& b) {
+      if (a.thread != b.thread) return a.thread < b.thread;
+      if (a.start_us != b.start_us) return a.start_us < b.start_us;
+      return a.end_us > b.end_us;
+    });
+    std::vector<int> stack;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      OpEvent& c = calls[i];
+      c.op_class = OperatorClass(c.name);
+      while (!stack.empty() &&
+             (calls[stack.back()].thread != c.thread || calls[stack.back()].end_us <= c.start_us)) {
+        stack.pop_back();
+      }
+      if (!stack.empty()) {
+        OpEvent& parent = calls[stack.back()];
+        c.parent = stack.back();
+        c.classified_ancestor = parent.classified_ancestor || BoundClass(parent.op_class) != "overhead";
+      }
+      c.self_us = c.duration_us();
+      c.cuda_self_us = std::max(0.0, c.cuda_us);
+      stack.push_back(static_cast<int>(i));
+    }
+    for (const OpEvent& c : calls) {
+      if (c.parent < 0) continue;
+      calls[c.parent].self_us -= c.duration_us();
+      if (c.cuda_us > 0) calls[c.parent].cuda_self_us -= c.cuda_us;
+    }
+    for (OpEvent& c : calls) {
+      c.self_us = std::max(0.0, c.self_us);
+      c.cuda_self_us = std::max(0.0, c.cuda_self_us);
+    }
+    return calls;
+  }
+
+  json TraceJson(const std::vector<OpEvent>& calls, double origin_us) const {
+    json events = json::array();
+    const int pid = static_cast<int>(getpid());
+    std::map<uint64_t, int> tids;
+    for (const OpEvent& c : calls) tids.emplace(c.thread, static_cast<int>(tids.size()));
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"args", {{"name", "frontier-trial " + trial_id}}}});
+    for (const auto& [thread, tid] : tids) {
+      events.push_back(
+          {{"name", "thread_name"},
+           {"ph", "M"},
+           {"pid", pid},
+           {"tid", tid},
+           {"args", {{"name", tid == 0 ? "training thread" : "thread " + std::to_string(thread)}}}});
+    }
+    for (size_t i = 0; i < steps_us.size(); ++i) {
+      events.push_back({{"name", "ProfilerStep#" + std::to_string(recorded_steps[i])},
+                        {"ph", "X"},
+                        {"cat", "step"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"ts", Round(steps_us[i].first - origin_us)},
+                        {"dur", Round(steps_us[i].second - steps_us[i].first)}});
+    }
+    for (const OpEvent& c : calls) {
+      json args = {{"self_us", Round(c.self_us)}, {"class", c.op_class}};
+      if (!c.shapes.empty()) args["input_dims"] = c.shapes;
+      if (c.cuda_us >= 0) args["cuda_us"] = Round(c.cuda_us);
+      events.push_back({{"name", c.name},
+                        {"ph", "X"},
+                        {"cat", "cpu_op"},
+                        {"pid", pid},
+                        {"tid", tids.at(c.thread)},
+                        {"ts", Round(c.start_us - origin_us)},
+                        {"dur", Round(c.duration_us())},
+                        {"args", args}});
+    }
+    return {{"traceEvents", events},
+            {"displayTimeUnit", "ms"},
+            {"otherData",
+             {{"trial_id", trial_id},
+              {"profiler", std::string("LibTorch ") + TORCH_VERSION + " legacy autograd profiler"},
+              {"host", HostName()},
+              {"steps", recorded_steps}}}};
+  }
+
+  json Summary() {
+    const int n_steps = static_cast<int>(recorded_steps.size());
+    json profile = {{"tool", spec.tool},
+                    {"profiler", std::string("LibTorch ") + TORCH_VERSION + " legacy autograd profiler"},
+                    {"host", HostName()},
+                    {"steps", {{"first", first}, {"count", spec.steps}, {"recorded", n_steps}}},
+                    {"cuda", cuda}};
+    if (n_steps == 0) {
+      profile["error"] = failed ? error : "no profiled step was recorded";
+      return profile;
+    }
+    const std::vector<OpEvent> calls = Calls();
+    double window_us = 0;
+    for (const auto& [begin, end] : steps_us) window_us += end - begin;
+
+    std::map<std::string, OpRow> rows;
+    double self_sum_us = 0;
+    for (const OpEvent& c : calls) {
+      OpRow& row = rows[c.name];
+      if (row.calls == 0) {
+        row.name = c.name;
+        row.op_class = c.op_class;
+        row.example_shapes = c.shapes;
+      }
+      ++row.calls;
+      row.self_us += c.self_us;
+      row.total_us += c.duration_us();
+      row.cuda_self_us += c.cuda_self_us;
+      row.cuda_total_us += std::max(0.0, c.cuda_us);
+      if (!c.classified_ancestor && BoundClass(c.op_class) != "overhead") row.bytes += EstimateBytes(c);
+      if (const auto backward = ConvBackwardFlops(c)) {
+        row.flops += *backward;
+        row.flops_source = "estimated from shapes: input and weight gradients, 2 x forward";
+      }
+      self_sum_us += c.self_us;
+    }
+    for (const auto& [op, n] : flops_by_op) {
+      OpRow& row = rows[op];
+      if (row.name.empty()) {  // counted, yet not recorded (cannot happen on one thread; kept for safety)
+        row.name = op;
+        row.op_class = OperatorClass(op);
+      }
+      row.flops += n;
+      row.flops_source = "flop_counter";
+    }
+
+    std::vector<const OpRow*> ordered;
+    for (const auto& [name, row] : rows) ordered.push_back(&row);
+    std::sort(ordered.begin(), ordered.end(), [&](const OpRow* a, const OpRow* b) {
+      const double ta = cuda ? a->cuda_self_us : a->self_us, tb = cuda ? b->cuda_self_us : b->self_us;
+      return ta != tb ? ta > tb : a->name < b->name;
+    });
+    const auto row_json = [&](const OpRow& r) {
+      json j = {{"name", r.name},
+                {"class", r.op_class},
+                {"bound", BoundClass(r.op_class)},
+                {"calls", r.calls},
+                {"calls_per_step", Round(static_cast<double>(r.calls) / n_steps)},
+                {"self_cpu_ms", Round(r.self_us / 1e3, 1e4)},
+                {"self_cpu_ms_per_step", Round(r.self_us / 1e3 / n_steps, 1e4)},
+                {"cpu_total_ms", Round(r.total_us / 1e3, 1e4)},
+                {"share", Round(window_us > 0 ? r.self_us / window_us : 0, 1e4)},
+                {"bytes_estimate_per_step", r.bytes / n_steps}};
+      if (r.flops > 0) {
+        j["flops_per_step"] = r.flops / n_steps;
+        j["flops_source"] = r.flops_source;
+        // FLOPs are charged to the outermost counted call (aten::conv2d, not its
+        // aten::mkldnn_convolution): its inclusive time is the time they took.
+        const double seconds = (cuda && r.cuda_total_us > 0 ? r.cuda_total_us : r.total_us) / 1e6;
+        if (seconds > 0) j["achieved_flops_per_s"] = static_cast<double>(r.flops) / seconds;
+      } else {
+        j["flops_per_step"] = nullptr;
+      }
+      if (cuda) {
+        j["self_cuda_ms"] = Round(r.cuda_self_us / 1e3, 1e4);
+        j["self_cuda_ms_per_step"] = Round(r.cuda_self_us / 1e3 / n_steps, 1e4);
+        j["cuda_total_ms"] = Round(r.cuda_total_us / 1e3, 1e4);
+      }
+      if (!r.example_shapes.empty()) j["input_dims"] = r.example_shapes;
+      return j;
+    };
+
+    json table = json::array();
+    for (const OpRow* r : ordered) table.push_back(row_json(*r));
+    json top = json::array();
+    for (size_t i = 0; i < ordered.size() && static_cast<int>(i) < kTopOperators; ++i)
+      top.push_back(table[i]);
+
+    struct ClassTotals {
+      double self_us = 0, cuda_self_us = 0;
+      int64_t flops = 0, bytes = 0, calls = 0;
+    };
+    std::map<std::string, ClassTotals> by_class;
+    for (const auto& [name, r] : rows) {
+      ClassTotals& t = by_class[r.op_class];
+      t.self_us += r.self_us;
+      t.cuda_self_us += r.cuda_self_us;
+      t.flops += r.flops;
+      t.bytes += r.bytes;
+      t.calls += r.calls;
+    }
+    json classes = json::object();
+    std::map<std::string, double> bound_us;
+    int64_t all_flops = 0, all_bytes = 0;
+    for (const auto& [name, t] : by_class) {
+      json c = {{"self_cpu_ms_per_step", Round(t.self_us / 1e3 / n_steps, 1e4)},
+                {"share", Round(window_us > 0 ? t.self_us / window_us : 0, 1e4)},
+                {"calls_per_step", Round(static_cast<double>(t.calls) / n_steps)},
+                {"flops_per_step", t.flops / n_steps},
+                {"bytes_estimate_per_step", t.bytes / n_steps},
+                {"bytes_per_flop",
+                 t.flops > 0 ? json(Round(static_cast<double>(t.bytes) / t.flops, 1e4)) : json(nullptr)}};
+      if (cuda) c["self_cuda_ms_per_step"] = Round(t.cuda_self_us / 1e3 / n_steps, 1e4);
+      if (t.flops > 0 && t.self_us > 0)
+        c["achieved_flops_per_s"] = static_cast<double>(t.flops) / (t.self_us / 1e6);
+      classes[name] = c;
+      bound_us[BoundClass(name)] += cuda ? t.cuda_self_us : t.self_us;
+      all_flops += t.flops;
+      all_bytes += t.bytes;
+    }
+    const double bound_total = cuda ? 0 : window_us;
+    double cuda_total_us = 0;
+    for (const auto& [bound, us] : bound_us) cuda_total_us += us;
+    const double denominator = cuda ? cuda_total_us : bound_total;
+    json by_bound = json::object();
+    for (const char* bound : {"compute", "memory", "overhead"}) {
+      by_bound[bound] = Round(denominator > 0 ? bound_us[bound] / denominator : 0, 1e4);
+    }
+    if (!cuda) by_bound["outside_operators"] = Round(window_us > 0 ? 1 - self_sum_us / window_us : 0, 1e4);
+
+    profile["time_basis"] = cuda ? "self CUDA time of the operators" : "self CPU time / profiled window";
+    profile["window_ms"] = Round(window_us / 1e3, 1e4);
+    profile["window_ms_per_step"] = Round(window_us / 1e3 / n_steps, 1e4);
+    profile["op_self_cpu_ms"] = Round(self_sum_us / 1e3, 1e4);
+    profile["self_time_coverage"] = Round(window_us > 0 ? self_sum_us / window_us : 0, 1e4);
+    profile["calls"] = calls.size();
+    profile["operators"] = rows.size();
+    profile["flops_per_step"] = all_flops / n_steps;
+    profile["bytes_estimate_per_step"] = all_bytes / n_steps;
+    profile["bytes_per_flop"] =
+        all_flops > 0 ? json(Round(static_cast<double>(all_bytes) / all_flops, 1e4)) : json(nullptr);
+    profile["by_bound"] = by_bound;
+    profile["by_class"] = classes;
+    profile["top_operators"] = top;
+    if (failed) profile["error"] = error;
+
+    WriteArtifacts(calls, table, &profile);
+    return profile;
+  }
+
+  void WriteArtifacts(const std::vector<OpEvent>& calls, const json& table, json* profile) const {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path dir =
+        fs::absolute(fs::path(artifact_dir.empty() ? "." : artifact_dir), ec) / FolderName(trial_id);
+    dir = dir.lexically_normal();
+    (*profile)["artifact_dir"] = dir.string();
+    fs::create_directories(dir, ec);
+    if (ec) {
+      (*profile)["error"] = "cannot write the trace: cannot create " + dir.string() + ": " + ec.message();
+      return;
+    }
+    const double origin = steps_us.empty() ? 0 : steps_us.front().first;
+    const auto write = [&](const fs::path& path, const json& document) -> std::string {
+      std::ofstream file(path);
+      file << document.dump() << "\n";
+      file.close();
+      return file ? "" : "cannot write " + path.string() + ": " + std::strerror(errno);
+    };
+    const fs::path trace = dir / "trace.json";
+    if (std::string problem = write(trace, TraceJson(calls, origin)); !problem.empty()) {
+      (*profile)["error"] = "cannot write the trace: " + problem;
+      return;
+    }
+    (*profile)["trace"] = trace.string();
+    const fs::path operators = dir / "operators.json";
+    if (std::string problem =
+            write(operators, {{"trial_id", trial_id}, {"steps", recorded_steps}, {"operators", table}});
+        !problem.empty()) {
+      (*profile)["error"] = "cannot write the operator table: " + problem;
+      return;
+    }
+    (*profile)["operators_file"] = operators.string();
+  }
+};
+
+StepProfiler::StepProfiler(const ProfileSpec& spec, int warmup_steps, std::string artifact_dir,
+                           std::string trial_id, bool cuda)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->spec = spec;
+  impl_->first = spec.start < 0 ? warmup_steps : spec.start;
+  impl_->artifact_dir = std::move(artifact_dir);
+  impl_->trial_id = std::move(trial_id);
+  impl_->cuda = cuda;
+}
+
+StepProfiler::~StepProfiler() {
+  impl_->flops.reset();
+  impl_->Stop();
+}
+
+bool StepProfiler::Covers(int step) const { return impl_->InWindow(step); }
+void StepProfiler::BeforeStep(int step) { impl_->Before(step); }
+void StepProfiler::AfterStep(int step) { impl_->After(step); }
+
+json StepProfiler::Finish() {
+  Impl& p = *impl_;
+  if (p.spec.steps <= 0) return nullptr;
+  p.flops.reset();
+  p.Stop();
+  if (p.spec.tool != "libtorch") {
+    json profile = {{"tool", p.spec.tool},
+                    {"host", HostName()},
+                    {"steps", {{"first", p.first}, {"count", p.spec.steps}}},
+                    {"nvtx_range", p.InProcess() ? json(kNvtxStepRange) : json(nullptr)}};
+    if (p.failed) profile["error"] = p.error;
+    return profile;
+  }
+  try {
+    return p.Summary();
+  } catch (const std::exception& e) {
+    return {{"tool", p.spec.tool},
+            {"host", HostName()},
+            {"error", std::string("cannot summarize the profile: ") + e.what()}};
+  }
+}
+
+namespace {
+
+double NumberAt(const json& j, const char* pointer, double fallback = std::nan("")) {
+  const json::json_pointer path(pointer);
+  if (!j.contains(path) || !j.at(path).is_number()) return fallback;
+  return j.at(path).get<double>();
+}
+
+std::string StringAt(const json& j, const char* pointer, const std::string& fallback) {
+  const json::json_pointer path(pointer);
+  if (!j.contains(path) || !j.at(path).is_string()) return fallback;
+  return j.at(path).get<std::string>();
+}
+
+std::string Percent(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, share < 0.095 ? "%.1f%%" : "%.0f%%", 100 * share);
+  return text;
+}
+
+std::string FlopRate(double flops_per_s) {
+  char text[32];
+  if (flops_per_s >= 1e12) {
+    std::snprintf(text, sizeof text, "%.3g TFLOP/s", flops_per_s / 1e12);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g GFLOP/s", flops_per_s / 1e9);
+  }
+  return text;
+}
+
+}  // namespace
+
+json BottleneckVerdict(const json& result) {
+  const double wait = NumberAt(result, "/data_wait_fraction");
+  const double achieved = NumberAt(result, "/achieved_flops_per_s");
+  const double peak = NumberAt(result, "/peak_flops/flops_per_s");
+  const double mfu =
+      std::isfinite(achieved) && std::isfinite(peak) && peak > 0 ? achieved / peak : std::nan("");
+  const json* profile = nullptr;
+  if (const auto it = result.find("profile");
+      it != result.end() && it->is_object() && it->contains("by_bound") && it->contains("top_operators")) {
+    profile = &*it;
+  }
+
+  json verdict = {{"thresholds",
+                   {{"input_bound_data_wait_fraction", kInputBoundDataWait},
+                    {"compute_bound_mfu_without_profile", kComputeBoundMfu}}}};
+  const auto number_or_null = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  verdict["data_wait_fraction"] = number_or_null(wait);
+  verdict["mfu"] = number_or_null(mfu);
+  verdict["achieved_flops_per_s"] = number_or_null(achieved);
+  verdict["peak_flops_per_s"] = number_or_null(peak);
+
+  json top = json::array();
+  std::string top_text;
+  double compute = std::nan(""), memory = std::nan(""), overhead = std::nan("");
+  if (profile != nullptr) {
+    compute = NumberAt(*profile, "/by_bound/compute", 0);
+    memory = NumberAt(*profile, "/by_bound/memory", 0);
+    overhead =
+        NumberAt(*profile, "/by_bound/overhead", 0) + NumberAt(*profile, "/by_bound/outside_operators", 0);
+    verdict["time_share"] = {{"compute", compute}, {"memory", memory}, {"overhead", overhead}};
+    json bytes_per_flop = json::object();
+    if (const auto classes = profile->find("by_class"); classes != profile->end() && classes->is_object()) {
+      for (const auto& [name, c] : classes->items()) {
+        if (c.contains("bytes_per_flop") && !c["bytes_per_flop"].is_null())
+          bytes_per_flop[name] = c["bytes_per_flop"];
+      }
+    }
+    bytes_per_flop["all"] = profile->value("bytes_per_flop", json(nullptr));
+    verdict["bytes_per_flop"] = bytes_per_flop;
+    for (const auto& op : (*profile)["top_operators"]) {
+      if (static_cast<int>(top.size()) == kVerdictOperators) break;
+      top.push_back({{"name", op.value("name", "")},
+                     {"class", op.value("class", "")},
+                     {"share", op.value("share", 0.0)}});
+      if (top.size() <= 3) {
+        top_text += (top_text.empty() ? "" : ", ") + op.value("name", std::string()) + " " +
+                    Percent(op.value("share", 0.0));
+      }
+    }
+  }
+  verdict["top_operators"] = top;
+
+  std::string kind, basis, reason;
+  if (!std::isfinite(wait) && !std::isfinite(mfu)) {
+    kind = "unknown";
+    basis = "none";
+    reason = "no step-time measurements";
+  } else if (std::isfinite(wait) && wait >= kInputBoundDataWait) {
+    kind = "input-bound";
+    basis = "data_wait";
+    reason = Percent(wait) + " of step time waits for data (threshold " + Percent(kInputBoundDataWait) + ")";
+  } else if (profile != nullptr) {
+    basis = "profile";
+    kind = compute >= memory ? "compute-bound" : "memory-bound";
+    reason =
+        (compute >= memory
+             ? "compute-class operators take " + Percent(compute) + ", memory-class " + Percent(memory)
+             : "memory-class operators take " + Percent(memory) + ", compute-class " + Percent(compute)) +
+        " of profiled time";
+    if (!top_text.empty()) reason += " (top: " + top_text + ")";
+    if (overhead > std::max(compute, memory))
+      reason += "; framework overhead " + Percent(overhead) + " exceeds both";
+  } else if (std::isfinite(mfu)) {
+    basis = "mfu";
+    kind = mfu >= kComputeBoundMfu ? "compute-bound" : "memory-bound";
+    reason = "MFU " + Percent(mfu) + (mfu >= kComputeBoundMfu ? " reaches " : " is below ") +
+             Percent(kComputeBoundMfu) + " without a profile to tell memory traffic from overhead";
+    verdict["confidence"] = "low";
+  } else {
+    kind = "unknown";
+    basis = "none";
+    reason = "no FLOP/s measurement";
+  }
+  verdict["verdict"] = kind;
+  verdict["basis"] = basis;
+
+  std::string summary = kind + ": " + reason;
+  if (kind != "unknown") {
+    if (std::isfinite(mfu)) {
+      summary += "; MFU " + Percent(mfu) + " (" + FlopRate(achieved) + " of " + FlopRate(peak) + " " +
+                 StringAt(result, "/peak_flops/source", "peak") + ")";
+    }
+    if (std::isfinite(wait) && basis != "data_wait") summary += "; data wait " + Percent(wait);
+  }
+  verdict["summary"] = summary + ".";
+  return verdict;
+}
+
+}  // namespace frontier

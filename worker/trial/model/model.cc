@@ -1,0 +1,262 @@
+#include "worker/trial/model/model.h"
+
+#include <cmath>
+
+namespace frontier::model {
+namespace nn = torch::nn;
+
+torch::Tensor Activate(const std::string& activation, const torch::Tensor& x) {
+  if (activation == "relu") return torch::relu(x);
+  if (activation == "gelu") return torch::gelu(x);
+  if (activation == "silu") return torch::silu(x);
+  TORCH_CHECK(false, "unknown activation '", activation, "'");
+}
+
+Norm2dImpl::Norm2dImpl(const std::string& kind, int channels, int groups) : kind_(kind) {
+  if (kind == "batch") {
+    batch_ = register_module("batch", nn::BatchNorm2d(channels));
+  } else if (kind == "group") {
+    group_ = register_module("group", nn::GroupNorm(nn::GroupNormOptions(groups, channels)));
+  } else if (kind == "layer") {
+    layer_ = register_module("layer", nn::LayerNorm(nn::LayerNormOptions({channels}).eps(1e-6)));
+  } else {
+    TORCH_CHECK(kind == "none", "unknown norm '", kind, "'");
+  }
+}
+
+torch::Tensor InParameterDtype(const torch::Tensor& x, const torch::Tensor& weight) {
+  return x.scalar_type() == weight.scalar_type() ? x : x.to(weight.scalar_type());
+}
+
+torch::Tensor Norm2dImpl::forward(const torch::Tensor& x) {
+  if (batch_) return batch_(x);  // LibTorch's CPU batch norm takes bf16 input with fp32 parameters
+  if (group_) return group_(InParameterDtype(x, group_->weight));
+  // NHWC view: contiguous when x is channels_last, so no copy in that layout.
+  if (layer_) return layer_(InParameterDtype(x.permute({0, 2, 3, 1}), layer_->weight)).permute({0, 3, 1, 2});
+  return x;
+}
+
+ConvNormActImpl::ConvNormActImpl(const LayerStyle& style, int in, int out, int kernel, int stride, int groups,
+                                 bool act)
+    : activation_(act ? style.activation : "") {
+  conv_ = register_module("conv", nn::Conv2d(nn::Conv2dOptions(in, out, kernel)
+                                                 .stride(stride)
+                                                 .padding(kernel / 2)
+                                                 .groups(groups)
+                                                 .bias(style.norm == "none")));
+  norm_ = register_module("norm", Norm2d(style.norm, out, style.norm_groups));
+}
+
+torch::Tensor ConvNormActImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = norm_(conv_(x));
+  return activation_.empty() ? y : Activate(activation_, y);
+}
+
+SqueezeExciteImpl::SqueezeExciteImpl(int channels, int reduced, std::string activation)
+    : activation_(std::move(activation)) {
+  reduce_ = register_module("reduce", nn::Conv2d(nn::Conv2dOptions(channels, reduced, 1)));
+  expand_ = register_module("expand", nn::Conv2d(nn::Conv2dOptions(reduced, channels, 1)));
+}
+
+torch::Tensor SqueezeExciteImpl::forward(const torch::Tensor& x) {
+  torch::Tensor s = x.mean({2, 3}, /*keepdim=*/true);
+  s = expand_(Activate(activation_, reduce_(s)));
+  return x * torch::sigmoid(s);
+}
+
+namespace {
+
+int Scaled(int channels, double factor) { return std::max(1, static_cast<int>(std::lround(channels * factor))); }
+
+}  // namespace
+
+ConvBlockImpl::ConvBlockImpl(const LayerStyle& style, const BlockConfig& c)
+    : config_(c), activation_(style.activation) {
+  const bool same_shape = c.stride == 1 && c.in == c.out;
+  auto projection = [&] {
+    nn::Sequential s;
+    s->push_back(ConvNormAct(style, c.in, c.out, 1, c.stride, 1, false));
+    return s;
+  };
+  if (c.family == "basic") {
+    body_->push_back(ConvNormAct(style, c.in, c.out, c.kernel, c.stride, 1, true));
+    body_->push_back(ConvNormAct(style, c.out, c.out, c.kernel, 1, 1, false));
+    if (!same_shape) shortcut_ = projection();
+    activate_after_sum_ = true;
+  } else if (c.family == "bottleneck") {
+    const int mid = Scaled(c.out, 1.0 / c.expansion);
+    body_->push_back(ConvNormAct(style, c.in, mid, 1, 1, 1, true));
+    body_->push_back(ConvNormAct(style, mid, mid, c.kernel, c.stride, 1, true));
+    body_->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
+    if (!same_shape) shortcut_ = projection();
+    activate_after_sum_ = true;
+  } else if (c.family == "convnext") {
+    if (!same_shape) {  // ConvNeXt's separate downsampling layer: norm, then a stride x stride conv
+      downsample_ = nn::Sequential();
+      downsample_->push_back(Norm2d(style.norm, c.in, style.norm_groups));
+      downsample_->push_back(nn::Conv2d(nn::Conv2dOptions(c.in, c.out, c.stride).stride(c.stride)));
+      register_module("downsample", downsample_);
+    }
+    const int hidden = Scaled(c.out, c.expansion);
+    body_->push_back(
+        nn::Conv2d(nn::Conv2dOptions(c.out, c.out, c.kernel).padding(c.kernel / 2).groups(c.out)));
+    body_->push_back(Norm2d(style.norm, c.out, style.norm_groups));
+    LayerStyle plain = style;
+    plain.norm = "none";  // the inverted MLP has no norms of its own, and biases
+    body_->push_back(ConvNormAct(plain, c.out, hidden, 1, 1, 1, true));
+    body_->push_back(ConvNormAct(plain, hidden, c.out, 1, 1, 1, false));
+  } else if (c.family == "mbconv") {
+    const int mid = Scaled(c.in, c.expansion);
+    if (mid != c.in) body_->push_back(ConvNormAct(style, c.in, mid, 1, 1, 1, true));
+    body_->push_back(ConvNormAct(style, mid, mid, c.kernel, c.stride, mid, true));
+    if (c.se) body_->push_back(SqueezeExcite(mid, Scaled(c.in, 0.25), style.activation));
+    body_->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
+    residual_ = same_shape;
+  } else if (c.family == "fused_mbconv") {
+    const int mid = Scaled(c.in, c.expansion);
+    if (mid == c.in && !c.se) {
+      body_->push_back(ConvNormAct(style, c.in, c.out, c.kernel, c.stride, 1, true));
+    } else {
+      body_->push_back(ConvNormAct(style, c.in, mid, c.kernel, c.stride, 1, true));
+      if (c.se) body_->push_back(SqueezeExcite(mid, Scaled(c.in, 0.25), style.activation));
+      body_->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
+    }
+    residual_ = same_shape;
+  } else {
+    TORCH_CHECK(false, "unknown block family '", c.family, "'");
+  }
+  register_module("body", body_);
+  if (shortcut_) register_module("shortcut", shortcut_);
+}
+
+torch::Tensor ConvBlockImpl::forward(const torch::Tensor& input) {
+  torch::Tensor x = downsample_ ? downsample_->forward(input) : input;
+  torch::Tensor y = body_->forward(x);
+  if (!residual_) return y;
+  y = y + (shortcut_ ? shortcut_->forward(x) : x);
+  return activate_after_sum_ ? Activate(activation_, y) : y;
+}
+
+AttentionImpl::AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm)
+    : spec_(spec), kv_heads_(spec.kind == "gqa" ? spec.kv_heads : spec.heads), use_norm_(norm != "none") {
+  TORCH_CHECK(spec.head_dim > 0, "attention head_dim must be resolved before building");
+  const int inner = spec.heads * spec.head_dim;
+  if (use_norm_) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({channels})));
+  q_ = register_module("q", nn::Linear(channels, inner));
+  kv_ = register_module("kv", nn::Linear(channels, 2 * kv_heads_ * spec.head_dim));
+  proj_ = register_module("proj", nn::Linear(inner, channels));
+}
+
+torch::Tensor AttentionImpl::Mix(const torch::Tensor& t) {
+  const int64_t b = t.size(0), n = t.size(1);
+  const int64_t h = spec_.heads, d = spec_.head_dim;
+  torch::Tensor q = q_(t).view({b, n, h, d}).transpose(1, 2);               // (B, h, N, d)
+  torch::Tensor kv = kv_(t).view({b, n, 2, kv_heads_, d}).permute({2, 0, 3, 1, 4});  // (2, B, kvh, N, d)
+  torch::Tensor k = kv[0], v = kv[1];
+  torch::Tensor out;
+  if (spec_.kind == "linear") {
+    q = torch::relu(q);
+    k = torch::relu(k);
+    torch::Tensor kv_state = torch::matmul(k.transpose(-2, -1), v);  // (B, h, d, d)
+    torch::Tensor num = torch::matmul(q, kv_state).to(torch::kFloat);  // (B, h, N, d)
+    torch::Tensor den = (q.to(torch::kFloat) * k.to(torch::kFloat).sum(2, true)).sum(-1, true);
+    out = (num / (den + 1e-6)).to(q.scalar_type());
+  } else {
+    if (kv_heads_ != h) {  // gqa: every group of h / kv_heads query heads shares one k/v head
+      k = k.repeat_interleave(h / kv_heads_, 1);
+      v = v.repeat_interleave(h / kv_heads_, 1);
+    }
+    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
+    out = torch::matmul(torch::softmax(scores, -1), v);
+  }
+  return out.transpose(1, 2).reshape({b, n, h * d});
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), c = x.size(1), hh = x.size(2), ww = x.size(3);
+  torch::Tensor tokens;
+  int64_t win = 0;
+  if (spec_.kind == "window") {
+    win = spec_.window;
+    TORCH_CHECK(hh % win == 0 && ww % win == 0, "window ", win, " does not divide the ", hh, "x", ww, " map");
+    // (B, C, H, W) -> (B * windows, win*win, C)
+    tokens = x.view({b, c, hh / win, win, ww / win, win})
+                 .permute({0, 2, 4, 3, 5, 1})
+                 .reshape({b * (hh / win) * (ww / win), win * win, c});
+  } else {
+    tokens = x.flatten(2).transpose(1, 2);  // (B, HW, C)
+  }
+  torch::Tensor y = proj_(Mix(use_norm_ ? norm_(InParameterDtype(tokens, norm_->weight)) : tokens));
+  torch::Tensor out = tokens + y;
+  if (win) {
+    return out.view({b, hh / win, ww / win, win, win, c}).permute({0, 5, 1, 3, 2, 4}).reshape({b, c, hh, ww});
+  }
+  return out.transpose(1, 2).reshape({b, c, hh, ww});
+}
+
+BackboneImpl::BackboneImpl(const ResolvedArch& arch) : features_(arch.features) {
+  const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
+  const StemSpec& stem = arch.stem;
+  const int in = arch.input.channels;
+  if (stem.kind == "conv3x3") {
+    stem_->push_back(ConvNormAct(style, in, stem.width, 3, stem.stride, 1, true));
+    for (int i = 1; i < stem.depth; ++i) stem_->push_back(ConvNormAct(style, stem.width, stem.width, 3, 1, 1, true));
+  } else if (stem.kind == "patchify") {
+    stem_->push_back(nn::Conv2d(nn::Conv2dOptions(in, stem.width, stem.stride).stride(stem.stride)));
+    stem_->push_back(Norm2d(style.norm, stem.width, style.norm_groups));
+  } else if (stem.kind == "resnet") {
+    stem_->push_back(ConvNormAct(style, in, stem.width, 7, stem.stride, 1, true));
+    stem_->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+  } else {
+    TORCH_CHECK(false, "unknown stem '", stem.kind, "'");
+  }
+  register_module("stem", stem_);
+
+  for (const ResolvedStage& s : arch.stages) {
+    nn::Sequential stage;
+    for (int i = 0; i < s.depth; ++i) {
+      BlockConfig block{s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel,
+                        s.expansion, s.se};
+      stage->push_back(ConvBlock(style, block));
+      if (s.attention.kind != "none" && i >= s.attention_from_block) {
+        stage->push_back(Attention(s.attention, s.width, arch.norm));
+      }
+    }
+    stages_.push_back(register_module("stage" + std::to_string(stages_.size()), stage));
+  }
+}
+
+torch::Tensor BackboneImpl::forward(const torch::Tensor& input) {
+  torch::Tensor x = stem_->forward(input);
+  for (auto& stage : stages_) x = stage->forward(x);
+  return x;
+}
+
+ClassifierImpl::ClassifierImpl(const ResolvedArch& arch) {
+  backbone_ = register_module("backbone", Backbone(arch));
+  dropout_ = register_module("dropout", nn::Dropout(arch.dropout));
+  fc_ = register_module("fc", nn::Linear(arch.features, arch.input.classes));
+}
+
+torch::Tensor ClassifierImpl::forward(const torch::Tensor& x) {
+  torch::Tensor features = backbone_(x).mean({2, 3});
+  return fc_(dropout_(features));
+}
+
+int64_t CountParameters(nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+void SetMemoryFormat(nn::Module& module, at::MemoryFormat format) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : module.parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(format));
+  }
+  for (auto& b : module.buffers()) {
+    if (b.dim() == 4) b.set_data(b.contiguous(format));
+  }
+}
+
+}  // namespace frontier::model

@@ -1,0 +1,187 @@
+#include "worker/trial/tasks/bev_model.h"
+
+#include <cmath>
+
+namespace frontier::model {
+namespace nn = torch::nn;
+namespace F = torch::nn::functional;
+
+namespace {
+
+constexpr double kMinPointHeight = -1.0, kMaxPointHeight = 3.0;  // LSS height band, metres
+constexpr double kHeadPriorLogit = -2.5;  // initial occupancy ~8%, about the data's rate (RetinaNet's prior init)
+
+std::vector<double> SampleHeights(const BevArchSpec& spec) {
+  if (spec.view_transform == "ipm") return {0.0};
+  std::vector<double> z;
+  for (int k = 0; k < spec.heights; ++k) z.push_back((k + 0.5) * spec.max_height / spec.heights);
+  return z;
+}
+
+nn::Sequential MakeStages(const std::vector<ResolvedStage>& stages, const ResolvedArch& arch) {
+  const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
+  nn::Sequential seq;
+  for (const ResolvedStage& s : stages) {
+    for (int i = 0; i < s.depth; ++i) {
+      BlockConfig block{s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel,
+                        s.expansion, s.se};
+      seq->push_back(ConvBlock(style, block));
+      if (s.attention.kind != "none" && i >= s.attention_from_block) {
+        seq->push_back(Attention(s.attention, s.width, arch.norm));
+      }
+    }
+  }
+  return seq;
+}
+
+}  // namespace
+
+torch::Tensor FrustumCells(const bev::Rig& rig, int fh, int fw, const BevArchSpec& spec) {
+  const int n = static_cast<int>(rig.cameras.size()), d = spec.depth_bins;
+  torch::Tensor cells = torch::empty({int64_t{n} * d * fh * fw}, torch::kLong);
+  int64_t* out = cells.data_ptr<int64_t>();
+  const double step = (spec.depth_max - spec.depth_min) / d;
+  for (int c = 0; c < n; ++c) {
+    const bev::Camera& cam = rig.cameras[c];
+    for (int k = 0; k < d; ++k) {
+      const double depth = spec.depth_min + (k + 0.5) * step;
+      for (int i = 0; i < fh; ++i) {
+        for (int j = 0; j < fw; ++j) {
+          const bev::Vec3 ray = cam.Ray((j + 0.5) * cam.width / fw, (i + 0.5) * cam.height / fh);
+          const double x = cam.position.x + depth * ray.x, y = cam.position.y + depth * ray.y,
+                       z = cam.position.z + depth * ray.z;
+          const bool in_band = z >= kMinPointHeight && z <= kMaxPointHeight;
+          *out++ = in_band ? rig.CellOf(x, y) : -1;
+        }
+      }
+    }
+  }
+  return cells;
+}
+
+BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
+    : bev_(arch.bev), cameras_(static_cast<int>(rig.cameras.size())), grid_(rig.grid) {
+  TORCH_CHECK(bev_.enabled, "BevNet needs an arch with a bev section");
+  TORCH_CHECK(bev_.grid == rig.grid, "arch resolved for a ", bev_.grid, " grid, the rig has ", rig.grid);
+  const BevArchSpec& spec = bev_.spec;
+  const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
+  backbone_ = register_module("backbone", Backbone(arch));
+  const int features = arch.features, fh = arch.feature_height, fw = arch.feature_width;
+  if (spec.view_transform == "lss") {
+    depth_context_ =
+        register_module("depth_context", nn::Conv2d(nn::Conv2dOptions(features, spec.depth_bins + spec.channels, 1)));
+    lss_norm_ = register_module("lss_norm", Norm2d(arch.norm, spec.channels, arch.norm_groups));
+    plan_ = bev::MakePoolPlan(FrustumCells(rig, fh, fw, spec), int64_t{grid_} * grid_);
+    device_plan_ = plan_;
+  } else {
+    const std::vector<double> heights = SampleHeights(spec);
+    const int64_t z = static_cast<int64_t>(heights.size()), g = grid_;
+    torch::Tensor sample = torch::full({cameras_, z * g, g, 2}, -2.0f);
+    torch::Tensor mask = torch::zeros({1, cameras_, 1, z, g, g});
+    auto s = sample.accessor<float, 4>();
+    auto m = mask.accessor<float, 6>();
+    for (int c = 0; c < cameras_; ++c) {
+      const bev::Camera& cam = rig.cameras[c];
+      for (int64_t k = 0; k < z; ++k) {
+        for (int r = 0; r < g; ++r) {
+          for (int col = 0; col < g; ++col) {
+            double x, y, u, v, depth;
+            rig.CellCentre(r, col, &x, &y);
+            if (!cam.Project({x, y, heights[k]}, &u, &v, &depth)) continue;
+            if (u < 0 || v < 0 || u >= cam.width || v >= cam.height || depth < 0.1) continue;
+            s[c][k * g + r][col][0] = static_cast<float>(2 * u / cam.width - 1);
+            s[c][k * g + r][col][1] = static_cast<float>(2 * v / cam.height - 1);
+            m[0][c][0][k][r][col] = 1;
+          }
+        }
+      }
+    }
+    sample_grid_ = register_buffer("sample_grid", sample);
+    sample_mask_ = register_buffer("sample_mask", mask);
+    sample_count_ = register_buffer("sample_count", mask.sum(1).clamp_min(1));
+    reduce_ = register_module("reduce", ConvNormAct(style, static_cast<int>(features * z), spec.channels, 1, 1, 1, true));
+  }
+  encoder_ = register_module("encoder", MakeStages(bev_.encoder, arch));
+  const int e = bev_.encoder_features;
+  head_conv_ = register_module("head_conv", ConvNormAct(style, e, e, 3, 1, 1, true));
+  head_out_ = register_module("head_out", nn::Conv2d(nn::Conv2dOptions(e, 1, 1)));
+  torch::NoGradGuard no_grad;
+  head_out_->bias.fill_(kHeadPriorLogit);
+}
+
+torch::Tensor BevNetImpl::LiftSplat(const torch::Tensor& features, int64_t batch) {
+  const int64_t d = bev_.spec.depth_bins, c = bev_.spec.channels;
+  torch::Tensor dc = depth_context_(features);                   // (B*N, D+C, h, w)
+  if (is_training() && depth_supervised()) depth_logits_ = dc.narrow(1, 0, d);
+  torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1);   // (B*N, D, h, w)
+  torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1});  // (B*N, h, w, C)
+  torch::Tensor lifted = depth.unsqueeze(-1) * context.unsqueeze(1);  // (B*N, D, h, w, C)
+  lifted = lifted.reshape({batch, -1, c});                        // (B, N*D*h*w, C)
+  if (device_plan_.ranks.device() != lifted.device()) device_plan_ = plan_.To(lifted.device());
+  torch::Tensor pooled = bev::Pool(bev_.spec.pooling, lifted, device_plan_);  // (B, grid*grid, C)
+  pooled = pooled.view({batch, grid_, grid_, c}).permute({0, 3, 1, 2}).contiguous();
+  return lss_norm_(pooled);
+}
+
+torch::Tensor DepthBins(const torch::Tensor& depth, const BevArchSpec& spec) {
+  const double step = (spec.depth_max - spec.depth_min) / spec.depth_bins;
+  torch::Tensor d = depth.to(torch::kDouble);
+  torch::Tensor bins = ((d - spec.depth_min) / step).floor().clamp(-1, spec.depth_bins).to(torch::kLong);
+  const torch::Tensor valid = torch::isfinite(d) & d.ge(spec.depth_min) & d.lt(spec.depth_max) & bins.ge(0) &
+                              bins.lt(spec.depth_bins);
+  return torch::where(valid, bins, torch::full_like(bins, -100));
+}
+
+torch::Tensor BevNetImpl::DepthLoss(const torch::Tensor& depth) {
+  if (!depth_supervised() || !depth_logits_.defined()) return {};
+  torch::Tensor logits = depth_logits_.to(torch::kFloat);  // (B*N, D, h, w)
+  depth_logits_ = torch::Tensor();
+  TORCH_CHECK(depth.dim() == 4 && depth.size(0) * depth.size(1) == logits.size(0) && depth.size(2) == logits.size(2) &&
+                  depth.size(3) == logits.size(3),
+              "depth targets ", depth.sizes(), " do not match the depth logits ", logits.sizes());
+  torch::Tensor target = DepthBins(depth, bev_.spec).reshape({logits.size(0), logits.size(2), logits.size(3)});
+  target = target.to(logits.device());
+  if (!target.ne(-100).any().item<bool>()) return logits.sum() * 0;  // nothing to supervise in this batch
+  return bev_.spec.depth_loss_weight *
+         F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+torch::Tensor BevNetImpl::Sample(const torch::Tensor& features, int64_t batch) {
+  const int64_t z = sample_mask_.size(3), g = grid_, f = features.size(1);
+  torch::Tensor grid = sample_grid_.unsqueeze(0)
+                           .expand({batch, cameras_, z * g, g, 2})
+                           .reshape({batch * cameras_, z * g, g, 2})
+                           .to(features.scalar_type());
+  torch::Tensor sampled = F::grid_sample(features, grid,
+                                         F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false));
+  sampled = sampled.view({batch, cameras_, f, z, g, g});
+  torch::Tensor mean = (sampled * sample_mask_).sum(1) / sample_count_;  // (B, F, Z, g, g)
+  return reduce_(mean.reshape({batch, f * z, g, g}));
+}
+
+torch::Tensor BevNetImpl::Lift(const torch::Tensor& x) {
+  const int64_t batch = x.size(0), h = x.size(2), w = x.size(3);
+  TORCH_CHECK(x.size(1) == 3 * cameras_, "BevNet expects ", 3 * cameras_, " input channels (", cameras_,
+              " RGB cameras), got ", x.size(1));
+  torch::Tensor features = backbone_(x.reshape({batch * cameras_, 3, h, w}));
+  return bev_.spec.view_transform == "lss" ? LiftSplat(features, batch) : Sample(features, batch);
+}
+
+torch::Tensor BevNetImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = encoder_->forward(Lift(x));
+  y = head_out_(head_conv_(y));
+  if (y.size(2) != grid_ || y.size(3) != grid_) {
+    y = F::interpolate(y, F::InterpolateFuncOptions()
+                              .size(std::vector<int64_t>{grid_, grid_})
+                              .mode(torch::kBilinear)
+                              .align_corners(false));
+  }
+  return y.squeeze(1);
+}
+
+std::shared_ptr<NetworkImpl> BuildNetwork(const ResolvedArch& arch, const TaskSpec& task) {
+  if (arch.bev.enabled) return std::make_shared<BevNetImpl>(arch, bev::MakeRig(task.bev));
+  return std::make_shared<ClassifierImpl>(arch);
+}
+
+}  // namespace frontier::model

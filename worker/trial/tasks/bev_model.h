@@ -1,0 +1,86 @@
+// The BEV network of the bev-synthetic task (docs/bev.md):
+//   cameras (B, N*3, H, W) -> shared Backbone on (B*N, 3, H, W)
+//   -> view transform into the grid x grid BEV map:
+//        lss:       1x1 conv to D depth logits + C context channels, softmax
+//                   over depth, outer product lifted to a frustum point cloud
+//                   (N*D*h*w points per sample), BEV pooling (naive | fused)
+//        ipm:       every BEV cell centre on the ground (z = 0) projected into
+//                   every camera, features bilinearly sampled and averaged
+//                   over the cameras that see it, 1x1 conv to C channels
+//        mean_lift: the same at `heights` heights from 0 to max_height
+//                   (Simple-BEV's parameter-free lifting), heights stacked
+//                   into channels, 1x1 conv to C
+//   -> BEV encoder (block stages) -> head: 3x3 conv-norm-act, 1x1 conv to one
+//      occupancy logit per cell (bilinearly upsampled when the encoder
+//      downsampled) -> logits (B, grid, grid).
+// The geometry (frustum cells, sampling grids) depends only on the rig and
+// is computed once at construction.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "search_spaces/trial_spec.h"
+#include "worker/trial/ops/bev_pool.h"
+#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/model/model.h"
+
+namespace frontier::model {
+
+class BevNetImpl : public NetworkImpl {
+ public:
+  BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig);
+  torch::Tensor forward(const torch::Tensor& x) override;  // (B, N*3, H, W) -> logits (B, grid, grid)
+
+  // Image features lifted into the BEV grid, before the encoder: (B, C, grid, grid).
+  torch::Tensor Lift(const torch::Tensor& x);
+  const bev::PoolPlan& pool_plan() const { return plan_; }  // lss only, on the CPU
+
+  // lss with arch.bev.depth_loss_weight > 0: the weighted depth loss of the
+  // last training forward (BEVDepth-style supervision): cross-entropy of the
+  // depth logits (B*N, D, h, w) against the bin of `depth` (B, N, h, w),
+  // metres, as Dataset::depth; depths outside [depth_min, depth_max) (sky
+  // included) are ignored. Releases the stored logits. An undefined tensor
+  // when depth supervision is off or no training forward ran.
+  torch::Tensor DepthLoss(const torch::Tensor& depth);
+  bool depth_supervised() const { return bev_.spec.view_transform == "lss" && bev_.spec.depth_loss_weight > 0; }
+
+ private:
+  torch::Tensor LiftSplat(const torch::Tensor& features, int64_t batch);
+  torch::Tensor Sample(const torch::Tensor& features, int64_t batch);
+
+  ResolvedBev bev_;
+  int cameras_;
+  int grid_;
+  Backbone backbone_{nullptr};
+  torch::nn::Conv2d depth_context_{nullptr};  // lss
+  Norm2d lss_norm_{nullptr};                  // lss: after pooling
+  ConvNormAct reduce_{nullptr};               // ipm, mean_lift: heights x features -> channels
+  torch::nn::Sequential encoder_;
+  ConvNormAct head_conv_{nullptr};
+  torch::nn::Conv2d head_out_{nullptr};
+  torch::Tensor depth_logits_;  // lss, depth-supervised: of the last training forward
+  bev::PoolPlan plan_;         // on the CPU
+  bev::PoolPlan device_plan_;  // a copy on the features' device, made on first use there
+  // Buffers (they follow the module's device):
+  torch::Tensor sample_grid_;  // (N, Z*grid, grid, 2) normalized image coordinates
+  torch::Tensor sample_mask_;  // (1, N, 1, Z, grid, grid): 1 where the camera sees the point
+  torch::Tensor sample_count_; // (1, 1, Z, grid, grid): cameras that see the point, at least 1
+};
+TORCH_MODULE(BevNet);
+
+// The network for a trial: BevNet for bev-synthetic, Classifier otherwise.
+std::shared_ptr<NetworkImpl> BuildNetwork(const ResolvedArch& arch, const TaskSpec& task);
+
+// Depth bin of each depth (metres): floor((depth - depth_min) / step), -100
+// (cross-entropy's ignore index) outside [depth_min, depth_max) or not finite.
+torch::Tensor DepthBins(const torch::Tensor& depth, const BevArchSpec& spec);
+
+// Cell of every frustum point of the LSS lift, in the order of the lifted
+// features ((camera, depth bin, row, column) of the h x w feature map),
+// -1 outside the grid or outside the height band [-1, 3] m.
+torch::Tensor FrustumCells(const bev::Rig& rig, int feature_height, int feature_width, const BevArchSpec& spec);
+
+}  // namespace frontier::model
