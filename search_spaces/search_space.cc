@@ -13,30 +13,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "search_spaces/metric_catalog.h"
+
 namespace frontier {
 namespace {
 
 using nlohmann::json;
 
 constexpr size_t kMaxGridForGridStrategy = 100000;
-
-// Result metrics a space may name, with the direction an objective on them
-// takes when it states no goal.
-const std::vector<std::pair<std::string, bool>>& KnownMetrics() {
-  static const std::vector<std::pair<std::string, bool>> metrics = {
-      {"val_accuracy", true},    {"test_accuracy", true}, {"val_iou", true},
-      {"test_iou", true},        {"val_loss", false},
-      {"throughput", true},      {"step_time_ms", false}, {"mfu", true},
-      {"peak_memory_mb", false}, {"params", false},       {"time_to_target_s", false}};
-  return metrics;
-}
-
-// Metrics a parity rule can compare.
-const std::vector<std::string>& QualityMetrics() {
-  static const std::vector<std::string> metrics = {"val_accuracy", "test_accuracy", "val_iou", "test_iou",
-                                                     "val_loss"};
-  return metrics;
-}
 
 // Shorthand dimension names and the paths they stand for.
 const std::map<std::string, std::string>& Shorthands() {
@@ -312,7 +296,7 @@ class SpaceParser {
 
   std::string source_;
   bool check_choices_ = true;  // every choice makes a valid trial spec
-  YAML::Node root_;  // the document, for the lines of fields in messages
+  YAML::Node root_;            // the document, for the lines of fields in messages
 };
 
 // Rejects duplicate and non-scalar keys, which the JSON model cannot hold.
@@ -572,17 +556,15 @@ void SpaceParser::CheckOverlaps(const SearchSpace& space) const {
 std::string SpaceParser::Metric(const Fields& fields, bool quality_only) const {
   std::string metric;
   fields.String("metric", metric);
-  std::vector<std::string> known = QualityMetrics();
-  if (!quality_only) {
-    known.clear();
-    for (const auto& [name, maximize] : KnownMetrics()) known.push_back(name);
-  }
-  if (std::find(known.begin(), known.end(), metric) == known.end()) {
+  const std::vector<std::string> known =
+      MetricNames([&](const MetricInfo& m) { return quality_only ? m.quality : m.selectable; });
+  const MetricInfo* info = FindMetric(metric);
+  if (info == nullptr || std::find(known.begin(), known.end(), metric) == known.end()) {
     Fail(fields.Field("metric"),
          (quality_only ? "'" + metric + "' is not a quality metric" : "unknown metric '" + metric + "'") +
              "; expected one of " + Join(known));
   }
-  if (!quality_only && (metric == "test_accuracy" || metric == "test_iou")) {
+  if (!quality_only && info->test_split) {
     Fail(fields.Field("metric"), "the test split is for the final report; select on val_" + metric.substr(5));
   }
   return metric;
@@ -598,9 +580,7 @@ void SpaceParser::ParseObjectives(const YAML::Node& node, SearchSpace& space) co
     fields.Required("metric");
     Objective objective;
     objective.metric = Metric(fields, false);
-    for (const auto& [name, maximize] : KnownMetrics()) {
-      if (name == objective.metric) objective.maximize = maximize;
-    }
+    objective.maximize = FindMetric(objective.metric)->maximize;
     std::string goal = objective.maximize ? "maximize" : "minimize";
     fields.Choice("goal", goal, {"maximize", "minimize"});
     objective.maximize = goal == "maximize";
@@ -722,7 +702,8 @@ void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) cons
   if (strategy.min_steps >= task.steps) {
     Fail(fields.Field("min_steps"), "must be below task.steps (" + std::to_string(task.steps) + ")");
   }
-  const std::vector<std::string> measured = {"val_accuracy", "val_iou", "val_loss", "throughput", "step_time_ms"};
+  const std::vector<std::string> measured =
+      MetricNames([](const MetricInfo& m) { return m.in_progress && m.selectable; });
   const bool comparable =
       std::any_of(space.objectives.begin(), space.objectives.end(), [&](const Objective& o) {
         return std::find(measured.begin(), measured.end(), o.metric) != measured.end();
@@ -809,84 +790,9 @@ std::optional<std::string> WhyInvalid(const SearchSpace& space, const Config& co
   return std::nullopt;
 }
 
-size_t GridSize(const SearchSpace& space) {
-  size_t size = 1;
-  for (const Dimension& dim : space.dimensions) {
-    if (dim.choices.empty()) return 0;
-    if (size > std::numeric_limits<size_t>::max() / dim.choices.size()) {
-      return std::numeric_limits<size_t>::max();
-    }
-    size *= dim.choices.size();
-  }
-  return size;
-}
-
-std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit) {
-  size_t size = GridSize(space);
-  if (size > limit) {
-    throw SpaceError(space.source, 0, "space",
-                     "the grid has " + std::to_string(size) + " configurations, more than the limit of " +
-                         std::to_string(limit));
-  }
-  std::vector<Config> grid;
-  grid.reserve(size);
-  std::vector<size_t> digits(space.dimensions.size(), 0);
-  for (size_t n = 0; n < size; ++n) {
-    Config config = json::object();
-    for (size_t d = 0; d < digits.size(); ++d) {
-      config[space.dimensions[d].name] = space.dimensions[d].choices[digits[d]];
-    }
-    grid.push_back(std::move(config));
-    for (size_t d = digits.size(); d-- > 0;) {  // the last dimension varies fastest
-      if (++digits[d] < space.dimensions[d].choices.size()) break;
-      digits[d] = 0;
-    }
-  }
-  return grid;
-}
-
-std::string ConfigKey(const Config& config) { return config.dump(); }
-
 bool IsBaseline(const SearchSpace& space, const Config& config) {
   json normalized = NormalizedBaseline(space);
   return Apply(space, config, normalized) == normalized;
-}
-
-json GoalsJson(const SearchSpace& space) {
-  json goals = {{"objectives", json::array()}, {"constraints", json::array()}};
-  for (const Objective& o : space.objectives) {
-    goals["objectives"].push_back({{"metric", o.metric}, {"goal", o.maximize ? "maximize" : "minimize"}});
-  }
-  for (const Constraint& c : space.constraints) {
-    goals["constraints"].push_back(
-        {{"metric", c.metric}, {"min", c.min ? json(*c.min) : json()}, {"max", c.max ? json(*c.max) : json()}});
-  }
-  goals["parity"] = {{"metric", space.parity.metric}, {"margin", space.parity.margin}, {"test", space.parity.test}};
-  return goals;
-}
-
-std::optional<SearchSpace> GoalsOnlySpace(const std::string& name, const json& goals) {
-  if (!goals.is_object() || !goals.contains("objectives") || !goals.contains("constraints") ||
-      !goals.contains("parity")) {
-    return std::nullopt;
-  }
-  SearchSpace space;
-  space.name = name;
-  for (const json& o : goals.at("objectives")) {
-    space.objectives.push_back({o.at("metric").get<std::string>(), o.at("goal") == "maximize"});
-  }
-  for (const json& c : goals.at("constraints")) {
-    Constraint constraint;
-    constraint.metric = c.at("metric").get<std::string>();
-    if (c.at("min").is_number()) constraint.min = c["min"].get<double>();
-    if (c.at("max").is_number()) constraint.max = c["max"].get<double>();
-    space.constraints.push_back(constraint);
-  }
-  const json& parity = goals.at("parity");
-  space.parity.metric = parity.at("metric").get<std::string>();
-  space.parity.margin = parity.at("margin").get<double>();
-  space.parity.test = parity.at("test").get<std::string>();
-  return space;
 }
 
 }  // namespace frontier

@@ -7,18 +7,74 @@
 
 namespace frontier {
 
+bool Dominates(const std::vector<double>& a, const std::vector<double>& b) {
+  bool better = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] > b[i]) return false;
+    if (a[i] < b[i]) better = true;
+  }
+  return better;
+}
+
+std::vector<size_t> ParetoFront(const std::vector<std::vector<double>>& points,
+                                const std::vector<bool>& maximize) {
+  for (const auto& p : points) {
+    if (p.size() != maximize.size())
+      throw std::invalid_argument("ParetoFront: point size differs from objectives");
+  }
+  // In "lower is better" coordinates and sorted lexicographically ascending,
+  // every point that dominates another comes before it.
+  const size_t dims = maximize.size();
+  std::vector<std::vector<double>> lower(points);
+  for (std::vector<double>& p : lower) {
+    for (size_t d = 0; d < dims; ++d) {
+      if (maximize[d]) p[d] = -p[d];
+    }
+  }
+  std::vector<size_t> order(points.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    for (size_t d = 0; d < dims; ++d) {
+      if (lower[a][d] != lower[b][d]) return lower[a][d] < lower[b][d];
+    }
+    return a < b;
+  });
+  std::vector<size_t> front;
+  if (dims == 2) {
+    // Dominated exactly when an earlier point with a smaller first coordinate
+    // is at most as large in the second, or one with an equal first coordinate
+    // is smaller in the second (the first of its run of equal first coordinates).
+    double best_before_run = std::numeric_limits<double>::infinity();
+    size_t run_start = 0;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const size_t i = order[k];
+      if (k > 0 && lower[i][0] != lower[order[k - 1]][0]) {
+        for (size_t r = run_start; r < k; ++r)
+          best_before_run = std::min(best_before_run, lower[order[r]][1]);
+        run_start = k;
+      }
+      const bool dominated = best_before_run <= lower[i][1] || lower[order[run_start]][1] < lower[i][1];
+      if (!dominated) front.push_back(i);
+    }
+  } else {
+    // A point dominated by anything is dominated by a front point found before it.
+    for (size_t i : order) {
+      if (std::none_of(front.begin(), front.end(), [&](size_t f) { return Dominates(lower[f], lower[i]); })) {
+        front.push_back(i);
+      }
+    }
+  }
+  std::sort(front.begin(), front.end());
+  return front;
+}
+
 bool ConstrainedDominates(const Fitness& a, const Fitness& b) {
   if (a.feasible() != b.feasible()) return a.feasible();
   if (!a.feasible()) return a.violation < b.violation;
   if (a.objectives.size() != b.objectives.size()) {
     throw std::invalid_argument("ConstrainedDominates: objective vectors of different sizes");
   }
-  bool better = false;
-  for (size_t i = 0; i < a.objectives.size(); ++i) {
-    if (a.objectives[i] > b.objectives[i]) return false;
-    if (a.objectives[i] < b.objectives[i]) better = true;
-  }
-  return better;
+  return Dominates(a.objectives, b.objectives);
 }
 
 std::vector<std::vector<size_t>> NonDominatedFronts(const std::vector<Fitness>& points) {

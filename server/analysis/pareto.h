@@ -1,7 +1,11 @@
-// Ranking of evaluated configurations for multi-objective selection: Deb's
+// Pareto dominance, the one definition the project uses: the report's front
+// (ParetoFront), and the ranking of evaluated configurations for
+// multi-objective selection in NSGA-II and ASHA's promotions: Deb's
 // constraint-domination, fast non-dominated sorting and crowding distance
 // (Deb et al., "A fast and elitist multiobjective genetic algorithm:
-// NSGA-II", 2002). Shared by NSGA-II and ASHA's promotions. Pure functions.
+// NSGA-II", 2002). The stores' config_front SQL view states the same rule in
+// SQL (server/store/result_views.cc); tests/server/config_views.h checks that
+// both agree. Pure functions.
 #pragma once
 
 #include <cstddef>
@@ -17,9 +21,22 @@ struct Fitness {
   bool feasible() const { return violation == 0; }
 };
 
+// Dominance on objectives to minimize: `a` dominates `b` when it is no worse
+// in every objective and better in at least one, so identical points do not
+// dominate each other. `a` and `b` have the same size.
+bool Dominates(const std::vector<double>& a, const std::vector<double>& b);
+
+// Indices of the non-dominated points; `maximize[i]` says the direction of objective i.
+// A point dominates another when it is at least as good in every objective and
+// strictly better in one (Dominates), so identical points are all kept. Indices
+// ascend. Sorted sweeps: O(n log n) for 2 objectives. Throws
+// std::invalid_argument when a point's size differs from maximize's.
+std::vector<size_t> ParetoFront(const std::vector<std::vector<double>>& points,
+                                const std::vector<bool>& maximize);
+
 // Constraint-domination: `a` dominates `b` when a is feasible and b is not;
 // when both are infeasible and a violates less; when both are feasible and a
-// is no worse in every objective and better in one. Feasible points must
+// is no worse in every objective and better in one (Dominates). Feasible points must
 // have objective vectors of equal size (std::invalid_argument otherwise).
 bool ConstrainedDominates(const Fitness& a, const Fitness& b);
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "server/report/report.h"
+#include "search_spaces/metric_catalog.h"
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
 
@@ -407,13 +407,15 @@ std::vector<Proposal> Replay(Strategy& strategy, const std::optional<Evaluation>
 }
 
 EarlyStopping::EarlyStopping(const SearchSpace& space, AshaOptions options) : asha_(options) {
-  static const std::set<std::string> kMeasuredDuringTraining = {"val_accuracy", "val_iou", "val_loss",
-                                                                "throughput", "step_time_ms"};
+  auto measured_during_training = [](const std::string& metric) {
+    const MetricInfo* info = FindMetric(metric);
+    return info != nullptr && info->in_progress;
+  };
   for (const Objective& objective : space.objectives) {
-    if (kMeasuredDuringTraining.count(objective.metric)) objectives_.push_back(objective);
+    if (measured_during_training(objective.metric)) objectives_.push_back(objective);
   }
   for (const Constraint& constraint : space.constraints) {
-    if (kMeasuredDuringTraining.count(constraint.metric)) constraints_.push_back(constraint);
+    if (measured_during_training(constraint.metric)) constraints_.push_back(constraint);
   }
 }
 
@@ -436,7 +438,11 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
   }
   if (kind != "eval" || !step || *step <= 0) return {};
   json partial = json::object();
-  for (const char* metric : {"val_accuracy", "val_iou", "val_loss"}) {
+  // An evaluation event carries the quality metrics under their names; the
+  // step time and throughput follow from the step times.
+  static const std::vector<std::string> kEvaluated =
+      MetricNames([](const MetricInfo& m) { return m.in_progress && m.quality; });
+  for (const std::string& metric : kEvaluated) {
     if (event.contains(metric)) partial[metric] = event[metric];
   }
   std::optional<double> step_ms;

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
-#include "server/search/asha.h"
 #include "server/analysis/pareto.h"
+#include "server/search/asha.h"
 
 namespace frontier {
 
@@ -75,7 +75,7 @@ int FullSteps(const SearchSpace& space);
 // (max(0, mean - max) / |max| + max(0, min - mean) / |min|, a zero bound
 // counting as 1). The violation is +infinity when no seed completed or the
 // mean of an objective or constrained metric is missing. Metrics are read
-// with MetricOf (report.h).
+// with MetricOf (search_spaces/metric_catalog.h).
 Fitness FitnessOf(const SearchSpace& space, const Evaluation& evaluation);
 
 // A proposal already stored, with its evaluation when every seed is final.
@@ -125,7 +125,9 @@ class EarlyStopping {
   bool PassedFirstRung(const std::string& config_key) const;
   // The decision that stopped the configuration at a rung, if one did: its
   // other seeds stop too (Observe stops them at their next event).
-  std::optional<StopDecision> Stopped(const std::string& config_key) const { return asha_.Stopped(config_key); }
+  std::optional<StopDecision> Stopped(const std::string& config_key) const {
+    return asha_.Stopped(config_key);
+  }
 
  private:
   std::vector<Objective> objectives_;    // those measurable at rungs

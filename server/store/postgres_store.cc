@@ -1,9 +1,11 @@
 #include "server/store/postgres_store.h"
 
-#include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
+#include <pqxx/pqxx>
 
 #include <nlohmann/json.hpp>
+
+#include "server/store/result_views.h"
 
 namespace frontier {
 namespace {
@@ -121,15 +123,7 @@ SELECT t.experiment_id, t.config_json, bool_or(t.is_baseline) AS is_baseline, CO
        AVG(r.params) AS params
 FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
 GROUP BY t.experiment_id, t.config_json;
-CREATE VIEW config_front AS
-WITH objective AS (
-  SELECT e.id AS experiment_id, o ->> 'metric' AS metric,
-         CASE o ->> 'goal' WHEN 'minimize' THEN -1.0 ELSE 1.0 END AS sign
-  FROM experiments e, jsonb_array_elements(COALESCE(e.goals_json::jsonb -> 'objectives', '[]'::jsonb)) o),
-bound AS (
-  SELECT e.id AS experiment_id, k ->> 'metric' AS metric, (k ->> 'min')::float8 AS low, (k ->> 'max')::float8 AS high
-  FROM experiments e, jsonb_array_elements(COALESCE(e.goals_json::jsonb -> 'constraints', '[]'::jsonb)) k),
-)sql" + std::string(kConfigFrontViewTail),
+)sql" + Migration4ConfigFrontView(SqlDialect::kPostgres),
 };
 
 constexpr const char* kTrialColumns =
@@ -173,25 +167,27 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
   e.space_yaml = r[3].as<std::string>();
   e.source_name = r[4].as<std::string>();
   e.created_ms = r[5].as<int64_t>();
-  for (const auto& item : nlohmann::json::parse(r[6].as<std::string>())) e.skipped.push_back(item.get<std::string>());
+  for (const auto& item : nlohmann::json::parse(r[6].as<std::string>()))
+    e.skipped.push_back(item.get<std::string>());
   e.goals_json = r[7].as<std::string>();
   return e;
 }
 
 std::string Sql(const char* a, const char* columns, const char* b) { return std::string(a) + columns + b; }
 
-std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experiment_id, std::vector<TrialRow>& trials,
-                                      int64_t now_ms) {
+std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experiment_id,
+                                      std::vector<TrialRow>& trials, int64_t now_ms) {
   // The experiment row lock serializes trial numbering per experiment.
   w.exec_params("SELECT 1 FROM experiments WHERE id = $1 FOR UPDATE", experiment_id);
-  int64_t next = w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1", experiment_id)[0].as<int64_t>();
+  int64_t next =
+      w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1", experiment_id)[0].as<int64_t>();
   std::vector<std::string> ids;
   for (TrialRow& t : trials) {
     NameTrial(experiment_id, ++next, t);
     w.exec_params(Sql("INSERT INTO trials (", kTrialColumns,
                       ") VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0)"),
-                  t.id, experiment_id, t.config_json, t.is_baseline, t.seed, t.steps, t.max_attempts, t.spec_json,
-                  now_ms);
+                  t.id, experiment_id, t.config_json, t.is_baseline, t.seed, t.steps, t.max_attempts,
+                  t.spec_json, now_ms);
     ids.push_back(t.id);
   }
   return ids;
@@ -207,21 +203,25 @@ constexpr const char* kExtendHeldLease =
 void PrepareStatements(pqxx::connection& c) {
   c.prepare("get_trial", Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1"));
   c.prepare("get_experiment", Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"));
-  c.prepare("lease",
-            Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, lease_expires_ms = $2, "
-                "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-                "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
-                "RETURNING ",
-                kTrialColumns, ""));
+  c.prepare("lease", Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, "
+                         "lease_expires_ms = $2, "
+                         "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id "
+                         "= t.experiment_id "
+                         "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
+                         "UPDATE OF t SKIP LOCKED) "
+                         "RETURNING ",
+                         kTrialColumns, ""));
   c.prepare("extend_lease", kExtendHeldLease);
   c.prepare("add_progress",
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
-  c.prepare("record_progress", std::string("WITH held AS (") + kExtendHeldLease +
-                                   " RETURNING id) INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
-                                   "SELECT id, $3, $5, $6, $7 FROM held");
-  c.prepare("finish_trial",
-            "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
-            "WHERE id = $5 AND attempt = $6 AND state = 'running'");
+  c.prepare("record_progress",
+            std::string("WITH held AS (") + kExtendHeldLease +
+                " RETURNING id) INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
+                "SELECT id, $3, $5, $6, $7 FROM held");
+  c.prepare(
+      "finish_trial",
+      "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
+      "WHERE id = $5 AND attempt = $6 AND state = 'running'");
   c.prepare("fail_attempt",
             "UPDATE trials SET "
             "state = CASE WHEN $1::boolean AND attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
@@ -321,11 +321,17 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size)
     if (r.empty()) w.exec("INSERT INTO schema_version (version) VALUES (0)");
     constexpr int kLatest = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
     if (version > kLatest) {
-      throw StoreError("the store has schema version " + std::to_string(version) + ", newer than this build's " +
-                       std::to_string(kLatest) + "; upgrade frontier");
+      throw StoreError("the store has schema version " + std::to_string(version) +
+                       ", newer than this build's " + std::to_string(kLatest) + "; upgrade frontier");
     }
     for (; version < kLatest; ++version) w.exec(kMigrations[version]);
     w.exec_params("UPDATE schema_version SET version = $1", version);
+    // The current result views (result_views.h), unless they carry its stamp already.
+    const pqxx::result stamp = w.exec("SELECT obj_description(to_regclass('config_front'), 'pg_class')");
+    if (stamp.empty() || stamp[0][0].is_null() ||
+        stamp[0][0].as<std::string>() != ResultViewsStamp(SqlDialect::kPostgres)) {
+      w.exec(ResultViewsSql(SqlDialect::kPostgres));
+    }
     return 0;
   });
 }
@@ -333,18 +339,21 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size)
 PostgresStore::~PostgresStore() = default;
 
 int PostgresStore::schema_version() {
-  return InTransaction("schema_version",
-                       [](pqxx::work& w) { return w.exec1("SELECT version FROM schema_version")[0].as<int>(); });
+  return InTransaction("schema_version", [](pqxx::work& w) {
+    return w.exec1("SELECT version FROM schema_version")[0].as<int>();
+  });
 }
 
-std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<TrialRow> trials, int64_t now_ms) {
+std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<TrialRow> trials,
+                                            int64_t now_ms) {
   const std::string id = InTransaction("CreateExperiment", [&](pqxx::work& w) {
-    const int64_t seq = w.exec_params1(
-                             "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, "
-                             "goals_json) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
-                             e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump(),
-                             e.goals_json)[0]
-                            .as<int64_t>();
+    const int64_t seq =
+        w.exec_params1(
+             "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, "
+             "goals_json) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+             e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump(),
+             e.goals_json)[0]
+            .as<int64_t>();
     const std::string id = ExperimentIdFor(seq);
     w.exec_params("UPDATE experiments SET id = $1 WHERE seq = $2", id, seq);
     InsertTrials(w, id, trials, now_ms);
@@ -354,10 +363,10 @@ std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<Tria
   return id;
 }
 
-std::vector<std::string> PostgresStore::AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
-                                                  int64_t now_ms) {
-  std::vector<std::string> ids =
-      InTransaction("AddTrials", [&](pqxx::work& w) { return InsertTrials(w, experiment_id, trials, now_ms); });
+std::vector<std::string> PostgresStore::AddTrials(const std::string& experiment_id,
+                                                  std::vector<TrialRow> trials, int64_t now_ms) {
+  std::vector<std::string> ids = InTransaction(
+      "AddTrials", [&](pqxx::work& w) { return InsertTrials(w, experiment_id, trials, now_ms); });
   AnalyzeAfterInsert(trials.size());
   return ids;
 }
@@ -387,8 +396,8 @@ std::optional<ExperimentRecord> PostgresStore::GetExperiment(const std::string& 
 std::vector<ExperimentRecord> PostgresStore::ListExperiments(int limit) {
   return InTransaction("ListExperiments", [&](pqxx::work& w) {
     std::vector<ExperimentRecord> out;
-    for (const auto& row :
-         w.exec_params(Sql("SELECT ", kExperimentColumns, " FROM experiments ORDER BY seq DESC LIMIT $1"), limit)) {
+    for (const auto& row : w.exec_params(
+             Sql("SELECT ", kExperimentColumns, " FROM experiments ORDER BY seq DESC LIMIT $1"), limit)) {
       out.push_back(ReadExperiment(row));
     }
     return out;
@@ -437,8 +446,8 @@ std::optional<TrialRow> PostgresStore::GetTrial(const std::string& trial_id) {
 TrialCountsRow PostgresStore::CountTrials(const std::string& experiment_id) {
   return InTransaction("CountTrials", [&](pqxx::work& w) {
     TrialCountsRow c;
-    for (const auto& row :
-         w.exec_params("SELECT state, COUNT(*) FROM trials WHERE experiment_id = $1 GROUP BY state", experiment_id)) {
+    for (const auto& row : w.exec_params(
+             "SELECT state, COUNT(*) FROM trials WHERE experiment_id = $1 GROUP BY state", experiment_id)) {
       AddToCounts(c, row[0].as<std::string>(), row[1].as<int>());
     }
     return c;
@@ -483,10 +492,12 @@ Transition PostgresStore::Classify(const std::string& trial_id, int attempt, con
 }
 
 Transition PostgresStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
-                                      const std::string& result_json, const std::string& error, int64_t now_ms) {
+                                      const std::string& result_json, const std::string& error,
+                                      int64_t now_ms) {
   // One conditional statement; only when it does not apply is the trial read to say why.
   const bool applied = Statement("FinishTrial", [&](pqxx::nontransaction& w) {
-    return w.exec_prepared("finish_trial", state, result_json, error, now_ms, trial_id, attempt).affected_rows() == 1;
+    return w.exec_prepared("finish_trial", state, result_json, error, now_ms, trial_id, attempt)
+               .affected_rows() == 1;
   });
   return applied ? Transition::kApplied : Classify(trial_id, attempt, state, "");
 }
@@ -494,8 +505,8 @@ Transition PostgresStore::FinishTrial(const std::string& trial_id, int attempt, 
 Transition PostgresStore::FailAttempt(const std::string& trial_id, int attempt, const std::string& error,
                                       bool retryable, const std::string& result_json, int64_t now_ms) {
   const bool applied = Statement("FailAttempt", [&](pqxx::nontransaction& w) {
-    return w.exec_prepared("fail_attempt", retryable, now_ms, error, result_json, trial_id, attempt).affected_rows() ==
-           1;
+    return w.exec_prepared("fail_attempt", retryable, now_ms, error, result_json, trial_id, attempt)
+               .affected_rows() == 1;
   });
   return applied ? Transition::kApplied : Classify(trial_id, attempt, "", error);
 }
@@ -520,8 +531,9 @@ std::vector<TrialRow> PostgresStore::ExpireLeases(int64_t now_ms) {
 
 void PostgresStore::ExtendAllLeases(int64_t expires_ms) {
   InTransaction("ExtendAllLeases", [&](pqxx::work& w) {
-    w.exec_params("UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) WHERE state = 'running'",
-                  expires_ms);
+    w.exec_params(
+        "UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) WHERE state = 'running'",
+        expires_ms);
     return 0;
   });
 }
@@ -543,11 +555,12 @@ void PostgresStore::AddProgress(const ProgressRow& row) {
   });
 }
 
-bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
+bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
+                                   int64_t lease_expires_ms) {
   // One statement: the lease update and the insert commit together or not at all.
   return Statement("RecordProgress", [&](pqxx::nontransaction& w) {
-    return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id, row.step,
-                           row.event_json, row.at_ms)
+    return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id,
+                           row.step, row.event_json, row.at_ms)
                .affected_rows() == 1;
   });
 }
@@ -569,7 +582,8 @@ std::string PostgresStore::RegisterWorker(WorkerRecord wr, int64_t now_ms) {
   return InTransaction("RegisterWorker", [&](pqxx::work& w) {
     const int64_t seq =
         w.exec_params1(
-             "INSERT INTO workers (host, device, device_name, device_count, version, peak_flops_json, registered_ms, "
+             "INSERT INTO workers (host, device, device_name, device_count, version, peak_flops_json, "
+             "registered_ms, "
              "last_heartbeat_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING seq",
              wr.host, wr.device, wr.device_name, wr.device_count, wr.version, wr.peak_flops_json, now_ms)[0]
             .as<int64_t>();
@@ -588,8 +602,9 @@ bool PostgresStore::TouchWorker(const std::string& worker_id, int64_t now_ms) {
 std::vector<WorkerRecord> PostgresStore::ListWorkers() {
   return InTransaction("ListWorkers", [&](pqxx::work& w) {
     std::vector<WorkerRecord> out;
-    for (const auto& r : w.exec("SELECT id, host, device, device_name, version, device_count, peak_flops_json, "
-                                "registered_ms, last_heartbeat_ms FROM workers ORDER BY seq")) {
+    for (const auto& r :
+         w.exec("SELECT id, host, device, device_name, version, device_count, peak_flops_json, "
+                "registered_ms, last_heartbeat_ms FROM workers ORDER BY seq")) {
       WorkerRecord wr;
       wr.id = r[0].as<std::string>();
       wr.host = r[1].as<std::string>();

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/store/result_views.h"
+
 namespace frontier {
 
 namespace {
@@ -122,16 +124,7 @@ SELECT t.experiment_id, t.config_json, MAX(t.is_baseline) AS is_baseline, COUNT(
        AVG(r.params) AS params
 FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
 GROUP BY t.experiment_id, t.config_json;
-CREATE VIEW config_front AS
-WITH objective AS (
-  SELECT e.id AS experiment_id, json_extract(o.value, '$.metric') AS metric,
-         CASE json_extract(o.value, '$.goal') WHEN 'minimize' THEN -1.0 ELSE 1.0 END AS sign
-  FROM experiments e, json_each(e.goals_json, '$.objectives') o),
-bound AS (
-  SELECT e.id AS experiment_id, json_extract(k.value, '$.metric') AS metric,
-         json_extract(k.value, '$.min') AS low, json_extract(k.value, '$.max') AS high
-  FROM experiments e, json_each(e.goals_json, '$.constraints') k),
-)sql" + std::string(kConfigFrontViewTail),
+)sql" + Migration4ConfigFrontView(SqlDialect::kSqlite),
 };
 
 class Statement {
@@ -168,7 +161,8 @@ class Statement {
   }
   std::string Text(int col) const {
     const auto* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(stmt_, col)) : std::string();
+    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(stmt_, col))
+             : std::string();
   }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
   int Changes() const { return sqlite3_changes(db_); }
@@ -248,6 +242,15 @@ std::optional<TrialRow> SelectTrial(sqlite3* db, const std::string& id) {
   return ReadTrial(s);
 }
 
+// The experiment's trials in creation order, `columns` (kTrialColumns or kOutcomeColumns) of each.
+std::vector<TrialRow> SelectTrials(sqlite3* db, const char* columns, const std::string& experiment_id) {
+  Statement s(db, Sql("SELECT ", columns, " FROM trials WHERE experiment_id = ? ORDER BY seq").c_str());
+  s.Bind(1, experiment_id);
+  std::vector<TrialRow> out;
+  while (s.Step()) out.push_back(ReadTrial(s));
+  return out;
+}
+
 // Extends the lease when `attempt` of the trial is running for `worker_id`; false otherwise.
 bool ExtendHeldLease(sqlite3* db, const std::string& trial_id, int attempt, const std::string& worker_id,
                      int64_t expires_ms) {
@@ -316,11 +319,24 @@ void SqliteStore::Migrate() {
   }
   constexpr int kLatest = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
   if (version > kLatest) {
-    throw StoreError("the store has schema version " + std::to_string(version) + ", newer than this build's " +
-                     std::to_string(kLatest) + "; upgrade frontier");
+    throw StoreError("the store has schema version " + std::to_string(version) +
+                     ", newer than this build's " + std::to_string(kLatest) + "; upgrade frontier");
   }
   for (; version < kLatest; ++version) Exec(db_, kMigrations[version].c_str());
   Statement(db_, "UPDATE schema_version SET version = ?").Bind(1, version).Run();
+  // The current result views (result_views.h), unless they carry its stamp already.
+  const std::string stamp = ResultViewsStamp(SqlDialect::kSqlite);
+  bool current = false;
+  {
+    Statement s(db_, "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'config_front'");
+    current = s.Step() && s.Text(0).find(stamp) != std::string::npos;
+  }
+  if (!current) {
+    Exec(db_, ("DROP VIEW IF EXISTS config_front; DROP VIEW IF EXISTS config_results; DROP VIEW IF EXISTS "
+               "results;\n" +
+               ResultViewsSql(SqlDialect::kSqlite))
+                  .c_str());
+  }
   tx.Commit();
 }
 
@@ -330,8 +346,8 @@ int SqliteStore::schema_version() {
   return s.Step() ? static_cast<int>(s.Int(0)) : 0;
 }
 
-std::vector<std::string> SqliteStore::InsertTrials(const std::string& experiment_id, std::vector<TrialRow>& trials,
-                                                   int64_t now_ms) {
+std::vector<std::string> SqliteStore::InsertTrials(const std::string& experiment_id,
+                                                   std::vector<TrialRow>& trials, int64_t now_ms) {
   int64_t next = 0;
   {
     Statement count(db_, "SELECT COUNT(*) FROM trials WHERE experiment_id = ?");
@@ -356,9 +372,10 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   nlohmann::json skipped = e.skipped;
-  Statement(db_,
-            "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, goals_json) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)")
+  Statement(
+      db_,
+      "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, goals_json) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, e.name)
       .Bind(2, e.state)
       .Bind(3, e.space_yaml)
@@ -375,8 +392,8 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
   return id;
 }
 
-std::vector<std::string> SqliteStore::AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
-                                                int64_t now_ms) {
+std::vector<std::string> SqliteStore::AddTrials(const std::string& experiment_id,
+                                                std::vector<TrialRow> trials, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   auto ids = InsertTrials(experiment_id, trials, now_ms);
@@ -408,20 +425,12 @@ void SqliteStore::SetExperimentState(const std::string& id, const std::string& s
 
 std::vector<TrialRow> SqliteStore::ListTrials(const std::string& experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, Sql("SELECT ", kTrialColumns, " FROM trials WHERE experiment_id = ? ORDER BY seq").c_str());
-  s.Bind(1, experiment_id);
-  std::vector<TrialRow> out;
-  while (s.Step()) out.push_back(ReadTrial(s));
-  return out;
+  return SelectTrials(db_, kTrialColumns, experiment_id);
 }
 
 std::vector<TrialRow> SqliteStore::ListTrialOutcomes(const std::string& experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, Sql("SELECT ", kOutcomeColumns, " FROM trials WHERE experiment_id = ? ORDER BY seq").c_str());
-  s.Bind(1, experiment_id);
-  std::vector<TrialRow> out;
-  while (s.Step()) out.push_back(ReadTrial(s));
-  return out;
+  return SelectTrials(db_, kOutcomeColumns, experiment_id);
 }
 
 std::optional<TrialRow> SqliteStore::GetTrial(const std::string& trial_id) {
@@ -451,7 +460,8 @@ std::vector<std::string> SqliteStore::ExperimentsReadyToComplete() {
   return out;
 }
 
-std::optional<TrialRow> SqliteStore::LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) {
+std::optional<TrialRow> SqliteStore::LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
+                                                    int64_t lease_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   std::string id;
@@ -479,7 +489,8 @@ bool SqliteStore::ExtendLease(const std::string& trial_id, int attempt, const st
 }
 
 Transition SqliteStore::FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
-                                    const std::string& result_json, const std::string& error, int64_t now_ms) {
+                                    const std::string& result_json, const std::string& error,
+                                    int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   const auto current = SelectTrial(db_, trial_id);
@@ -534,7 +545,8 @@ std::vector<TrialRow> SqliteStore::ExpireLeases(int64_t now_ms) {
               "UPDATE trials SET "
               "state = CASE WHEN attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
               "finished_ms = CASE WHEN attempt < max_attempts THEN 0 ELSE ? END, "
-              "error = 'lease expired (attempt ' || attempt || ' of ' || max_attempts || ', worker ' || worker_id || ')', "
+              "error = 'lease expired (attempt ' || attempt || ' of ' || max_attempts || ', worker ' || "
+              "worker_id || ')', "
               "lease_expires_ms = 0 WHERE id = ? AND state = 'running'")
         .Bind(1, now_ms)
         .Bind(2, id)
@@ -567,7 +579,8 @@ void SqliteStore::AddProgress(const ProgressRow& row) {
   InsertProgress(db_, row);
 }
 
-bool SqliteStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
+bool SqliteStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
+                                 int64_t lease_expires_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   if (!ExtendHeldLease(db_, row.trial_id, row.attempt, worker_id, lease_expires_ms)) return false;

@@ -73,7 +73,8 @@ struct TrialRow {
 };
 
 struct TrialCountsRow {
-  int pending = 0, running = 0, completed = 0, failed = 0, diverged = 0, stopped = 0, cancelled = 0, total = 0;
+  int pending = 0, running = 0, completed = 0, failed = 0, diverged = 0, stopped = 0, cancelled = 0,
+      total = 0;
 };
 
 struct WorkerRecord {
@@ -106,61 +107,6 @@ enum class Transition {
 // duplicate); for FailAttempt it is empty and a repeat is recognized by `error`.
 Transition TransitionFor(const std::optional<TrialRow>& current, int attempt, const std::string& finish_state,
                          const std::string& error);
-
-// The config_front view (docs/sql-views.md) after each dialect's CTEs
-// `objective` (experiment_id, metric, sign: +1 maximize, -1 minimize) and
-// `bound` (experiment_id, metric, low, high) read from experiments.goals_json.
-inline constexpr const char* kConfigFrontViewTail = R"sql(
--- Dialect-neutral: a config's value of a metric named by an objective or a
--- constraint, feasibility, candidates and pairwise dominance.
-valued AS (
-  SELECT c.experiment_id, c.config_json, c.seeds_completed, g.metric, g.sign, g.low, g.high,
-    CASE g.metric
-      WHEN 'val_accuracy' THEN c.val_accuracy
-      WHEN 'test_accuracy' THEN c.test_accuracy
-      WHEN 'val_loss' THEN c.val_loss
-      WHEN 'val_iou' THEN c.val_iou
-      WHEN 'test_iou' THEN c.test_iou
-      WHEN 'test_loss' THEN c.test_loss
-      WHEN 'step_time_ms' THEN c.median_step_time_ms
-      WHEN 'median_step_time_ms' THEN c.median_step_time_ms
-      WHEN 'throughput' THEN c.throughput
-      WHEN 'mfu' THEN c.mfu
-      WHEN 'peak_memory_mb' THEN c.peak_memory_mb
-      WHEN 'params' THEN c.params
-    END AS value
-  FROM config_results c
-  JOIN (SELECT experiment_id, metric, sign, NULL AS low, NULL AS high FROM objective
-        UNION ALL SELECT experiment_id, metric, NULL, low, high FROM bound) g ON g.experiment_id = c.experiment_id
-  WHERE c.seeds_completed > 0),
-score AS (
-  SELECT experiment_id, config_json, metric, sign * value AS score FROM valued WHERE sign IS NOT NULL),
-infeasible AS (
-  SELECT DISTINCT experiment_id, config_json FROM valued
-  WHERE sign IS NULL AND (value IS NULL OR value < low OR value > high)),
-candidate AS (
-  SELECT s.experiment_id, s.config_json FROM score s
-  WHERE NOT EXISTS (SELECT 1 FROM infeasible i WHERE i.experiment_id = s.experiment_id AND i.config_json = s.config_json)
-  GROUP BY s.experiment_id, s.config_json HAVING COUNT(s.score) = COUNT(*)),
-candidate_score AS (
-  SELECT s.* FROM score s JOIN candidate USING (experiment_id, config_json)),
-dominance AS (
-  SELECT a.experiment_id, a.config_json, b.config_json AS other
-  FROM candidate_score a JOIN candidate_score b
-    ON b.experiment_id = a.experiment_id AND b.metric = a.metric AND b.config_json <> a.config_json
-  GROUP BY a.experiment_id, a.config_json, b.config_json
-  HAVING MIN(CASE WHEN b.score >= a.score THEN 1 ELSE 0 END) = 1 AND MAX(CASE WHEN b.score > a.score THEN 1 ELSE 0 END) = 1),
-dominated AS (
-  SELECT experiment_id, config_json, COUNT(*) AS dominated_by FROM dominance GROUP BY experiment_id, config_json)
-SELECT c.*,
-       c.seeds_completed > 0 AND i.config_json IS NULL AS feasible,
-       k.config_json IS NOT NULL AND d.config_json IS NULL AS on_front,
-       CASE WHEN k.config_json IS NULL THEN NULL ELSE COALESCE(d.dominated_by, 0) END AS dominated_by
-FROM config_results c
-LEFT JOIN infeasible i ON i.experiment_id = c.experiment_id AND i.config_json = c.config_json
-LEFT JOIN candidate k ON k.experiment_id = c.experiment_id AND k.config_json = c.config_json
-LEFT JOIN dominated d ON d.experiment_id = c.experiment_id AND d.config_json = c.config_json;
-)sql";
 
 // Identifiers and messages every Store implementation shares.
 std::string ExperimentIdFor(int64_t seq);  // "exp-000042"
@@ -198,17 +144,19 @@ class Store {
   // Leases the oldest pending trial of a running experiment to `worker_id`:
   // state running, attempt + 1, lease until now + lease_ms. Never hands one
   // trial to two callers, also under concurrent calls.
-  virtual std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) = 0;
+  virtual std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
+                                                 int64_t lease_ms) = 0;
   // Extends the lease when the trial is running `attempt` for `worker_id`.
   virtual bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                            int64_t expires_ms) = 0;
   // Ends the running `attempt` with a final state (completed, diverged, failed, stopped, cancelled).
   virtual Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
-                                 const std::string& result_json, const std::string& error, int64_t now_ms) = 0;
+                                 const std::string& result_json, const std::string& error,
+                                 int64_t now_ms) = 0;
   // The running `attempt` failed: back to pending when attempts remain and
   // `retryable`, otherwise failed for good with `error`.
-  virtual Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error, bool retryable,
-                                 const std::string& result_json, int64_t now_ms) = 0;
+  virtual Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error,
+                                 bool retryable, const std::string& result_json, int64_t now_ms) = 0;
   // Running trials whose lease expired before now: re-queued, or failed once
   // max_attempts leases were used. Returns them as they are after the change.
   virtual std::vector<TrialRow> ExpireLeases(int64_t now_ms) = 0;
@@ -221,7 +169,8 @@ class Store {
   // A progress event of the running `row.attempt` held by `worker_id`: records
   // it and extends the lease until `lease_expires_ms`, atomically. False, and
   // nothing recorded, when that attempt does not hold the lease.
-  virtual bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) = 0;
+  virtual bool RecordProgress(const ProgressRow& row, const std::string& worker_id,
+                              int64_t lease_expires_ms) = 0;
   virtual std::vector<ProgressRow> ListProgress(const std::string& trial_id) = 0;
 
   virtual std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) = 0;

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "server/analysis/pareto.h"
 #include "server/store/store.h"
 
 namespace frontier::testing {
@@ -40,9 +41,9 @@ inline std::string FillConfigFrontFixture(Store& store) {
     std::string key;
     double accuracy, step_ms, memory;
   };
-  const std::vector<Config> configs = {{"{}", 0.90, 10, 1000},         {R"({"a":1})", 0.92, 12, 1000},
-                                       {R"({"a":2})", 0.89, 8, 1000},  {R"({"a":3})", 0.88, 11, 1000},
-                                       {R"({"a":4})", 0.99, 1, 5000},  {R"({"a":5})", 0.90, 10, 1000}};
+  const std::vector<Config> configs = {{"{}", 0.90, 10, 1000},        {R"({"a":1})", 0.92, 12, 1000},
+                                       {R"({"a":2})", 0.89, 8, 1000}, {R"({"a":3})", 0.88, 11, 1000},
+                                       {R"({"a":4})", 0.99, 1, 5000}, {R"({"a":5})", 0.90, 10, 1000}};
   std::vector<TrialRow> trials;
   for (const Config& c : configs) {
     for (int seed = 1; seed <= 2; ++seed) {
@@ -68,7 +69,8 @@ inline std::string FillConfigFrontFixture(Store& store) {
       store.FailAttempt(t->id, t->attempt, "crashed", false, "", 3);
       continue;
     }
-    const Config& c = *std::find_if(configs.begin(), configs.end(), [&](const Config& x) { return x.key == t->config_json; });
+    const Config& c = *std::find_if(configs.begin(), configs.end(),
+                                    [&](const Config& x) { return x.key == t->config_json; });
     const nlohmann::json result = {{"status", "completed"},
                                    {"val_accuracy", c.accuracy + 0.001 * t->seed},
                                    {"step_time_ms", {{"median", c.step_ms}}},
@@ -99,6 +101,22 @@ inline void CheckConfigFront(std::vector<std::vector<std::string>> rows) {
   EXPECT_NEAR(std::stod(rows[6][7]), 0.001 / std::sqrt(2.0), 1e-9);
   EXPECT_NEAR(std::stod(rows[1][8]), 8, 1e-9);
   EXPECT_EQ(rows[5][6], "");
+
+  // The SQL front is the analysis' front (ParetoFront, the one dominance rule)
+  // on the same means: val_accuracy maximized, step_time_ms minimized, among
+  // the feasible configs.
+  std::vector<size_t> feasible;
+  std::vector<std::vector<double>> points;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i][3] != "1") continue;
+    feasible.push_back(i);
+    points.push_back({std::stod(rows[i][6]), std::stod(rows[i][8])});
+  }
+  std::vector<bool> on_front(rows.size(), false);
+  for (size_t index : ParetoFront(points, {true, false})) on_front[feasible[index]] = true;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][4] == "1", on_front[i]) << "row " << i << ": " << rows[i][0];
+  }
 }
 
 }  // namespace frontier::testing

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "search_spaces/metric_catalog.h"
+#include "server/store/result_views.h"
 #include "tests/server/config_views.h"
 #include "tests/server/postgres_server.h"
 #include "tests/server/store_conformance.h"
@@ -43,6 +45,25 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
 }
 
+// The lines psql prints for `sql` (unaligned, tuples only).
+std::vector<std::string> Psql(const std::string& url, const std::string& sql) {
+  const std::string cmd = "/usr/bin/psql -At '" + url + "' -c \"" + sql + "\"";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::vector<std::string> lines;
+  if (p == nullptr) {
+    ADD_FAILURE() << "cannot run " << cmd;
+    return lines;
+  }
+  char line[4096];
+  while (fgets(line, sizeof line, p) != nullptr) {
+    std::string text(line);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    lines.push_back(text);
+  }
+  pclose(p);
+  return lines;
+}
+
 TEST(PostgresStoreTest, ResultsViewExtractsMetrics) {
   const std::string url = FreshDatabase();
   PostgresStore store(url);
@@ -61,7 +82,8 @@ TEST(PostgresStoreTest, ResultsViewExtractsMetrics) {
   // Read the view through psql, as a user would.
   const std::string cmd = "/usr/bin/psql -At '" + url +
                           "' -c \"SELECT val_accuracy, median_step_time_ms, throughput FROM results WHERE "
-                          "experiment_id = '" + id + "'\"";
+                          "experiment_id = '" +
+                          id + "'\"";
   FILE* p = popen(cmd.c_str(), "r");
   char line[256] = {};
   ASSERT_NE(fgets(line, sizeof line, p), nullptr);
@@ -75,14 +97,8 @@ TEST(PostgresStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
   const std::string id = testing::FillConfigFrontFixture(store);
   EXPECT_NE(store.GetExperiment(id)->goals_json.find("peak_memory_mb"), std::string::npos);
   // Through psql, as a user would: unaligned, tuples only, '|' between columns.
-  const std::string cmd = "/usr/bin/psql -At '" + url + "' -c \"" + testing::ConfigFrontQuery(id) + "\"";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::vector<std::vector<std::string>> rows;
-  char line[4096];
-  while (fgets(line, sizeof line, p) != nullptr) {
-    std::string text(line);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
+  for (const std::string& text : Psql(url, testing::ConfigFrontQuery(id))) {
     std::vector<std::string> row;
     size_t start = 0;
     for (size_t bar = text.find('|'); bar != std::string::npos; bar = text.find('|', start)) {
@@ -92,8 +108,35 @@ TEST(PostgresStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
     row.push_back(text.substr(start));
     rows.push_back(row);
   }
-  pclose(p);
   testing::CheckConfigFront(rows);
+}
+
+// The current views are the catalog's (result_views.h); a database whose
+// views predate them (no stamp on config_front) gets them at its next open,
+// at the same schema version.
+TEST(PostgresStoreTest, ResultViewsFollowTheMetricCatalog) {
+  const std::string url = FreshDatabase();
+  const std::string stamp = ResultViewsStamp(SqlDialect::kPostgres);
+  const std::string front_comment = "SELECT obj_description('config_front'::regclass, 'pg_class')";
+  { PostgresStore store(url); }
+  EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{stamp});
+
+  std::vector<std::string> expected = {"trial_id", "experiment_id", "config_json", "is_baseline", "seed",
+                                       "steps",    "state",         "attempt",     "worker_id"};
+  for (const MetricInfo* m : SqlMetrics()) expected.emplace_back(m->sql_column);
+  expected.push_back("finished_ms");
+  EXPECT_EQ(Psql(url,
+                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'results' "
+                 "AND table_schema = current_schema() ORDER BY ordinal_position"),
+            expected);
+
+  Psql(url, "COMMENT ON VIEW config_front IS NULL");
+  EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{""});
+  {
+    PostgresStore store(url);
+    EXPECT_EQ(store.schema_version(), 4);
+  }
+  EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{stamp});
 }
 
 TEST(PostgresStoreTest, ConnectionLossIsAStoreErrorAndRecovers) {

@@ -11,6 +11,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "server/analysis/parity.h"
+#include "server/report/csv.h"
+
 namespace frontier {
 namespace {
 
@@ -33,73 +36,6 @@ std::vector<std::string> Split(const std::string& text, const std::string& separ
   }
   parts.push_back(text.substr(start));
   return parts;
-}
-
-MetricSummary Summary(const std::vector<double>& values) { return SummarizeMetric(values); }
-
-// ---------------------------------------------------------------------------
-// Student's t
-
-TEST(StudentTQuantileTest, MatchesTables) {
-  EXPECT_NEAR(StudentTQuantile(0.975, 1), 12.7062, 1e-3);
-  EXPECT_NEAR(StudentTQuantile(0.975, 2), 4.3027, 1e-3);
-  EXPECT_NEAR(StudentTQuantile(0.975, 4), 2.7764, 1e-3);
-  EXPECT_NEAR(StudentTQuantile(0.95, 10), 1.8125, 1e-3);
-  EXPECT_NEAR(StudentTQuantile(0.975, 30), 2.0423, 1e-3);
-  EXPECT_NEAR(StudentTQuantile(0.975, 1e6), 1.95996, 1e-4);
-  EXPECT_NEAR(StudentTQuantile(0.975, 1e12), 1.959964, 1e-6);
-  EXPECT_NEAR(StudentTQuantile(0.975, std::numeric_limits<double>::infinity()), 1.959964, 1e-6);
-}
-
-TEST(StudentTQuantileTest, MatchesClosedFormsForOneAndTwoDegrees) {
-  for (double p : {0.6, 0.9, 0.99, 0.9999}) {
-    EXPECT_NEAR(StudentTQuantile(p, 1), std::tan(M_PI * (p - 0.5)), 1e-8 * std::tan(M_PI * (p - 0.5)));
-    EXPECT_NEAR(StudentTQuantile(p, 2), (2 * p - 1) / std::sqrt(2 * p * (1 - p)), 1e-8);
-  }
-}
-
-TEST(StudentTQuantileTest, HandlesFractionalDegreesOfFreedom) {
-  // Reference values from numerically integrating the t density.
-  EXPECT_NEAR(StudentTQuantile(0.975, 2.5), 3.574655, 1e-5);
-  EXPECT_NEAR(StudentTQuantile(0.9, 7.3), 1.408922, 1e-5);
-  EXPECT_NEAR(StudentTQuantile(0.975, 3.234718826405868), 3.055713, 1e-5);
-}
-
-TEST(StudentTQuantileTest, IsSymmetricAndRejectsBadArguments) {
-  EXPECT_DOUBLE_EQ(StudentTQuantile(0.5, 3), 0);
-  EXPECT_NEAR(StudentTQuantile(0.025, 4), -2.7764, 1e-3);
-  EXPECT_THROW(StudentTQuantile(0, 3), std::invalid_argument);
-  EXPECT_THROW(StudentTQuantile(1, 3), std::invalid_argument);
-  EXPECT_THROW(StudentTQuantile(0.9, 0), std::invalid_argument);
-  EXPECT_THROW(StudentTQuantile(std::nan(""), 3), std::invalid_argument);
-}
-
-// ---------------------------------------------------------------------------
-// Summaries and metrics
-
-TEST(SummarizeMetricTest, MeanStdAndInterval) {
-  MetricSummary s = SummarizeMetric({1, 2, 3, 4, 5});
-  EXPECT_EQ(s.n, 5);
-  EXPECT_DOUBLE_EQ(s.mean, 3);
-  EXPECT_NEAR(s.std, std::sqrt(2.5), 1e-12);
-  const double half = 2.776445105 * std::sqrt(2.5) / std::sqrt(5.0);
-  EXPECT_NEAR(s.ci_low, 3 - half, 1e-8);
-  EXPECT_NEAR(s.ci_high, 3 + half, 1e-8);
-}
-
-TEST(SummarizeMetricTest, FewValues) {
-  MetricSummary one = SummarizeMetric({0.7});
-  EXPECT_EQ(one.n, 1);
-  EXPECT_DOUBLE_EQ(one.mean, 0.7);
-  EXPECT_DOUBLE_EQ(one.std, 0);
-  EXPECT_DOUBLE_EQ(one.ci_low, 0.7);
-  EXPECT_DOUBLE_EQ(one.ci_high, 0.7);
-  MetricSummary none = SummarizeMetric({});
-  EXPECT_EQ(none.n, 0);
-  MetricSummary same = SummarizeMetric({2, 2, 2});
-  EXPECT_DOUBLE_EQ(same.std, 0);
-  EXPECT_DOUBLE_EQ(same.ci_low, 2);
-  EXPECT_DOUBLE_EQ(same.ci_high, 2);
 }
 
 TEST(MetricOfTest, MapsReportNamesToResultFields) {
@@ -137,11 +73,17 @@ TEST(ReportTest, ShowsEachConfigsBottleneckAndProfiles) {
     t.is_baseline = i < 2;
     t.seed = i % 2 + 1;
     t.state = "completed";
-    t.result = {{"val_accuracy", 0.9}, {"throughput", {{"samples_per_s", 100.0}}},
-                {"bottleneck", {{"verdict", verdicts[i]}, {"summary", std::string(verdicts[i]) + ": because"}}}};
+    t.result = {
+        {"val_accuracy", 0.9},
+        {"throughput", {{"samples_per_s", 100.0}}},
+        {"bottleneck", {{"verdict", verdicts[i]}, {"summary", std::string(verdicts[i]) + ": because"}}}};
     if (i == 0) {
-      t.result["profile"] = {{"tool", "libtorch"}, {"host", "node7"}, {"trace", "/a/t0/trace.json"},
-                             {"top_operators", {{{"name", "aten::convolution_backward"}, {"class", "compute"}, {"share", 0.39}}}}};
+      t.result["profile"] = {
+          {"tool", "libtorch"},
+          {"host", "node7"},
+          {"trace", "/a/t0/trace.json"},
+          {"top_operators",
+           {{{"name", "aten::convolution_backward"}, {"class", "compute"}, {"share", 0.39}}}}};
     }
     trials.push_back(t);
   }
@@ -202,9 +144,10 @@ TEST(ReportTest, PairedParityUsesPerSeedDifferences) {
 
   // Differences 0.01, 0.03, 0.02 (mean 0.02, sd 0.01, n 3): one-sided 95% t(2) = 2.919986,
   // lower bound 0.02 - 2.919986 * 0.01 / sqrt(3) = 0.003141 (computed by hand).
-  const std::map<int64_t, double> v = {{1, 0.51}, {2, 0.53}, {3, 0.52}}, b = {{1, 0.50}, {2, 0.50}, {3, 0.50}};
-  EXPECT_EQ(PairedParityVerdict(v, b, 0.0, false), "at parity");   // 0.003141 > -0
-  EXPECT_EQ(PairedParityVerdict(b, v, 0.0, false), "worse");       // upper bound -0.003141 < 0
+  const std::map<int64_t, double> v = {{1, 0.51}, {2, 0.53}, {3, 0.52}},
+                                  b = {{1, 0.50}, {2, 0.50}, {3, 0.50}};
+  EXPECT_EQ(PairedParityVerdict(v, b, 0.0, false), "at parity");  // 0.003141 > -0
+  EXPECT_EQ(PairedParityVerdict(b, v, 0.0, false), "worse");      // upper bound -0.003141 < 0
   EXPECT_EQ(PairedParityVerdict(b, v, 0.01, false), "inconclusive");
   // Two-sided 95%: t(2) = 4.302653, half-width 0.024841.
   const std::optional<Interval> d = PairedDifferenceInterval(v, b);
@@ -230,7 +173,8 @@ TEST(ReportTest, TableShowsIouForTheBevTask) {
     t.is_baseline = true;
     t.seed = seed;
     t.state = "completed";
-    t.result = {{"val_iou", 0.40 + 0.02 * seed}, {"test_iou", 0.39}, {"throughput", {{"samples_per_s", 100.0}}}};
+    t.result = {
+        {"val_iou", 0.40 + 0.02 * seed}, {"test_iou", 0.39}, {"throughput", {{"samples_per_s", 100.0}}}};
     trials.push_back(t);
   }
   const Report report = BuildReport("exp-iou", space, trials);
@@ -240,214 +184,6 @@ TEST(ReportTest, TableShowsIouForTheBevTask) {
   EXPECT_NE(table.find("0.3900"), std::string::npos) << table;  // test IoU
   EXPECT_EQ(table.find("val acc"), std::string::npos) << table;
 }
-
-// ---------------------------------------------------------------------------
-// Pareto front and hypervolume
-
-TEST(ParetoFrontTest, MaximizeBoth) {
-  std::vector<std::vector<double>> points = {{1, 5}, {2, 4}, {1.5, 3}, {3, 1}, {0.5, 0.5}};
-  EXPECT_EQ(ParetoFront(points, {true, true}), (std::vector<size_t>{0, 1, 3}));
-}
-
-TEST(ParetoFrontTest, TiesAndDuplicates) {
-  // {2, 4} ties {1, 4} on the second objective and is better on the first:
-  // it dominates. Identical points do not dominate each other: both stay.
-  std::vector<std::vector<double>> points = {{1, 4}, {2, 4}, {3, 1}, {3, 1}, {3, 0.5}};
-  EXPECT_EQ(ParetoFront(points, {true, true}), (std::vector<size_t>{1, 2, 3}));
-}
-
-TEST(ParetoFrontTest, MinimizeDirections) {
-  // Maximize accuracy, minimize memory.
-  std::vector<std::vector<double>> points = {{0.9, 100}, {0.8, 50}, {0.85, 120}, {0.9, 90}, {0.7, 50}};
-  EXPECT_EQ(ParetoFront(points, {true, false}), (std::vector<size_t>{1, 3}));
-  // Minimize both.
-  EXPECT_EQ(ParetoFront({{1, 2}, {2, 1}, {2, 2}}, {false, false}), (std::vector<size_t>{0, 1}));
-}
-
-TEST(ParetoFrontTest, EdgeCases) {
-  EXPECT_TRUE(ParetoFront({}, {true, true}).empty());
-  EXPECT_EQ(ParetoFront({{1, 1, 1}}, {true, true, true}), (std::vector<size_t>{0}));
-  EXPECT_THROW(ParetoFront({{1, 2}, {1}}, {true, true}), std::invalid_argument);
-}
-
-// The definition, pair by pair.
-std::vector<size_t> BruteForceFront(const std::vector<std::vector<double>>& points, const std::vector<bool>& maximize) {
-  auto dominates = [&](const std::vector<double>& a, const std::vector<double>& b) {
-    bool better = false;
-    for (size_t d = 0; d < maximize.size(); ++d) {
-      const double ad = maximize[d] ? a[d] : -a[d], bd = maximize[d] ? b[d] : -b[d];
-      if (ad < bd) return false;
-      if (ad > bd) better = true;
-    }
-    return better;
-  };
-  std::vector<size_t> front;
-  for (size_t i = 0; i < points.size(); ++i) {
-    bool dominated = false;
-    for (size_t j = 0; j < points.size(); ++j) dominated = dominated || dominates(points[j], points[i]);
-    if (!dominated) front.push_back(i);
-  }
-  return front;
-}
-
-TEST(ParetoFrontTest, MatchesTheDefinitionOnRandomSetsWithTies) {
-  std::mt19937 rng(7);
-  for (int round = 0; round < 300; ++round) {
-    const size_t dims = 2 + round % 3, n = 1 + rng() % 60;
-    // Few distinct values, so that ties and duplicates are common.
-    std::uniform_int_distribution<int> value(0, round % 2 ? 4 : 50);
-    std::vector<std::vector<double>> points(n, std::vector<double>(dims));
-    for (auto& p : points) {
-      for (double& x : p) x = value(rng);
-    }
-    // Anti-correlated sets put many points on the front.
-    if (round % 5 == 0) {
-      for (size_t i = 0; i < n; ++i) points[i][1] = -points[i][0];
-    }
-    std::vector<bool> maximize(dims);
-    for (size_t d = 0; d < dims; ++d) maximize[d] = rng() % 2;
-    EXPECT_EQ(ParetoFront(points, maximize), BruteForceFront(points, maximize)) << "round " << round;
-  }
-}
-
-TEST(HypervolumeTest, TwoObjectives) {
-  EXPECT_DOUBLE_EQ(Hypervolume({{1, 3}, {2, 2}, {3, 1}}, {0, 0}), 6);
-  // A dominated point adds nothing; a point below the reference adds nothing.
-  EXPECT_DOUBLE_EQ(Hypervolume({{1, 3}, {2, 2}, {3, 1}, {1, 1}, {5, -1}}, {0, 0}), 6);
-  EXPECT_DOUBLE_EQ(Hypervolume({{2, 2}}, {1, 1}), 1);
-  EXPECT_DOUBLE_EQ(Hypervolume({}, {0, 0}), 0);
-  EXPECT_DOUBLE_EQ(Hypervolume({{4}}, {1}), 3);
-}
-
-TEST(HypervolumeTest, ThreeObjectives) {
-  EXPECT_DOUBLE_EQ(Hypervolume({{1, 2, 3}}, {0, 0, 0}), 6);
-  EXPECT_DOUBLE_EQ(Hypervolume({{2, 1, 1}, {1, 2, 1}}, {0, 0, 0}), 3);
-  // Three boxes of volume 2 overlapping pairwise and all three in the unit cube.
-  EXPECT_DOUBLE_EQ(Hypervolume({{2, 1, 1}, {1, 2, 1}, {1, 1, 2}}, {0, 0, 0}), 4);
-  EXPECT_DOUBLE_EQ(Hypervolume({{2, 2, 2}, {1, 1, 1}}, {1, 1, 1}), 1);
-}
-
-// Exact hypervolume by inclusion-exclusion over all subsets (small sets only).
-double InclusionExclusion(const std::vector<std::vector<double>>& points,
-                          const std::vector<double>& reference) {
-  double total = 0;
-  for (size_t mask = 1; mask < (size_t{1} << points.size()); ++mask) {
-    std::vector<double> corner(reference.size(), std::numeric_limits<double>::infinity());
-    int members = 0;
-    for (size_t i = 0; i < points.size(); ++i) {
-      if (!(mask >> i & 1)) continue;
-      ++members;
-      for (size_t d = 0; d < reference.size(); ++d) corner[d] = std::min(corner[d], points[i][d]);
-    }
-    double volume = 1;
-    for (size_t d = 0; d < reference.size(); ++d) volume *= std::max(0.0, corner[d] - reference[d]);
-    total += (members % 2 == 1 ? 1 : -1) * volume;
-  }
-  return total;
-}
-
-TEST(HypervolumeTest, MatchesInclusionExclusionOnRandomSets) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<double> uniform(0, 1);
-  for (size_t dims : {2u, 3u, 4u}) {
-    for (int round = 0; round < 20; ++round) {
-      std::vector<std::vector<double>> points(8, std::vector<double>(dims));
-      for (auto& p : points) {
-        for (double& v : p) v = uniform(rng);
-      }
-      const std::vector<double> reference(dims, 0.1);
-      EXPECT_NEAR(Hypervolume(points, reference), InclusionExclusion(points, reference), 1e-12) << dims;
-    }
-  }
-}
-
-TEST(HypervolumeTest, RejectsMismatchedSizes) {
-  EXPECT_THROW(Hypervolume({{1, 2}}, {}), std::invalid_argument);
-  EXPECT_THROW(Hypervolume({{1, 2, 3}}, {0, 0}), std::invalid_argument);
-}
-
-// ---------------------------------------------------------------------------
-// Comparisons with the baseline
-
-TEST(SpeedupIntervalTest, DeltaMethodWithWelchSatterthwaite) {
-  // Ratio 2; both relative variance terms 1/1200, so SE = 2 sqrt(2/1200) and df = 4.
-  std::optional<Interval> s = SpeedupInterval(Summary({200, 210, 190}), Summary({100, 105, 95}));
-  ASSERT_TRUE(s.has_value());
-  const double half = 2.776445105 * 2 * std::sqrt(2.0 / 1200);
-  EXPECT_NEAR(s->value, 2, 1e-12);
-  EXPECT_NEAR(s->low, 2 - half, 1e-8);
-  EXPECT_NEAR(s->high, 2 + half, 1e-8);
-  EXPECT_EQ(s->n_variant, 3);
-  EXPECT_EQ(s->n_baseline, 3);
-}
-
-TEST(SpeedupIntervalTest, DegenerateCases) {
-  std::optional<Interval> single = SpeedupInterval(Summary({300}), Summary({100, 105, 95}));
-  ASSERT_TRUE(single.has_value());
-  EXPECT_DOUBLE_EQ(single->value, 3);
-  EXPECT_DOUBLE_EQ(single->low, 3);
-  EXPECT_DOUBLE_EQ(single->high, 3);
-  EXPECT_EQ(single->n_variant, 1);
-  EXPECT_FALSE(SpeedupInterval(Summary({300}), Summary({0, 0})).has_value());
-  EXPECT_THROW(SpeedupInterval(Summary({}), Summary({1, 2})), std::invalid_argument);
-}
-
-TEST(DifferenceIntervalTest, WelchInterval) {
-  // Reference: diff -1.5, SE 1.3228757, Welch df 3.2347188, t(0.975) 3.0557127.
-  Interval d = DifferenceInterval(Summary({1, 2, 3, 4}), Summary({2, 4, 6}));
-  EXPECT_DOUBLE_EQ(d.value, -1.5);
-  EXPECT_NEAR(d.low, -5.542328, 1e-5);
-  EXPECT_NEAR(d.high, 2.542328, 1e-5);
-  EXPECT_EQ(d.n_variant, 4);
-  EXPECT_EQ(d.n_baseline, 3);
-}
-
-// Baseline accuracy 0.901 ± 0.001 over three seeds; one-sided Welch bound for
-// two such samples: t(0.95, 4) * sqrt(2e-6 / 3) = 0.00174.
-const std::vector<double> kBaselineAccuracy = {0.900, 0.901, 0.902};
-
-TEST(ParityVerdictTest, AtParity) {
-  // Difference -0.001: the lower bound -0.00274 is above -0.005.
-  EXPECT_EQ(ParityVerdict(Summary({0.899, 0.900, 0.901}), Summary(kBaselineAccuracy), 0.005, false),
-            "at parity");
-  // Better than the baseline is at parity too.
-  EXPECT_EQ(ParityVerdict(Summary({0.95, 0.951, 0.952}), Summary(kBaselineAccuracy), 0.005, false),
-            "at parity");
-}
-
-TEST(ParityVerdictTest, Worse) {
-  // Difference -0.02: the upper bound -0.01826 is below -0.005.
-  EXPECT_EQ(ParityVerdict(Summary({0.880, 0.881, 0.882}), Summary(kBaselineAccuracy), 0.005, false), "worse");
-}
-
-TEST(ParityVerdictTest, Inconclusive) {
-  // Difference -0.006: bounds -0.00774 and -0.00426 straddle -0.005.
-  EXPECT_EQ(ParityVerdict(Summary({0.894, 0.895, 0.896}), Summary(kBaselineAccuracy), 0.005, false),
-            "inconclusive");
-  // Noisy seeds: the same mean difference as AtParity, but a wide interval.
-  EXPECT_EQ(ParityVerdict(Summary({0.88, 0.90, 0.92}), Summary(kBaselineAccuracy), 0.005, false),
-            "inconclusive");
-  // A single seed on either side gives no variance: inconclusive whatever the means.
-  EXPECT_EQ(ParityVerdict(Summary({0.95}), Summary(kBaselineAccuracy), 0.005, false), "inconclusive");
-  EXPECT_EQ(ParityVerdict(Summary({0.5, 0.5}), Summary({0.9}), 0.005, false), "inconclusive");
-}
-
-TEST(ParityVerdictTest, LowerIsBetterFlipsTheSign) {
-  const std::vector<double> baseline_loss = {0.300, 0.301, 0.302};
-  EXPECT_EQ(ParityVerdict(Summary({0.302, 0.303, 0.304}), Summary(baseline_loss), 0.005, true), "at parity");
-  EXPECT_EQ(ParityVerdict(Summary({0.280, 0.281, 0.282}), Summary(baseline_loss), 0.005, true), "at parity");
-  EXPECT_EQ(ParityVerdict(Summary({0.320, 0.321, 0.322}), Summary(baseline_loss), 0.005, true), "worse");
-  // Read as accuracy, a lower value would be worse.
-  EXPECT_EQ(ParityVerdict(Summary({0.280, 0.281, 0.282}), Summary(baseline_loss), 0.005, false), "worse");
-}
-
-TEST(ParityVerdictTest, ExactRepeatsDecideOnTheMeans) {
-  EXPECT_EQ(ParityVerdict(Summary({0.9, 0.9}), Summary({0.901, 0.901}), 0.005, false), "at parity");
-  EXPECT_EQ(ParityVerdict(Summary({0.8, 0.8}), Summary({0.901, 0.901}), 0.005, false), "worse");
-}
-
-// ---------------------------------------------------------------------------
-// BuildReport end to end
 
 json Result(double val_accuracy, double throughput, double peak_memory_mb) {
   return {{"status", "completed"},
@@ -587,7 +323,8 @@ std::vector<TrialRecord> RandomTrials(std::mt19937& rng, int configs) {
         t.result.erase("time_to_target_s");
         t.result["evals"] = json::array();
         for (int e = 1; e <= 3; ++e) {
-          t.result["evals"].push_back({{"val_accuracy", 0.8 + 0.05 * e * unit(rng)}, {"train_time_s", 10.0 * e}});
+          t.result["evals"].push_back(
+              {{"val_accuracy", 0.8 + 0.05 * e * unit(rng)}, {"train_time_s", 10.0 * e}});
         }
       }
       trials.push_back(std::move(t));
@@ -630,13 +367,19 @@ TEST(BuildReportTest, ResultsReadFromTextEqualResultsReadFromDocuments) {
   for (size_t i = 0; i < trials.size(); ++i) {
     json& r = trials[i].result;
     if (trials[i].state != "completed") continue;
-    if (i % 7 == 0) r["bottleneck"] = {{"verdict", i % 2 ? "compute-bound" : "input-bound"}, {"summary", "s" + std::to_string(i)}};
-    if (i % 11 == 0) r["evals"].push_back(json::array({1, 2}));           // not an object: skipped
-    if (i % 13 == 0) r["evals"].push_back({{"val_accuracy", 0.99}});      // no time: skipped
-    if (i % 17 == 0) r["extra"] = {{"val_accuracy", 0.1}, {"list", {{{"throughput", 5}}}}};  // same names elsewhere
-    if (i % 19 == 0) r["throughput"] = 250;                                // not the nested field: absent
-    if (i % 23 == 0) r["profile"] = {{"tool", "libtorch"}, {"host", "h"}, {"trace", "t.json"},
-                                     {"top_operators", {{{"name", "aten::mm"}, {"class", "compute"}, {"share", 0.5}}}}};
+    if (i % 7 == 0)
+      r["bottleneck"] = {{"verdict", i % 2 ? "compute-bound" : "input-bound"},
+                         {"summary", "s" + std::to_string(i)}};
+    if (i % 11 == 0) r["evals"].push_back(json::array({1, 2}));       // not an object: skipped
+    if (i % 13 == 0) r["evals"].push_back({{"val_accuracy", 0.99}});  // no time: skipped
+    if (i % 17 == 0)
+      r["extra"] = {{"val_accuracy", 0.1}, {"list", {{{"throughput", 5}}}}};  // same names elsewhere
+    if (i % 19 == 0) r["throughput"] = 250;                                   // not the nested field: absent
+    if (i % 23 == 0)
+      r["profile"] = {{"tool", "libtorch"},
+                      {"host", "h"},
+                      {"trace", "t.json"},
+                      {"top_operators", {{{"name", "aten::mm"}, {"class", "compute"}, {"share", 0.5}}}}};
     if (i % 29 == 0) r["params"] = 12345678901234ull;
   }
   Report from_documents = BuildReport("exp-1", TestSpace(), trials);
@@ -752,6 +495,19 @@ TEST(ReportOutputTest, CsvQuotesCommas) {
   EXPECT_NE(csv.find("\r\n\"{\"\"a\"\":\"\"x,y\"\"}\",false,"), std::string::npos);
 }
 
+// RFC 4180: a field is quoted exactly when it holds a comma, a double quote,
+// a CR or an LF, and an inner quote is doubled.
+TEST(CsvFieldTest, QuotesOnlyWhatRfc4180Needs) {
+  EXPECT_EQ(CsvField(""), "");
+  EXPECT_EQ(CsvField("plain text; with: punctuation"), "plain text; with: punctuation");
+  EXPECT_EQ(CsvField("a,b"), "\"a,b\"");
+  EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvField("line\nbreak"), "\"line\nbreak\"");
+  EXPECT_EQ(CsvField("carriage\rreturn"), "\"carriage\rreturn\"");
+  EXPECT_EQ(CsvField("\r\n"), "\"\r\n\"");
+  EXPECT_EQ(CsvField(R"({"a":1})"), R"("{""a"":1}")");
+}
+
 TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
   const std::string table = RenderTable(BuildReport("exp-1", TestSpace(), TestTrials()));
   EXPECT_NE(table.find("experiment exp-1 (quickstart)"), std::string::npos);
@@ -850,17 +606,19 @@ TEST(TimeToTargetTest, FromEvaluationsAgainstTheBaseline) {
                 {"evals", evals}};
     return t;
   };
-  const json base_evals = json::array({{{"val_accuracy", 0.5}, {"train_time_s", 1.0}},
-                                       {{"val_accuracy", 0.8}, {"train_time_s", 2.0}}});
+  const json base_evals = json::array(
+      {{{"val_accuracy", 0.5}, {"train_time_s", 1.0}}, {{"val_accuracy", 0.8}, {"train_time_s", 2.0}}});
   const std::vector<TrialRecord> trials = {
       record("b1", true, 0.80, base_evals),
       record("b2", true, 0.80, base_evals),
       // goal 0.79: reached at the second evaluation (1.5 s), and at the third (3.0 s); never by v3
-      record("v1", false, 0.795, json::array({{{"val_accuracy", 0.7}, {"train_time_s", 0.7}},
-                                                {{"val_accuracy", 0.795}, {"train_time_s", 1.5}}})),
-      record("v2", false, 0.80, json::array({{{"val_accuracy", 0.6}, {"train_time_s", 1.0}},
-                                                {{"val_accuracy", 0.7}, {"train_time_s", 2.0}},
-                                                {{"val_accuracy", 0.8}, {"train_time_s", 3.0}}})),
+      record("v1", false, 0.795,
+             json::array({{{"val_accuracy", 0.7}, {"train_time_s", 0.7}},
+                          {{"val_accuracy", 0.795}, {"train_time_s", 1.5}}})),
+      record("v2", false, 0.80,
+             json::array({{{"val_accuracy", 0.6}, {"train_time_s", 1.0}},
+                          {{"val_accuracy", 0.7}, {"train_time_s", 2.0}},
+                          {{"val_accuracy", 0.8}, {"train_time_s", 3.0}}})),
       record("v3", false, 0.70, json::array({{{"val_accuracy", 0.7}, {"train_time_s", 9.0}}})),
   };
   const Report report = BuildReport("exp-1", space, trials);

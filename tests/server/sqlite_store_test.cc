@@ -4,6 +4,8 @@
 
 #include <sqlite3.h>
 
+#include "search_spaces/metric_catalog.h"
+#include "server/store/result_views.h"
 #include "tests/server/config_views.h"
 #include "tests/server/store_conformance.h"
 
@@ -34,6 +36,33 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
   std::filesystem::remove(path);
 }
 
+// Rows of one query on a separate connection, every column as text ("" for NULL).
+std::vector<std::vector<std::string>> Query(const std::string& path, const std::string& sql,
+                                            int flags = SQLITE_OPEN_READWRITE) {
+  sqlite3* db = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "cannot open " << path;
+    sqlite3_close(db);
+    return rows;
+  }
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << sqlite3_errmsg(db) << " in " << sql;
+  }
+  while (stmt != nullptr && sqlite3_step(stmt) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
+      const unsigned char* text = sqlite3_column_text(stmt, c);
+      row.push_back(text ? reinterpret_cast<const char*>(text) : "");
+    }
+    rows.push_back(row);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return rows;
+}
+
 TEST(SqliteStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
   const auto path = std::filesystem::temp_directory_path() / "frontier_views_test.db";
   std::filesystem::remove(path);
@@ -44,23 +73,43 @@ TEST(SqliteStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
     EXPECT_NE(store.GetExperiment(id)->goals_json.find("peak_memory_mb"), std::string::npos);
   }
   // Read the view with a separate connection, as a user's client would.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, testing::ConfigFrontQuery(id).c_str(), -1, &stmt, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  std::vector<std::vector<std::string>> rows;
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
-    std::vector<std::string> row;
-    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
-      const unsigned char* text = sqlite3_column_text(stmt, c);
-      row.push_back(text ? reinterpret_cast<const char*>(text) : "");
-    }
-    rows.push_back(row);
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  const std::vector<std::vector<std::string>> rows =
+      Query(path.string(), testing::ConfigFrontQuery(id), SQLITE_OPEN_READONLY);
   testing::CheckConfigFront(rows);
+  std::filesystem::remove(path);
+}
+
+// The current views are the catalog's (result_views.h); a database whose
+// views predate them (migration 4's config_front, no stamp) gets them at its
+// next open, at the same schema version.
+TEST(SqliteStoreTest, ResultViewsFollowTheMetricCatalog) {
+  const auto path = std::filesystem::temp_directory_path() / "frontier_catalog_views_test.db";
+  std::filesystem::remove(path);
+  const std::string stamp = ResultViewsStamp(SqlDialect::kSqlite);
+  const std::string front_sql = "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'config_front'";
+  { SqliteStore store(path.string()); }
+  ASSERT_EQ(Query(path.string(), front_sql).size(), 1u);
+  EXPECT_NE(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
+
+  std::vector<std::string> columns;
+  for (const auto& row : Query(path.string(), "SELECT name FROM pragma_table_info('results')")) {
+    columns.push_back(row[0]);
+  }
+  std::vector<std::string> expected = {"trial_id", "experiment_id", "config_json", "is_baseline", "seed",
+                                       "steps",    "state",         "attempt",     "worker_id"};
+  for (const MetricInfo* m : SqlMetrics()) expected.emplace_back(m->sql_column);
+  expected.push_back("finished_ms");
+  EXPECT_EQ(columns, expected);
+
+  Query(path.string(), "DROP VIEW config_front");
+  Query(path.string(), Migration4ConfigFrontView(SqlDialect::kSqlite));
+  ASSERT_EQ(Query(path.string(), front_sql).size(), 1u);
+  EXPECT_EQ(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
+  {
+    SqliteStore store(path.string());
+    EXPECT_EQ(store.schema_version(), 4);
+  }
+  EXPECT_NE(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
   std::filesystem::remove(path);
 }
 

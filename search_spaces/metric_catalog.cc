@@ -1,0 +1,90 @@
+#include "search_spaces/metric_catalog.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace frontier {
+
+const std::vector<MetricInfo>& MetricCatalog() {
+  // Columns: name, unit, maximize, result path, selectable, quality, test_split, in_progress,
+  // report_position, sql_column, sql_type, sql_position, sql_aggregated, sql_spread.
+  // clang-format off
+  static const std::vector<MetricInfo> kCatalog = {
+      {"val_accuracy",     "",          true,  "val_accuracy",             true,  true,  false, true,  0,  "val_accuracy",        SqlType::kReal,       0,  true,  true},
+      {"test_accuracy",    "",          true,  "test_accuracy",            true,  true,  true,  false, 1,  "test_accuracy",       SqlType::kReal,       1,  true,  true},
+      {"val_iou",          "",          true,  "val_iou",                  true,  true,  false, true,  2,  "val_iou",             SqlType::kReal,       3,  true,  true},
+      {"test_iou",         "",          true,  "test_iou",                 true,  true,  true,  false, 3,  "test_iou",            SqlType::kReal,       4,  true,  true},
+      {"val_loss",         "",          false, "val_loss",                 true,  true,  false, true,  4,  "val_loss",            SqlType::kReal,       2,  true,  true},
+      {"throughput",       "samples/s", true,  "throughput.samples_per_s", true,  false, false, true,  6,  "throughput",          SqlType::kReal,       7,  true,  true},
+      {"step_time_ms",     "ms",        false, "step_time_ms.median",      true,  false, false, true,  5,  "median_step_time_ms", SqlType::kReal,       6,  true,  true},
+      {"mfu",              "",          true,  "mfu",                      true,  false, false, false, 7,  "mfu",                 SqlType::kReal,       8,  true,  true},
+      {"peak_memory_mb",   "MB",        false, "peak_memory_mb",           true,  false, false, false, 8,  "peak_memory_mb",      SqlType::kReal,       9,  true,  true},
+      {"params",           "",          false, "params",                   true,  false, false, false, 9,  "params",              SqlType::kBigInteger, 10, true,  false},
+      {"time_to_target_s", "s",         false, "time_to_target_s",         true,  false, false, false, 10, "",                    SqlType::kReal,       -1, false, false},
+      // Only in the SQL views.
+      {"test_loss",        "",          false, "test_loss",                false, false, true,  false, -1, "test_loss",           SqlType::kReal,       5,  true,  true},
+      {"threads",          "",          true,  "threads",                  false, false, false, false, -1, "threads",             SqlType::kInteger,    11, false, false},
+  };
+  // clang-format on
+  return kCatalog;
+}
+
+const MetricInfo* FindMetric(std::string_view name) {
+  for (const MetricInfo& metric : MetricCatalog()) {
+    if (metric.name == name) return &metric;
+  }
+  return nullptr;
+}
+
+std::vector<const MetricInfo*> SqlMetrics() {
+  std::vector<const MetricInfo*> metrics;
+  for (const MetricInfo& metric : MetricCatalog()) {
+    if (!metric.sql_column.empty()) metrics.push_back(&metric);
+  }
+  std::sort(metrics.begin(), metrics.end(),
+            [](const MetricInfo* a, const MetricInfo* b) { return a->sql_position < b->sql_position; });
+  return metrics;
+}
+
+std::vector<const MetricInfo*> ReportedMetrics() {
+  std::vector<const MetricInfo*> metrics;
+  for (const MetricInfo& metric : MetricCatalog()) {
+    if (metric.report_position >= 0) metrics.push_back(&metric);
+  }
+  std::sort(metrics.begin(), metrics.end(),
+            [](const MetricInfo* a, const MetricInfo* b) { return a->report_position < b->report_position; });
+  return metrics;
+}
+
+std::vector<std::string> MetricPath(const std::string& metric) {
+  const MetricInfo* info = FindMetric(metric);
+  const std::string path = info != nullptr ? std::string(info->result_path) : metric;
+  std::vector<std::string> fields;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    fields.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) return fields;
+    start = dot + 1;
+  }
+}
+
+std::optional<double> NumberAt(const nlohmann::json& result, const std::vector<std::string>& path) {
+  const nlohmann::json* node = &result;
+  for (const std::string& field : path) {
+    if (!node->is_object()) return std::nullopt;
+    auto it = node->find(field);
+    if (it == node->end()) return std::nullopt;
+    node = &*it;
+  }
+  if (!node->is_number()) return std::nullopt;
+  const double value = node->get<double>();
+  if (!std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<double> MetricOf(const nlohmann::json& result, const std::string& metric) {
+  return NumberAt(result, MetricPath(metric));
+}
+
+}  // namespace frontier

@@ -1,0 +1,174 @@
+#include "server/analysis/statistics.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace frontier {
+namespace {
+
+// Beyond this many degrees of freedom the t quantile is the normal one (they
+// differ by less than 1e-6 there).
+constexpr double kNormalDegreesOfFreedom = 1e7;
+
+// Continued fraction of the incomplete beta function, modified Lentz method
+// (Numerical Recipes, betacf). Converges fast for x < (a + 1) / (a + b + 2).
+double BetaContinuedFraction(double a, double b, double x) {
+  constexpr int kMaxIterations = 200000;
+  constexpr double kEpsilon = 1e-15;
+  constexpr double kTiny = 1e-300;
+  auto guard = [](double v) { return std::fabs(v) < kTiny ? kTiny : v; };
+  const double qab = a + b, qap = a + 1, qam = a - 1;
+  double c = 1;
+  double d = 1 / guard(1 - qab * x / qap);
+  double h = d;
+  for (int m = 1; m <= kMaxIterations; ++m) {
+    const double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+    d = 1 / guard(1 + aa * d);
+    c = guard(1 + aa / c);
+    h *= d * c;
+    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+    d = 1 / guard(1 + aa * d);
+    c = guard(1 + aa / c);
+    const double step = d * c;
+    h *= step;
+    if (std::fabs(step - 1) < kEpsilon) break;
+  }
+  return h;
+}
+
+// Regularized incomplete beta function I_x(a, b).
+double RegularizedIncompleteBeta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * BetaContinuedFraction(a, b, x) / a;
+  return 1 - front * BetaContinuedFraction(b, a, 1 - x) / b;
+}
+
+// P(T > t) for t >= 0 and Student's t with `df` degrees of freedom.
+double StudentTUpperTail(double t, double df) {
+  if (df > kNormalDegreesOfFreedom) return 0.5 * std::erfc(t / std::sqrt(2.0));
+  return 0.5 * RegularizedIncompleteBeta(df / 2, 0.5, 1 / (1 + t * t / df));
+}
+
+double StudentTQuantileUncached(double p, double df) {
+  // Solve P(T > t) = tail for t >= 0 by bisection; the tail is decreasing in t.
+  const double tail = p < 0.5 ? p : 1 - p;
+  double low = 0, high = 1;
+  while (StudentTUpperTail(high, df) > tail) {
+    low = high;
+    high *= 2;
+  }
+  for (int i = 0; i < 200 && high - low > 1e-14 * high; ++i) {
+    const double mid = (low + high) / 2;
+    if (StudentTUpperTail(mid, df) > tail) {
+      low = mid;
+    } else {
+      high = mid;
+    }
+  }
+  const double t = (low + high) / 2;
+  return p < 0.5 ? -t : t;
+}
+
+// Welch-Satterthwaite degrees of freedom of a sum of two variance terms, each
+// estimated from n - 1 degrees of freedom.
+double WelchDegreesOfFreedom(double term_v, int n_v, double term_b, int n_b) {
+  const double sum = term_v + term_b;
+  return sum * sum / (term_v * term_v / (n_v - 1) + term_b * term_b / (n_b - 1));
+}
+
+// A symmetric interval value ± t(quantile, df) * se; the point when se == 0.
+Interval SymmetricInterval(double value, double se, double df, double quantile, int n_v, int n_b) {
+  const double half = se > 0 ? StudentTQuantile(quantile, df) * se : 0;
+  return Interval{value, value - half, value + half, n_v, n_b};
+}
+
+void RequireData(const MetricSummary& variant, const MetricSummary& baseline) {
+  if (variant.n < 1 || baseline.n < 1) throw std::invalid_argument("a comparison needs n >= 1 on both sides");
+}
+
+}  // namespace
+
+MetricSummary SummarizeMetric(const std::vector<double>& values) {
+  MetricSummary summary;
+  summary.n = static_cast<int>(values.size());
+  if (values.empty()) return summary;
+  double sum = 0;
+  for (double v : values) sum += v;
+  summary.mean = sum / summary.n;
+  summary.ci_low = summary.ci_high = summary.mean;
+  if (summary.n < 2) return summary;
+  double squares = 0;
+  for (double v : values) squares += (v - summary.mean) * (v - summary.mean);
+  summary.std = std::sqrt(squares / (summary.n - 1));
+  const double half = MeanHalfWidth(summary, kTwoSidedQuantile);
+  summary.ci_low = summary.mean - half;
+  summary.ci_high = summary.mean + half;
+  return summary;
+}
+
+double StudentTQuantile(double p, double df) {
+  if (!(p > 0 && p < 1) || !(df > 0)) {
+    char message[128];
+    std::snprintf(message, sizeof(message), "StudentTQuantile needs 0 < p < 1 and df > 0 (p=%g, df=%g)", p,
+                  df);
+    throw std::invalid_argument(message);
+  }
+  if (p == 0.5) return 0;
+  // Summaries over seeds ask for the same few (p, integer df) again and again.
+  thread_local std::map<std::pair<double, double>, double> memo;
+  const bool memoize = df == std::floor(df) && df <= 10000;
+  if (memoize) {
+    auto it = memo.find({p, df});
+    if (it != memo.end()) return it->second;
+  }
+  const double t = StudentTQuantileUncached(p, df);
+  if (memoize && memo.size() < 4096) memo.emplace(std::make_pair(p, df), t);
+  return t;
+}
+
+double MeanHalfWidth(const MetricSummary& s, double p) {
+  return s.n < 2 || s.std == 0 ? 0
+                               : StudentTQuantile(p, s.n - 1) * s.std / std::sqrt(static_cast<double>(s.n));
+}
+
+Interval WelchInterval(const MetricSummary& variant, const MetricSummary& baseline, double quantile) {
+  RequireData(variant, baseline);
+  const double diff = variant.mean - baseline.mean;
+  if (variant.n < 2 || baseline.n < 2) return Interval{diff, diff, diff, variant.n, baseline.n};
+  const double term_v = variant.std * variant.std / variant.n;
+  const double term_b = baseline.std * baseline.std / baseline.n;
+  if (term_v + term_b == 0) return Interval{diff, diff, diff, variant.n, baseline.n};
+  return SymmetricInterval(diff, std::sqrt(term_v + term_b),
+                           WelchDegreesOfFreedom(term_v, variant.n, term_b, baseline.n), quantile, variant.n,
+                           baseline.n);
+}
+
+Interval DifferenceInterval(const MetricSummary& variant, const MetricSummary& baseline) {
+  return WelchInterval(variant, baseline, kTwoSidedQuantile);
+}
+
+std::optional<Interval> SpeedupInterval(const MetricSummary& variant, const MetricSummary& baseline) {
+  RequireData(variant, baseline);
+  if (!(baseline.mean > 0)) return std::nullopt;
+  const double ratio = variant.mean / baseline.mean;
+  if (variant.n < 2 || baseline.n < 2 || variant.mean == 0) {
+    return Interval{ratio, ratio, ratio, variant.n, baseline.n};
+  }
+  // Squared coefficients of variation of the two means.
+  const double term_v = variant.std * variant.std / (variant.n * variant.mean * variant.mean);
+  const double term_b = baseline.std * baseline.std / (baseline.n * baseline.mean * baseline.mean);
+  if (term_v + term_b == 0) return Interval{ratio, ratio, ratio, variant.n, baseline.n};
+  return SymmetricInterval(ratio, std::fabs(ratio) * std::sqrt(term_v + term_b),
+                           WelchDegreesOfFreedom(term_v, variant.n, term_b, baseline.n), kTwoSidedQuantile,
+                           variant.n, baseline.n);
+}
+
+}  // namespace frontier

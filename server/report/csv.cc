@@ -1,0 +1,81 @@
+#include "server/report/csv.h"
+
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/report/report.h"
+
+namespace frontier {
+
+std::string CsvField(const std::string& field) {
+  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
+  std::string out = "\"";
+  for (char ch : field) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+namespace {
+
+// The shortest text that reads back as the same double.
+std::string CsvNumber(double value) { return nlohmann::json(value).dump(); }
+
+}  // namespace
+
+std::string RenderCsv(const Report& report) {
+  const std::vector<std::string> metrics =
+      SummarizedMetrics(report.objectives, report.constraints, report.parity);
+  std::vector<std::string> header = {"config_key",    "is_baseline", "seeds_completed",   "trials_total",
+                                     "trials_failed", "feasible",    "infeasible_reason", "on_front"};
+  for (const std::string& m : metrics) {
+    for (const char* stat : {"_n", "_mean", "_std", "_ci_low", "_ci_high"}) header.push_back(m + stat);
+  }
+  for (const char* interval : {"speedup", "quality_delta"}) {
+    for (const char* part : {"", "_low", "_high", "_n_variant", "_n_baseline"}) {
+      header.push_back(std::string(interval) + part);
+    }
+  }
+  header.push_back("parity");
+
+  auto join = [](const std::vector<std::string>& fields) {
+    std::string out;
+    for (size_t i = 0; i < fields.size(); ++i) out += (i == 0 ? "" : ",") + CsvField(fields[i]);
+    return out + "\r\n";
+  };
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  std::string out = join(header);
+  for (const ConfigSummary& c : report.configs) {
+    std::vector<std::string> row = {c.config_key,
+                                    flag(c.is_baseline),
+                                    std::to_string(c.seeds_completed),
+                                    std::to_string(c.trials_total),
+                                    std::to_string(c.trials_failed),
+                                    flag(c.feasible),
+                                    c.infeasible_reason,
+                                    flag(c.on_front)};
+    for (const std::string& m : metrics) {
+      auto it = c.metrics.find(m);
+      if (it == c.metrics.end()) {
+        row.insert(row.end(), {"0", "", "", "", ""});
+        continue;
+      }
+      const MetricSummary& s = it->second;
+      row.insert(row.end(), {std::to_string(s.n), CsvNumber(s.mean), CsvNumber(s.std), CsvNumber(s.ci_low),
+                             CsvNumber(s.ci_high)});
+    }
+    for (const std::optional<Interval>& interval : {c.speedup, c.quality_delta}) {
+      if (!interval) {
+        row.insert(row.end(), {"", "", "", "", ""});
+        continue;
+      }
+      row.insert(row.end(), {CsvNumber(interval->value), CsvNumber(interval->low), CsvNumber(interval->high),
+                             std::to_string(interval->n_variant), std::to_string(interval->n_baseline)});
+    }
+    row.push_back(c.parity);
+    out += join(row);
+  }
+  return out;
+}
+
+}  // namespace frontier

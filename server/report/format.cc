@@ -1,0 +1,50 @@
+#include "server/report/format.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace frontier {
+
+std::string Printf(const char* format, ...) {
+  char buffer[256];
+  va_list args;
+  va_start(args, format);
+  const int size = std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  if (size < static_cast<int>(sizeof(buffer))) return std::string(buffer, size > 0 ? size : 0);
+  std::string out(size + 1, '\0');
+  va_start(args, format);
+  std::vsnprintf(out.data(), out.size(), format, args);
+  va_end(args);
+  out.resize(size);
+  return out;
+}
+
+std::string EscapeHtml(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace frontier

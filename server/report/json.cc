@@ -1,0 +1,77 @@
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "server/report/report.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+json IntervalToJson(const std::optional<Interval>& interval) {
+  if (!interval) return nullptr;
+  return {{"value", interval->value},
+          {"low", interval->low},
+          {"high", interval->high},
+          {"n_variant", interval->n_variant},
+          {"n_baseline", interval->n_baseline}};
+}
+
+json OptionalToJson(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
+
+}  // namespace
+
+nlohmann::json ReportToJson(const Report& report) {
+  json objectives = json::array();
+  for (const Objective& o : report.objectives) {
+    objectives.push_back({{"metric", o.metric}, {"goal", o.maximize ? "maximize" : "minimize"}});
+  }
+  json constraints = json::array();
+  for (const Constraint& c : report.constraints) {
+    constraints.push_back(
+        {{"metric", c.metric}, {"min", OptionalToJson(c.min)}, {"max", OptionalToJson(c.max)}});
+  }
+  json configs = json::array();
+  for (const ConfigSummary& c : report.configs) {
+    json metrics = json::object();
+    for (const auto& [name, s] : c.metrics) {
+      metrics[name] = {
+          {"n", s.n}, {"mean", s.mean}, {"std", s.std}, {"ci_low", s.ci_low}, {"ci_high", s.ci_high}};
+    }
+    configs.push_back({{"config_key", c.config_key},
+                       {"config", c.config},
+                       {"is_baseline", c.is_baseline},
+                       {"seeds_completed", c.seeds_completed},
+                       {"trials_total", c.trials_total},
+                       {"trials_failed", c.trials_failed},
+                       {"trials_stopped", c.trials_stopped},
+                       {"metrics", metrics},
+                       {"feasible", c.feasible},
+                       {"infeasible_reason", c.infeasible_reason},
+                       {"on_front", c.on_front},
+                       {"speedup", IntervalToJson(c.speedup)},
+                       {"quality_delta", IntervalToJson(c.quality_delta)},
+                       {"parity", c.parity},
+                       {"parity_test", c.parity_test},
+                       {"bottleneck",
+                        {{"verdicts", c.bottleneck_verdicts},
+                         {"summary", c.bottleneck_summary},
+                         {"profiles", c.profiles}}}});
+  }
+  return {
+      {"experiment_id", report.experiment_id},
+      {"name", report.name},
+      {"objectives", objectives},
+      {"constraints", constraints},
+      {"parity",
+       {{"metric", report.parity.metric}, {"margin", report.parity.margin}, {"test", report.parity.test}}},
+      {"configs", configs},
+      {"hypervolume", report.hypervolume},
+      {"reference_point", report.reference_point},
+      {"hypervolume_note", report.hypervolume_note},
+      {"time_to_target_goal",
+       report.time_to_target_goal ? json(*report.time_to_target_goal) : json(nullptr)}};
+}
+
+}  // namespace frontier

@@ -1,0 +1,167 @@
+#include "server/report/result_reader.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "search_spaces/metric_catalog.h"
+
+namespace frontier {
+
+using nlohmann::json;
+
+namespace {
+
+// The profiles entry of a result's "profile" section.
+json ProfileEntry(const std::string& trial_id, const json& profile) {
+  json top = json::array();
+  for (const json& op : profile.value("top_operators", json::array())) {
+    if (top.size() == 5) break;
+    top.push_back({{"name", op.value("name", "")},
+                   {"class", op.value("class", "")},
+                   {"share", op.value("share", 0.0)}});
+  }
+  json entry = {{"trial_id", trial_id},
+                {"tool", profile.value("tool", "")},
+                {"host", profile.value("host", "")},
+                {"trace", profile.value("trace", profile.value("report", ""))},
+                {"top_operators", top}};
+  if (profile.contains("error")) entry["error"] = profile["error"];
+  return entry;
+}
+
+}  // namespace
+
+void ReadResultFacts(const json& result, const std::vector<std::vector<std::string>>& paths,
+                     const std::string& parity_metric, const std::string& trial_id, ResultFacts& facts) {
+  if (!result.is_object()) return;
+  const std::vector<std::string> parity_path = {parity_metric};
+  for (size_t m = 0; m < paths.size(); ++m) {
+    if (std::optional<double> v = NumberAt(result, paths[m])) facts.values[m] = *v;
+  }
+  auto evals = result.find("evals");
+  if (evals != result.end() && evals->is_array()) {
+    facts.has_evals = true;
+    for (const json& e : *evals) {
+      const std::optional<double> value = NumberAt(e, parity_path);
+      auto seconds = e.is_object() ? e.find("train_time_s") : e.end();
+      if (value && seconds != e.end() && seconds->is_number())
+        facts.evals.emplace_back(seconds->get<double>(), *value);
+    }
+  }
+  const json& bottleneck = result.value("bottleneck", json());
+  if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
+    facts.verdict = bottleneck["verdict"].get<std::string>();
+    facts.bottleneck_summary = bottleneck.value("summary", "");
+  }
+  const json& profile = result.value("profile", json());
+  if (profile.is_object()) facts.profile = ProfileEntry(trial_id, profile);
+}
+
+namespace {
+
+// ReadResultFacts on the JSON text without building the document: a SAX pass that
+// keeps the numbers at the metrics' paths, the evaluations' parity metric and
+// time, and the bottleneck verdict.
+class FactsReader final : public nlohmann::json_sax<json> {
+ public:
+  FactsReader(const std::vector<std::vector<std::string>>& paths, const std::string& parity_metric,
+              ResultFacts& facts)
+      : paths_(paths), parity_metric_(parity_metric), facts_(facts) {}
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return Number(v); }
+  bool string(string_t& v) override {
+    if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "bottleneck") {
+      if (levels_[1].key == "verdict") facts_.verdict = v;
+      if (levels_[1].key == "summary") facts_.bottleneck_summary = v;
+    }
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    levels_.push_back({false, {}});
+    if (InEvaluation())
+      evaluation_ = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
+    return true;
+  }
+  bool key(string_t& k) override {
+    levels_.back().key = k;
+    return true;
+  }
+  bool end_object() override {
+    if (InEvaluation() && !std::isnan(evaluation_.first) && !std::isnan(evaluation_.second)) {
+      facts_.evals.push_back(evaluation_);
+    }
+    levels_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (levels_.size() == 1 && levels_[0].key == "evals") facts_.has_evals = true;
+    levels_.push_back({true, {}});
+    return true;
+  }
+  bool end_array() override {
+    levels_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string& token,
+                   const nlohmann::detail::exception& e) override {
+    throw std::invalid_argument("trial result is not valid JSON at byte " + std::to_string(position) + " ('" +
+                                token + "'): " + e.what());
+  }
+
+ private:
+  struct Level {
+    bool array;
+    std::string key;  // objects: the key of the value being read
+  };
+
+  // Inside an element of the top-level "evals" list.
+  bool InEvaluation() const {
+    return levels_.size() == 3 && !levels_[0].array && levels_[0].key == "evals" && levels_[1].array &&
+           !levels_[2].array;
+  }
+
+  bool Number(double v) {
+    if (InEvaluation()) {
+      if (levels_[2].key == "train_time_s") evaluation_.first = v;
+      if (levels_[2].key == parity_metric_ && std::isfinite(v)) evaluation_.second = v;
+      return true;
+    }
+    if (!std::isfinite(v)) return true;
+    for (size_t m = 0; m < paths_.size(); ++m) {
+      const std::vector<std::string>& path = paths_[m];
+      if (path.size() != levels_.size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < path.size() && match; ++i)
+        match = !levels_[i].array && levels_[i].key == path[i];
+      if (match) facts_.values[m] = v;
+    }
+    return true;
+  }
+
+  const std::vector<std::vector<std::string>>& paths_;
+  const std::string& parity_metric_;
+  ResultFacts& facts_;
+  std::vector<Level> levels_;
+  std::pair<double, double> evaluation_;
+};
+
+}  // namespace
+
+void ReadResultFactsText(std::string_view result_json, const std::vector<std::vector<std::string>>& paths,
+                         const std::string& parity_metric, const std::string& trial_id, ResultFacts& facts) {
+  if (result_json.find("\"profile\"") != std::string_view::npos) {
+    // Profiled seeds (few) keep a summary of their profile: read the document.
+    ReadResultFacts(json::parse(result_json), paths, parity_metric, trial_id, facts);
+    return;
+  }
+  FactsReader reader(paths, parity_metric, facts);
+  json::sax_parse(result_json, &reader);
+}
+
+}  // namespace frontier

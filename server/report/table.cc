@@ -1,0 +1,195 @@
+#include "server/report/table.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "server/report/format.h"
+
+namespace frontier {
+namespace {
+
+std::string FormatMetric(const ConfigSummary& config, const std::string& metric, const char* format,
+                         double scale = 1) {
+  auto it = config.metrics.find(metric);
+  return it == config.metrics.end() ? "-" : Printf(format, it->second.mean * scale);
+}
+
+std::string FormatMeanAndHalfWidth(const ConfigSummary& config, const std::string& metric) {
+  auto it = config.metrics.find(metric);
+  if (it == config.metrics.end()) return "-";
+  const MetricSummary& s = it->second;
+  if (s.n < 2) return Printf("%.4f", s.mean);
+  return Printf("%.4f\u00b1%.4f", s.mean, (s.ci_high - s.ci_low) / 2);
+}
+
+std::string FormatCount(const ConfigSummary& config, const std::string& metric) {
+  auto it = config.metrics.find(metric);
+  if (it == config.metrics.end()) return "-";
+  const double v = it->second.mean;
+  if (std::fabs(v) >= 1e9) return Printf("%.2fG", v / 1e9);
+  if (std::fabs(v) >= 1e6) return Printf("%.2fM", v / 1e6);
+  if (std::fabs(v) >= 1e3) return Printf("%.1fK", v / 1e3);
+  return Printf("%.0f", v);
+}
+
+bool HasSpread(const Interval& interval) { return interval.n_variant >= 2 && interval.n_baseline >= 2; }
+
+std::string FormatSpeedup(const ConfigSummary& config) {
+  if (!config.speedup) return "-";
+  const Interval& s = *config.speedup;
+  if (config.is_baseline || !HasSpread(s)) return Printf("%.2fx", s.value);
+  return Printf("%.2fx [%.2f, %.2f]", s.value, s.low, s.high);
+}
+
+std::string FormatQualityDelta(const ConfigSummary& config) {
+  if (!config.quality_delta) return "-";
+  const Interval& d = *config.quality_delta;
+  if (config.is_baseline || !HasSpread(d)) return Printf("%+.4f", d.value);
+  return Printf("%+.4f\u00b1%.4f", d.value, (d.high - d.low) / 2);
+}
+
+std::string FormatSeeds(const ConfigSummary& config) {
+  std::string text = std::to_string(config.seeds_completed);
+  if (config.trials_failed > 0) text += Printf(" (%d failed)", config.trials_failed);
+  if (config.trials_stopped > 0) text += Printf(" (%d stopped)", config.trials_stopped);
+  return text;
+}
+
+// "*" on the front; "infeasible" for a config with data that breaks a constraint.
+std::string FrontMarker(const ConfigSummary& config) {
+  if (config.on_front) return "*";
+  return config.seeds_completed > 0 && !config.feasible ? "infeasible" : "";
+}
+
+// The task's quality metric pair: BEV occupancy reports IoU, classification accuracy.
+struct QualityColumns {
+  std::string val, test, val_label, test_label;
+};
+
+QualityColumns QualityColumnsOf(const Report& report) {
+  bool iou = report.parity.metric.find("iou") != std::string::npos;
+  for (const Objective& o : report.objectives) iou = iou || o.metric.find("iou") != std::string::npos;
+  if (iou) return {"val_iou", "test_iou", "val IoU", "test IoU"};
+  return {"val_accuracy", "test_accuracy", "val acc", "test acc"};
+}
+
+// Display width of UTF-8 text: its code points.
+size_t DisplayWidth(const std::string& text) {
+  return std::count_if(text.begin(), text.end(),
+                       [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; });
+}
+
+}  // namespace
+
+TextTable BuildTextTable(const Report& report) {
+  TextTable table;
+  const QualityColumns quality = QualityColumnsOf(report);
+  table.header = {"config",
+                  "seeds",
+                  quality.val_label,
+                  quality.test_label,
+                  "step ms",
+                  "samples/s",
+                  "MFU %",
+                  "peak MB",
+                  "params",
+                  "bottleneck",
+                  "speed-up [95% CI]",
+                  "\u0394 " + report.parity.metric,
+                  "parity",
+                  "front"};
+  table.right_aligned = {false, true, true, true, true, true, true, true, false, true, true, false, false};
+  for (const ConfigSummary& c : report.configs) {
+    table.rows.push_back({c.is_baseline ? "baseline" : c.config_key, FormatSeeds(c),
+                          FormatMeanAndHalfWidth(c, quality.val), FormatMetric(c, quality.test, "%.4f"),
+                          FormatMetric(c, "step_time_ms", "%.2f"), FormatMetric(c, "throughput", "%.1f"),
+                          FormatMetric(c, "mfu", "%.1f", 100), FormatMetric(c, "peak_memory_mb", "%.1f"),
+                          FormatCount(c, "params"), BottleneckLabel(c), FormatSpeedup(c),
+                          FormatQualityDelta(c), c.parity, FrontMarker(c)});
+  }
+  return table;
+}
+
+std::string DescribeObjectives(const std::vector<Objective>& objectives) {
+  std::string out;
+  for (const Objective& o : objectives) {
+    out += (out.empty() ? "" : ", ") + o.metric + (o.maximize ? " (maximize)" : " (minimize)");
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string DescribeConstraints(const std::vector<Constraint>& constraints) {
+  std::string out;
+  for (const Constraint& c : constraints) {
+    std::string bounds;
+    if (c.min) bounds += Printf(" >= %g", *c.min);
+    if (c.max) bounds += (bounds.empty() ? "" : " and") + Printf(" <= %g", *c.max);
+    out += (out.empty() ? "" : ", ") + c.metric + bounds;
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::vector<std::string> ReportNotes(const Report& report) {
+  std::vector<std::string> notes = {
+      "objectives: " + DescribeObjectives(report.objectives) +
+          "; front (*): non-dominated among feasible configs on the objectives' means",
+      "constraints (on means): " + DescribeConstraints(report.constraints),
+      Printf(
+          "parity: %s, margin %g; at parity when the one-sided 95%% lower bound of the quality gain over the "
+          "baseline is above -margin, worse when its one-sided 95%% upper bound is below -margin "
+          "(%s; fewer than 2 seeds on either side: inconclusive)",
+          report.parity.metric.c_str(), report.parity.margin,
+          report.parity.test == "paired" ? "paired: the per-seed differences where the variant completed the "
+                                           "baseline's seeds, else Welch"
+                                         : "Welch"),
+      "intervals: \u00b1 is the half-width of the two-sided 95% Student-t interval of the mean (of the "
+      "difference, Welch, for the \u0394 column); speed-up: mean throughput ratio, 95% delta-method interval "
+      "with Welch-Satterthwaite degrees of freedom",
+  };
+  std::string reference;
+  for (double r : report.reference_point) reference += (reference.empty() ? "" : ", ") + Printf("%g", r);
+  notes.push_back(Printf("hypervolume: %.6g (reference point (%s)); %s", report.hypervolume,
+                         reference.c_str(), report.hypervolume_note.c_str()));
+  if (report.time_to_target_goal) {
+    notes.push_back(
+        Printf("time to target: summed step time until %s first reached %.4g (the baseline's mean "
+               "final value, shifted by the margin); trials that never reached it are left out",
+               report.parity.metric.c_str(), *report.time_to_target_goal));
+  }
+  for (const ConfigSummary& c : report.configs) {
+    if (!c.feasible) notes.push_back("infeasible: " + c.config_key + ": " + c.infeasible_reason);
+  }
+  return notes;
+}
+
+std::string RenderTable(const Report& report) {
+  const TextTable table = BuildTextTable(report);
+  std::vector<size_t> widths;
+  for (const std::string& cell : table.header) widths.push_back(DisplayWidth(cell));
+  for (const auto& row : table.rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const std::string pad(widths[i] - DisplayWidth(cells[i]), ' ');
+      std::string cell = table.right_aligned[i] ? pad + cells[i] : cells[i] + pad;
+      out += (i == 0 ? "" : "  ") + cell;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = "experiment " + report.experiment_id +
+                    (report.name.empty() ? "" : " (" + report.name + ")") +
+                    Printf(": %zu configs\n\n", report.configs.size());
+  out += line(table.header);
+  std::string rule;
+  for (size_t i = 0; i < widths.size(); ++i) rule += (i == 0 ? "" : "  ") + std::string(widths[i], '-');
+  out += rule + "\n";
+  for (const auto& row : table.rows) out += line(row);
+  out += "\n";
+  for (const std::string& note : ReportNotes(report)) out += note + "\n";
+  return out;
+}
+
+}  // namespace frontier

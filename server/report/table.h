@@ -1,0 +1,30 @@
+// The report as rows of text cells and the notes that explain them, shared by
+// the terminal table (RenderTable) and the HTML page (internal to
+// frontier_report).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/report/report.h"
+
+namespace frontier {
+
+struct TextTable {
+  std::vector<std::string> header;
+  std::vector<bool> right_aligned;
+  std::vector<std::vector<std::string>> rows;  // one per config, in the report's order
+};
+
+TextTable BuildTextTable(const Report& report);
+
+// "val_accuracy (maximize), ..." or "none".
+std::string DescribeObjectives(const std::vector<Objective>& objectives);
+// "peak_memory_mb <= 4096, ..." or "none".
+std::string DescribeConstraints(const std::vector<Constraint>& constraints);
+
+// Lines explaining the table: the rules behind each figure, the hypervolume and
+// why each infeasible config is.
+std::vector<std::string> ReportNotes(const Report& report);
+
+}  // namespace frontier
