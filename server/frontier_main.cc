@@ -1,4 +1,4 @@
-// frontier: the Frontier CLI. See server/cli.h.
+// frontier: the Frontier CLI. Thin main over server/cli/cli.h (docs/cli.md).
 #include "server/cli/cli.h"
 
 int main(int argc, char** argv) { return frontier::RunCli(argc, argv); }

@@ -8,11 +8,12 @@ namespace frontier {
 
 enum CliExit : int {
   kCliOk = 0,
-  kCliFailed = 1,        // the coordinator could not be reached, or the experiment ended cancelled/with failures where it matters
-  kCliInvalid = 2,       // the server rejected the input (e.g. an invalid search-space file)
-  kCliNotFound = 3,      // no such experiment
-  kCliDenied = 4,        // no, a wrong, or the other role's token
-  kCliInterrupted = 130, // Ctrl-C during `frontier run`; the experiment can be resumed
+  kCliFailed = 1,    // the coordinator could not be reached, or the experiment ended cancelled/with failures
+                     // where it matters
+  kCliInvalid = 2,   // the server rejected the input (e.g. an invalid search-space file)
+  kCliNotFound = 3,  // no such experiment
+  kCliDenied = 4,    // no, a wrong, or the other role's token
+  kCliInterrupted = 130,  // Ctrl-C during `frontier run`; the experiment can be resumed
   kCliUsage = 64,
 };
 

@@ -1,13 +1,22 @@
-// frontier-server's parts wired together: the store, the scheduler, the two
-// gRPC services (users' ExperimentService, workers' WorkerService) and the
-// standard health service, on one listening address. Used by frontier-server
-// and embedded by `frontier run`.
+// frontier-server's parts wired together over an injected store and clock:
+// the scheduler, the two gRPC services (users' ExperimentService in
+// experiment_service.h, workers' WorkerService in worker_service.h) and the
+// standard health service, on one listening address, plus the dispatcher
+// thread that answers parked lease polls and expires leases.
+//
+// The coordinator owns none of what it is given: the store, the clock and
+// the metric families must outlive it. A process makes them with
+// CoordinatorProcess (coordinator_process.h); tests pass an in-memory store
+// and a fake clock. Scheduler time (leases, timestamps) comes from the clock;
+// the cadence of the dispatcher and the deadlines of long polls are real
+// (steady) time.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "proto/auth.h"
 #include "proto/clock.h"
@@ -21,20 +30,24 @@ class Server;
 namespace frontier {
 
 class CoordinatorMetrics;
+class ExperimentServiceImpl;
 class MetricsEndpoint;
+class WorkerServiceImpl;
 
 struct CoordinatorOptions {
   std::string listen = "127.0.0.1:50051";  // host:port; port 0 picks a free one
-  std::string store = "frontier.db";  // postgresql://USER@HOST:PORT/DB, a SQLite path, sqlite:PATH or ":memory:"
   SchedulerOptions scheduler;
-  int64_t max_lease_wait_ms = 30'000;      // cap on LeaseTrial long polls
-  ServerSecurity security;                 // tokens and TLS; default: none
+  int64_t max_lease_wait_ms = 30'000;  // cap on LeaseTrial long polls
+  ServerSecurity security;             // tokens and TLS; default: none
 };
 
 class Coordinator {
  public:
-  // Opens the store (migrating it) and builds the scheduler. Throws StoreError.
-  explicit Coordinator(CoordinatorOptions options);
+  // Builds the scheduler over `store` (running trials get a fresh lease of
+  // restart_grace_ms). Lease, retry, attempt and store-latency metrics move
+  // only when `store` reports to `metrics` (a MeasuredStore over it). Throws
+  // StoreError.
+  Coordinator(Store& store, Clock& clock, CoordinatorMetrics& metrics, CoordinatorOptions options);
   ~Coordinator();
 
   // Starts serving; returns the bound port. Throws std::runtime_error when
@@ -55,17 +68,16 @@ class Coordinator {
 
   Scheduler& scheduler() { return *scheduler_; }
   int port() const { return port_; }
+  // The workers whose LeaseTrial polls are parked now, waiting for a trial.
+  std::vector<std::string> ParkedWorkers();
 
  private:
-  class ExperimentServiceImpl;
-  class WorkerServiceImpl;
   void RunDispatcher();
   void RefreshMetrics();
 
   CoordinatorOptions options_;
-  SystemClock clock_;
-  std::unique_ptr<CoordinatorMetrics> metrics_;  // before store_: the store reports to it
-  std::unique_ptr<Store> store_;
+  Store& store_;
+  CoordinatorMetrics& metrics_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ExperimentServiceImpl> experiments_;
   std::unique_ptr<WorkerServiceImpl> workers_;

@@ -22,9 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
-#include "server/rpc/coordinator.h"
-#include "server/store/open_store.h"
 #include "search_spaces/search_space.h"
+#include "server/store/open_store.h"
 #include "server/store/store.h"
 
 namespace {
@@ -37,7 +36,8 @@ std::string SpaceYaml(int configs) {
   std::ostringstream os;
   os << "name: load\ntask: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 2}, "
         "batch_size: 4, steps: 2, warmup_steps: 0, eval_every: 0}\n"
-        "baseline:\n  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}\n"
+        "baseline:\n  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, "
+        "depth: 1}]}\n"
         "space:\n  width_mult: [";
   for (int i = 0; i < configs; ++i) os << (i ? ", " : "") << 1.0 + 0.0005 * (i + 1);
   os << "]\nobjectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]\n"
@@ -72,7 +72,8 @@ int FillStore(const std::string& url, int trials) {
   e.name = "load";
   e.space_yaml = SpaceYaml(trials - 1);
   e.source_name = "load.yaml";
-  e.goals_json = frontier::GoalsJson(frontier::ParseSearchSpace(e.space_yaml, e.source_name)).dump();  // as Submit does
+  e.goals_json =
+      frontier::GoalsJson(frontier::ParseSearchSpace(e.space_yaml, e.source_name)).dump();  // as Submit does
   std::vector<frontier::TrialRow> rows;
   for (int i = 0; i < trials; ++i) {
     frontier::TrialRow t;
@@ -157,13 +158,15 @@ int main(int argc, char** argv) {
       reg.set_host("sim-" + std::to_string(w));
       reg.set_device("cpu");
       v1::RegisterWorkerResponse registered;
-      timed("RegisterWorker", [&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); });
+      timed("RegisterWorker",
+            [&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); });
       while (!done) {
         v1::LeaseTrialRequest lease;
         lease.set_worker_id(registered.worker_id());
         lease.set_wait_ms(200);
         v1::LeaseTrialResponse leased;
-        if (!timed("LeaseTrial", [&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); }).ok() ||
+        if (!timed("LeaseTrial", [&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); })
+                 .ok() ||
             !leased.has_trial()) {
           continue;
         }
@@ -183,9 +186,9 @@ int main(int argc, char** argv) {
         complete.set_attempt(leased.attempt());
         complete.set_result_json(FakeResult(rng));
         v1::CompleteTrialResponse completed_reply;
-        if (timed("CompleteTrial", [&](grpc::ClientContext& c) {
-              return stub->CompleteTrial(&c, complete, &completed_reply);
-            }).ok() &&
+        if (timed("CompleteTrial",
+                  [&](grpc::ClientContext& c) { return stub->CompleteTrial(&c, complete, &completed_reply); })
+                .ok() &&
             completed_reply.accepted()) {
           if (++completed >= total) done = true;
         }
@@ -198,8 +201,8 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   const double run_s = std::chrono::duration<double>(Clock::now() - first_lease).count();
 
-  nlohmann::json out = {{"workers", workers},   {"trials", total},       {"work_ms", work_ms},
-                        {"submit_s", submit_s}, {"run_s", run_s},        {"trials_per_s", total / run_s}};
+  nlohmann::json out = {{"workers", workers},   {"trials", total}, {"work_ms", work_ms},
+                        {"submit_s", submit_s}, {"run_s", run_s},  {"trials_per_s", total / run_s}};
   for (const auto& [rpc, v] : latency_ms) {
     out["latency_ms"][rpc] = {{"n", v.size()}, {"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}};
   }

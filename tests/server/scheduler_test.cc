@@ -12,6 +12,7 @@
 
 #include "search_spaces/search_space.h"
 #include "server/store/sqlite_store.h"
+#include "tests/server/rpc/trial_events.h"
 
 namespace frontier {
 namespace {
@@ -302,16 +303,6 @@ TEST_F(SchedulerTest, CumulativeAblationAddsRoundsUntilNothingImproves) {
   EXPECT_TRUE(keys.count(R"({"activation":"gelu","stages[0].width":20,"stem.width":20})"));
 }
 
-// An eval event at `step` with `accuracy`; every trial runs 10 ms steps.
-std::string Eval(int step, double accuracy) {
-  return nlohmann::json{{"event", "eval"},
-                        {"step", step},
-                        {"val_accuracy", accuracy},
-                        {"val_loss", 1.0},
-                        {"train_time_s", step * 0.01}}
-      .dump();
-}
-
 TEST_F(SchedulerTest, AshaStopsTrialsAtRungsButNeverTheBaseline) {
   const std::string id =
       scheduler_
@@ -325,13 +316,13 @@ TEST_F(SchedulerTest, AshaStopsTrialsAtRungsButNeverTheBaseline) {
     auto t = scheduler_.Lease("w1");
     ASSERT_TRUE(t.has_value());
     clock_.now += 1000;
-    const ProgressReply reply = scheduler_.Progress("w1", t->id, t->attempt, Eval(10, acc));
+    const ProgressReply reply = scheduler_.Progress("w1", t->id, t->attempt, EvalEvent(10, acc));
     if (reply.stop) {
       EXPECT_EQ(reply.reason.rfind("asha: at step 10", 0), 0u) << reply.reason;
       EXPECT_EQ(scheduler_.Fail("w1", t->id, t->attempt, "stopped: " + reply.reason, false, ""),
                 Transition::kApplied);
     } else {
-      EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, Eval(20, acc)).stop);
+      EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, EvalEvent(20, acc)).stop);
       EXPECT_EQ(scheduler_.Complete("w1", t->id, t->attempt, ResultFor(t->config_json)),
                 Transition::kApplied);
     }
@@ -351,14 +342,14 @@ TEST_F(SchedulerTest, AshaDecisionsAreRebuiltAfterARestart) {
   for (double acc : {0.5, 0.6}) {
     auto t = scheduler_.Lease("w1");
     clock_.now += 1000;
-    EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, Eval(10, acc)).stop);
+    EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, EvalEvent(10, acc)).stop);
   }
   Scheduler restarted(store_, clock_, Options());
   auto t = restarted.Lease("w1");
   clock_.now += 1000;
   // 0.55 is 2nd of 3 at the rung: stopped, as before the restart. A fresh
   // ASHA would have let it through as the first at the rung.
-  EXPECT_TRUE(restarted.Progress("w1", t->id, t->attempt, Eval(10, 0.55)).stop);
+  EXPECT_TRUE(restarted.Progress("w1", t->id, t->attempt, EvalEvent(10, 0.55)).stop);
   EXPECT_EQ(store_.ListTrials(id).size(), 4u);
 }
 
@@ -385,7 +376,9 @@ std::vector<std::string> RunDelayedSeedsScript(SqliteStore& store, FakeClock& cl
                                                std::set<int> restart_before, bool lost_reply = false) {
   auto scheduler = std::make_unique<Scheduler>(store, clock, options);
   const std::string id =
-      scheduler->Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 4, seed: 1}", 2), "search.yaml")
+      scheduler
+          ->Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 4, seed: 1}", 2),
+                   "search.yaml")
           .id;
   int step = 0;
   const auto next = [&] {
@@ -403,7 +396,8 @@ std::vector<std::string> RunDelayedSeedsScript(SqliteStore& store, FakeClock& cl
   };
   const auto stop = [&](const TrialRow& t, const ProgressReply& reply) {
     EXPECT_TRUE(reply.stop) << t.config_json << " seed " << t.seed;
-    EXPECT_EQ(scheduler->Fail("w1", t.id, t.attempt, "stopped: " + reply.reason, false, ""), Transition::kApplied);
+    EXPECT_EQ(scheduler->Fail("w1", t.id, t.attempt, "stopped: " + reply.reason, false, ""),
+              Transition::kApplied);
   };
   const auto seeds_of = [&](const std::string& config) {
     std::vector<int64_t> seeds;
@@ -419,52 +413,52 @@ std::vector<std::string> RunDelayedSeedsScript(SqliteStore& store, FakeClock& cl
     next();
     const TrialRow b = lease();
     EXPECT_TRUE(b.is_baseline);
-    EXPECT_FALSE(progress(b, Eval(10, 0.2)).stop);
-    EXPECT_FALSE(progress(b, Eval(20, 0.2)).stop);
+    EXPECT_FALSE(progress(b, EvalEvent(10, 0.2)).stop);
+    EXPECT_FALSE(progress(b, EvalEvent(20, 0.2)).stop);
     EXPECT_EQ(scheduler->Complete("w1", b.id, b.attempt, ResultFor(b.config_json)), Transition::kApplied);
   }
   next();  // step 3: P's first seed passes the first rung; then its second seed is queued.
   const TrialRow p1 = lease();
   EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1}));
   if (lost_reply) {
-    EXPECT_TRUE(store.RecordProgress({p1.id, p1.attempt, 10, Eval(10, 0.6), clock.now}, "w1",
+    EXPECT_TRUE(store.RecordProgress({p1.id, p1.attempt, 10, EvalEvent(10, 0.6), clock.now}, "w1",
                                      clock.now + options.lease_timeout_ms));
     scheduler = std::make_unique<Scheduler>(store, clock, options);
     EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1}));  // not loaded yet
   } else {
-    EXPECT_FALSE(progress(p1, Eval(10, 0.6)).stop);
+    EXPECT_FALSE(progress(p1, EvalEvent(10, 0.6)).stop);
     EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1, 2}));
   }
   next();  // Q: 2nd of 3 at rung 10 (the best 1 continue), dominated: stopped; its second seed never runs.
   const TrialRow q1 = lease();
   EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1, 2}));  // rebuilt from the stored event
-  stop(q1, progress(q1, Eval(10, 0.4)));
+  stop(q1, progress(q1, EvalEvent(10, 0.4)));
   next();  // R: 1st of 4, and S: 2nd of 5 (the best 2 continue).
   const TrialRow r1 = lease();
-  EXPECT_FALSE(progress(r1, Eval(10, 0.7)).stop);
+  EXPECT_FALSE(progress(r1, EvalEvent(10, 0.7)).stop);
   const TrialRow s1 = lease();
-  EXPECT_FALSE(progress(s1, Eval(10, 0.65)).stop);
+  EXPECT_FALSE(progress(s1, EvalEvent(10, 0.65)).stop);
   next();  // The second seeds, queued behind every first seed, in the order their first seeds passed.
   const TrialRow p2 = lease();
   EXPECT_EQ(p2.config_json, p1.config_json);
   EXPECT_EQ(p2.seed, 2);
-  EXPECT_FALSE(progress(p2, Eval(10, 0.6)).stop);
+  EXPECT_FALSE(progress(p2, EvalEvent(10, 0.6)).stop);
   next();  // Rung 20: P 1st of 2; R 2nd of 3, stopped.
-  EXPECT_FALSE(progress(p1, Eval(20, 0.5)).stop);
-  stop(r1, progress(r1, Eval(20, 0.3)));
+  EXPECT_FALSE(progress(p1, EvalEvent(20, 0.5)).stop);
+  stop(r1, progress(r1, EvalEvent(20, 0.3)));
   next();  // R's second seed, still pending, is ended as stopped without running: S's comes instead.
   const TrialRow s2 = lease();
   EXPECT_EQ(s2.config_json, s1.config_json);
   EXPECT_EQ(s2.seed, 2);
   next();  // S: 3rd of 4 at rung 20, stopped; its running second seed stops at its next report.
-  const ProgressReply s_at_20 = progress(s1, Eval(20, 0.25));
+  const ProgressReply s_at_20 = progress(s1, EvalEvent(20, 0.25));
   stop(s1, s_at_20);
   const ProgressReply s2_next = progress(s2, ProgressAt(5));
   EXPECT_EQ(s2_next.reason, s_at_20.reason);
   stop(s2, s2_next);
   next();  // P goes on to the end at both seeds.
   EXPECT_FALSE(progress(p2, ProgressAt(15)).stop);
-  EXPECT_FALSE(progress(p2, Eval(20, 0.5)).stop);
+  EXPECT_FALSE(progress(p2, EvalEvent(20, 0.5)).stop);
   for (const TrialRow& p : {p1, p2}) {
     EXPECT_EQ(scheduler->Complete("w1", p.id, p.attempt, ResultFor(p.config_json)), Transition::kApplied);
   }
@@ -493,7 +487,8 @@ TEST_F(SchedulerTest, AshaRunsLaterSeedsOnlyAfterTheFirstSeedPassedTheFirstRung)
 TEST_F(SchedulerTest, AshaDelayedSeedsAreRebuiltAfterARestart) {
   SqliteStore reference_store(":memory:");
   FakeClock reference_clock;
-  const std::vector<std::string> reference = RunDelayedSeedsScript(reference_store, reference_clock, Options(), {});
+  const std::vector<std::string> reference =
+      RunDelayedSeedsScript(reference_store, reference_clock, Options(), {});
   // Restarted before every step: the same decisions, trials and states.
   EXPECT_EQ(RunDelayedSeedsScript(store_, clock_, Options(), {1, 2, 3, 4, 5, 6, 7, 8, 9}), reference);
   // A coordinator that stopped after recording a first-rung report but

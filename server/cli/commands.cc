@@ -1,0 +1,126 @@
+#include "server/cli/commands.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "server/cli/cli.h"
+#include "server/cli/output.h"
+
+namespace frontier {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Submit(Client& client, const std::string& space_file, const std::string& output) {
+  v1::SubmitExperimentRequest req;
+  req.set_space_yaml(ReadFile(space_file));
+  req.set_source_name(space_file);
+  v1::SubmitExperimentResponse resp;
+  const grpc::Status s = client.stub().SubmitExperiment(client.Context().get(), req, &resp);
+  if (!s.ok()) return client.Failure(s, "submit " + space_file);
+  if (output == "json") {
+    std::cout << ExperimentJson(resp.experiment()).dump(2) << "\n";
+  } else {
+    std::cout << resp.experiment().id() << "\n";
+    std::cerr << ExperimentLine(resp.experiment()) << "\n";
+  }
+  return kCliOk;
+}
+
+int ShowExperiment(Client& client, const std::string& id, bool cancel, const std::string& output) {
+  v1::Experiment e;
+  grpc::Status s;
+  if (cancel) {
+    v1::CancelExperimentRequest req;
+    req.set_experiment_id(id);
+    s = client.stub().CancelExperiment(client.Context().get(), req, &e);
+  } else {
+    v1::GetExperimentRequest req;
+    req.set_experiment_id(id);
+    s = client.stub().GetExperiment(client.Context().get(), req, &e);
+  }
+  if (!s.ok()) return client.Failure(s, "experiment " + id);
+  if (output == "json") {
+    std::cout << ExperimentJson(e).dump(2) << "\n";
+  } else {
+    std::cout << ExperimentLine(e) << "\n";
+  }
+  return kCliOk;
+}
+
+int ListExperiments(Client& client, int limit, const std::string& output) {
+  v1::ListExperimentsRequest req;
+  req.set_limit(limit);
+  v1::ListExperimentsResponse resp;
+  const grpc::Status s = client.stub().ListExperiments(client.Context().get(), req, &resp);
+  if (!s.ok()) return client.Failure(s, "list");
+  if (output == "json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& e : resp.experiments()) all.push_back(ExperimentJson(e));
+    std::cout << all.dump(2) << "\n";
+  } else {
+    for (const auto& e : resp.experiments()) std::cout << ExperimentLine(e) << "\n";
+  }
+  return kCliOk;
+}
+
+int Watch(Client& client, const std::string& id) {
+  v1::WatchExperimentRequest req;
+  req.set_experiment_id(id);
+  grpc::ClientContext ctx;  // no deadline: the stream lasts as long as the experiment
+  auto reader = client.stub().WatchExperiment(&ctx, req);
+  v1::ExperimentEvent event;
+  v1::ExperimentState last = v1::EXPERIMENT_RUNNING;
+  while (reader->Read(&event)) {
+    const auto& c = event.experiment().counts();
+    std::cout << "[" << Finished(c) << "/" << c.total() << "] " << event.message() << "\n" << std::flush;
+    last = event.experiment().state();
+  }
+  const grpc::Status s = reader->Finish();
+  if (!s.ok()) return client.Failure(s, "watch " + id);
+  return last == v1::EXPERIMENT_COMPLETED ? kCliOk : kCliFailed;
+}
+
+int ListTrials(Client& client, const std::string& id, const std::string& output) {
+  v1::ListTrialsRequest req;
+  req.set_experiment_id(id);
+  v1::ListTrialsResponse resp;
+  const grpc::Status s = client.stub().ListTrials(client.Context().get(), req, &resp);
+  if (!s.ok()) return client.Failure(s, "trials of " + id);
+  PrintTrials(resp, output);
+  return kCliOk;
+}
+
+int Report(Client& client, const std::string& id, const std::string& format, bool front_only,
+           const std::string& html) {
+  v1::GetReportRequest req;
+  req.set_experiment_id(id);
+  req.set_format(html.empty() ? format : "html");
+  req.set_front_only(front_only);
+  v1::GetReportResponse resp;
+  const grpc::Status s = client.stub().GetReport(client.Context(120).get(), req, &resp);
+  if (!s.ok()) return client.Failure(s, "report of " + id);
+  if (!html.empty()) {
+    std::ofstream out(html);
+    out << resp.content();
+    if (!out) {
+      std::cerr << "frontier: cannot write " << html << "\n";
+      return kCliFailed;
+    }
+    std::cout << "wrote " << html << "\n";
+  } else {
+    std::cout << resp.content() << (resp.content().empty() || resp.content().back() != '\n' ? "\n" : "");
+  }
+  return kCliOk;
+}
+
+}  // namespace frontier

@@ -1,0 +1,31 @@
+// The `frontier` commands that talk to a running coordinator (docs/cli.md):
+// each makes its RPCs through `client`, prints to stdout (progress and
+// summaries of submit to stderr) and returns the exit code (cli.h). Throw
+// std::runtime_error for an unreadable file.
+#pragma once
+
+#include <string>
+
+#include "server/cli/client.h"
+
+namespace frontier {
+
+// The whole file; throws std::runtime_error when it cannot be read.
+std::string ReadFile(const std::string& path);
+
+// `frontier submit SPACE`: the experiment id (table) or its JSON.
+int Submit(Client& client, const std::string& space_file, const std::string& output);
+// `frontier status EXP`, or with `cancel` `frontier cancel EXP`: the experiment line or its JSON.
+int ShowExperiment(Client& client, const std::string& id, bool cancel, const std::string& output);
+// `frontier list`: the newest `limit` experiments, a line (or JSON object) each.
+int ListExperiments(Client& client, int limit, const std::string& output);
+// `frontier watch EXP`: one line per event until the experiment ends; OK when it completed.
+int Watch(Client& client, const std::string& id);
+// `frontier trials EXP`: the trials with their metrics (output.h).
+int ListTrials(Client& client, const std::string& id, const std::string& output);
+// `frontier pareto EXP` (front_only) and `frontier report EXP`: the report
+// in `format`, or written as HTML to `html` when that is set.
+int Report(Client& client, const std::string& id, const std::string& format, bool front_only,
+           const std::string& html);
+
+}  // namespace frontier

@@ -1,0 +1,104 @@
+#include "server/cli/local_cluster.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+
+namespace frontier {
+namespace fs = std::filesystem;
+
+namespace {
+
+// frontier-worker beside this binary, under ../worker (the build tree), else from PATH.
+std::string SiblingBinary(const std::string& name) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& candidate :
+         {self.parent_path() / name, self.parent_path().parent_path() / "worker" / name}) {
+      if (fs::exists(candidate)) return candidate.string();
+    }
+  }
+  return name;  // from PATH
+}
+
+}  // namespace
+
+LocalWorkers::~LocalWorkers() { Stop(std::chrono::seconds(5)); }
+
+void LocalWorkers::Start(int count, const std::string& coordinator, const fs::path& log_dir,
+                         const std::string& metrics_listen) {
+  const std::string binary = SiblingBinary("frontier-worker");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(count)));
+  fs::create_directories(log_dir);
+  const std::string artifacts = fs::absolute(log_dir / "artifacts").string();  // profiles (docs/profiling.md)
+  for (int i = 0; i < count; ++i) {
+    const std::string log = (log_dir / ("worker-" + std::to_string(i) + ".log")).string();
+    const std::string name = "local-" + std::to_string(i);
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("cannot start a worker: fork failed");
+    if (pid == 0) {
+      FILE* f = std::fopen(log.c_str(), "a");
+      if (f) {
+        dup2(fileno(f), STDOUT_FILENO);
+        dup2(fileno(f), STDERR_FILENO);
+      }
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      setpgid(0, 0);  // Ctrl-C reaches the CLI, which stops the workers itself
+      execl(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
+            threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
+            "--artifact-dir", artifacts.c_str(), static_cast<char*>(nullptr));
+      execlp(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
+             threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
+             "--artifact-dir", artifacts.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "cannot execute %s\n", binary.c_str());
+      _exit(127);
+    }
+    pids_.push_back(pid);
+  }
+}
+
+int LocalWorkers::Exited() {
+  int n = 0;
+  for (pid_t& pid : pids_) {
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+      pid = -1;
+    }
+    if (pid < 0) ++n;
+  }
+  return n;
+}
+
+void LocalWorkers::Stop(std::chrono::seconds grace) {
+  for (pid_t pid : pids_) {
+    if (pid > 0) kill(pid, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (pid_t& pid : pids_) {
+    while (pid > 0) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+      } else if (std::chrono::steady_clock::now() > deadline) {
+        kill(-pid, SIGKILL);  // the worker's process group: its trial too
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = -1;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+  pids_.clear();
+}
+
+}  // namespace frontier

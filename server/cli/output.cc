@@ -1,0 +1,149 @@
+#include "server/cli/output.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+#include "server/report/csv.h"
+
+namespace frontier {
+using nlohmann::json;
+
+const char* TrialStateName(v1::TrialState s) {
+  switch (s) {
+    case v1::TRIAL_PENDING:
+      return "pending";
+    case v1::TRIAL_RUNNING:
+      return "running";
+    case v1::TRIAL_COMPLETED:
+      return "completed";
+    case v1::TRIAL_FAILED:
+      return "failed";
+    case v1::TRIAL_DIVERGED:
+      return "diverged";
+    case v1::TRIAL_STOPPED:
+      return "stopped";
+    case v1::TRIAL_CANCELLED:
+      return "cancelled";
+    default:
+      return "unknown";
+  }
+}
+
+const char* ExperimentStateName(v1::ExperimentState s) {
+  switch (s) {
+    case v1::EXPERIMENT_RUNNING:
+      return "running";
+    case v1::EXPERIMENT_COMPLETED:
+      return "completed";
+    case v1::EXPERIMENT_CANCELLED:
+      return "cancelled";
+    default:
+      return "unknown";
+  }
+}
+
+int Finished(const v1::TrialCounts& c) {
+  return c.completed() + c.failed() + c.diverged() + c.stopped() + c.cancelled();
+}
+
+std::string Duration(double seconds) {
+  char buf[32];
+  const int s = static_cast<int>(seconds + 0.5);
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", s / 3600, (s / 60) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
+  }
+  return buf;
+}
+
+json ExperimentJson(const v1::Experiment& e) {
+  const auto& c = e.counts();
+  return {{"id", e.id()},
+          {"name", e.name()},
+          {"state", ExperimentStateName(e.state())},
+          {"source", e.source_name()},
+          {"created_unix_ms", e.created_unix_ms()},
+          {"trials",
+           {{"total", c.total()},
+            {"pending", c.pending()},
+            {"running", c.running()},
+            {"completed", c.completed()},
+            {"failed", c.failed()},
+            {"diverged", c.diverged()},
+            {"stopped", c.stopped()},
+            {"cancelled", c.cancelled()}}},
+          {"skipped", std::vector<std::string>(e.skipped().begin(), e.skipped().end())}};
+}
+
+std::string ExperimentLine(const v1::Experiment& e) {
+  const auto& c = e.counts();
+  std::ostringstream os;
+  os << e.id() << "  " << e.name() << "  " << ExperimentStateName(e.state()) << "  " << Finished(c) << "/"
+     << c.total() << " done (running " << c.running() << ", failed " << c.failed() << ", diverged "
+     << c.diverged() << ")";
+  return os.str();
+}
+
+json TrialJson(const v1::Trial& t) {
+  json j = {{"id", t.id()},
+            {"config", json::parse(t.config_json())},
+            {"baseline", t.is_baseline()},
+            {"seed", t.seed()},
+            {"steps", t.steps()},
+            {"state", TrialStateName(t.state())},
+            {"attempt", t.attempt()},
+            {"worker", t.worker_id()},
+            {"error", t.error()}};
+  j["result"] = t.result_json().empty() ? json(nullptr) : json::parse(t.result_json());
+  return j;
+}
+
+void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output) {
+  if (output == "json") {
+    json all = json::array();
+    for (const auto& t : trials.trials()) all.push_back(TrialJson(t));
+    std::cout << all.dump(2) << "\n";
+    return;
+  }
+  const bool csv = output == "csv";
+  if (csv) {
+    std::cout << "id,config,seed,state,attempt,val_accuracy,test_accuracy,median_step_ms,throughput,mfu,"
+                 "peak_memory_mb,worker,error,val_iou,test_iou\n";
+  } else {
+    // "val": validation accuracy, or IoU for the BEV task.
+    std::printf("%-18s %-9s %4s %3s %8s %10s %10s  %s\n", "trial", "state", "seed", "try", "val", "step_ms",
+                "samples/s", "config");
+  }
+  for (const auto& t : trials.trials()) {
+    json r = t.result_json().empty() ? json::object() : json::parse(t.result_json());
+    auto num = [&](const json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
+    const double val = num(r.value("val_accuracy", json()));
+    const double test = num(r.value("test_accuracy", json()));
+    const double val_iou = num(r.value("val_iou", json())), test_iou = num(r.value("test_iou", json()));
+    const double step =
+        r.contains("step_time_ms") ? num(r["step_time_ms"].value("median", json())) : std::nan("");
+    const double tput = r.contains("throughput") && r["throughput"].is_object()
+                            ? num(r["throughput"].value("samples_per_s", json()))
+                            : std::nan("");
+    const double mfu = num(r.value("mfu", json()));
+    const double mem = num(r.value("peak_memory_mb", json()));
+    const std::string config = t.is_baseline() ? "baseline" : t.config_json();
+    if (csv) {
+      std::cout << t.id() << "," << CsvField(t.config_json()) << "," << t.seed() << ","
+                << TrialStateName(t.state()) << "," << t.attempt() << "," << val << "," << test << "," << step
+                << "," << tput << "," << mfu << "," << mem << "," << t.worker_id() << ","
+                << CsvField(t.error()) << "," << val_iou << "," << test_iou << "\n";
+    } else {
+      std::printf("%-18s %-9s %4lld %3d %8.4f %10.2f %10.0f  %s%s\n", t.id().c_str(),
+                  TrialStateName(t.state()), static_cast<long long>(t.seed()), t.attempt(),
+                  std::isnan(val) ? val_iou : val, step, tput, config.c_str(),
+                  t.error().empty() ? "" : ("  [" + t.error() + "]").c_str());
+    }
+  }
+}
+
+}  // namespace frontier

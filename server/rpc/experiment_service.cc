@@ -1,0 +1,192 @@
+#include "server/rpc/experiment_service.h"
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/search_space.h"
+#include "server/report/report.h"
+#include "server/rpc/proto_conversion.h"
+#include "server/rpc/rpc_status.h"
+
+namespace frontier {
+using grpc::Status;
+using grpc::StatusCode;
+
+namespace {
+
+Status NotFound(const std::string& id) { return Status(StatusCode::NOT_FOUND, "no experiment '" + id + "'"); }
+
+}  // namespace
+
+ExperimentServiceImpl::ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping,
+                                             const ServerSecurity& security)
+    : security_(security), scheduler_(scheduler), store_(scheduler.store()), stopping_(stopping) {}
+
+Status ExperimentServiceImpl::SubmitExperiment(grpc::ServerContext* ctx,
+                                               const v1::SubmitExperimentRequest* req,
+                                               v1::SubmitExperimentResponse* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  if (req->space_yaml().size() > kMaxSpaceBytes) {
+    return Status(
+        StatusCode::INVALID_ARGUMENT,
+        "search-space file of " + std::to_string(req->space_yaml().size()) + " bytes; the limit is 1 MiB");
+  }
+  if (req->source_name().size() > kMaxSourceName) {
+    return Status(StatusCode::INVALID_ARGUMENT, "source name longer than 1024 characters");
+  }
+  return Guarded("SubmitExperiment", [&] {
+    const std::string source = req->source_name().empty() ? "<submitted>" : req->source_name();
+    ExperimentRecord e = scheduler_.Submit(req->space_yaml(), source);
+    FillExperiment(store_, e, resp->mutable_experiment(), false);
+    spdlog::info("experiment {} '{}' submitted: {} trials, {} combinations skipped", e.id, e.name,
+                 resp->experiment().counts().total(), e.skipped.size());
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::GetExperiment(grpc::ServerContext* ctx, const v1::GetExperimentRequest* req,
+                                            v1::Experiment* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("GetExperiment", [&] {
+    auto e = store_.GetExperiment(req->experiment_id());
+    if (!e) return NotFound(req->experiment_id());
+    FillExperiment(store_, *e, resp, true);
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::ListExperiments(grpc::ServerContext* ctx, const v1::ListExperimentsRequest* req,
+                                              v1::ListExperimentsResponse* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("ListExperiments", [&] {
+    const int limit = req->limit() > 0 ? std::min(req->limit(), 10000) : 100;
+    for (const auto& e : store_.ListExperiments(limit))
+      FillExperiment(store_, e, resp->add_experiments(), false);
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::CancelExperiment(grpc::ServerContext* ctx,
+                                               const v1::CancelExperimentRequest* req, v1::Experiment* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("CancelExperiment", [&] {
+    if (!scheduler_.Cancel(req->experiment_id())) return NotFound(req->experiment_id());
+    FillExperiment(store_, *store_.GetExperiment(req->experiment_id()), resp, false);
+    spdlog::info("experiment {} cancelled", req->experiment_id());
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::WatchExperiment(grpc::ServerContext* ctx, const v1::WatchExperimentRequest* req,
+                                              grpc::ServerWriter<v1::ExperimentEvent>* writer) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("WatchExperiment", [&] {
+    const std::string& id = req->experiment_id();
+    if (!store_.GetExperiment(id)) return NotFound(id);
+    std::map<std::string, std::pair<std::string, int>> seen;  // trial -> (state, attempt)
+    uint64_t changes = scheduler_.change_count();
+    bool first = true;
+    while (!ctx->IsCancelled() && !stopping_) {
+      auto e = store_.GetExperiment(id);
+      v1::ExperimentEvent event;
+      FillExperiment(store_, *e, event.mutable_experiment(), false);
+      for (const TrialRow& t : store_.ListTrials(id)) {
+        auto& last = seen[t.id];
+        if (last == std::make_pair(t.state, t.attempt)) continue;
+        last = {t.state, t.attempt};
+        if (first) continue;  // the first event summarizes; later ones name each change
+        FillTrial(t, event.mutable_trial(), false);
+        event.set_message(t.id + " " + t.state + (t.error.empty() ? "" : ": " + t.error));
+        if (!writer->Write(event)) return Status::OK;
+      }
+      const bool final = e->state != experiment_state::kRunning;
+      if (first || final) {
+        event.clear_trial();
+        event.set_message(first ? "watching " + id : "experiment " + e->state);
+        if (!writer->Write(event)) return Status::OK;
+      }
+      first = false;
+      if (final) return Status::OK;
+      changes = scheduler_.WaitForChange(changes, 1000);
+    }
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::ListTrials(grpc::ServerContext* ctx, const v1::ListTrialsRequest* req,
+                                         v1::ListTrialsResponse* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("ListTrials", [&] {
+    if (!store_.GetExperiment(req->experiment_id())) return NotFound(req->experiment_id());
+    for (const TrialRow& t : store_.ListTrials(req->experiment_id())) FillTrial(t, resp->add_trials(), true);
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::GetReport(grpc::ServerContext* ctx, const v1::GetReportRequest* req,
+                                        v1::GetReportResponse* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("GetReport", [&] {
+    auto e = store_.GetExperiment(req->experiment_id());
+    if (!e) return NotFound(req->experiment_id());
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    // The goals stored at submission are all a report needs; older experiments parse their space.
+    std::optional<SearchSpace> goals;
+    if (e->goals_json != "{}") goals = GoalsOnlySpace(e->name, nlohmann::json::parse(e->goals_json));
+    const SearchSpace space =
+        goals ? std::move(*goals) : ParseStoredSearchSpace(e->space_yaml, e->source_name);
+    const auto t1 = Clock::now();
+    // Each row is read for what the report needs and released in turn.
+    ReportBuilder builder(e->id, space);
+    std::vector<TrialRow> rows = store_.ListTrialOutcomes(e->id);
+    const auto t2 = Clock::now();
+    for (TrialRow& row : rows) {
+      TrialRecord r;
+      r.trial_id = std::move(row.id);
+      r.config_key = std::move(row.config_json);  // stored as ConfigKey(config)
+      r.is_baseline = row.is_baseline;
+      r.seed = row.seed;
+      r.state = std::move(row.state);
+      builder.Add(std::move(r), row.result_json);
+      row = TrialRow();
+    }
+    rows.clear();
+    rows.shrink_to_fit();
+    const auto t3 = Clock::now();
+    Report report = builder.Build(req->front_only());
+    const auto t4 = Clock::now();
+    const auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    spdlog::info(
+        "report {}: {} configs; space {:.0f} ms, trials read {:.0f} ms, parsed {:.0f} ms, summarized {:.0f} "
+        "ms",
+        e->id, report.configs.size(), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4));
+    const std::string& format = req->format();
+    if (format.empty() || format == "json") {
+      resp->set_content(ReportToJson(report).dump(2));
+      resp->set_content_type("application/json");
+    } else if (format == "table") {
+      resp->set_content(RenderTable(report));
+      resp->set_content_type("text/plain");
+    } else if (format == "csv") {
+      resp->set_content(RenderCsv(report));
+      resp->set_content_type("text/csv");
+    } else if (format == "html") {
+      resp->set_content(RenderHtml(report));
+      resp->set_content_type("text/html");
+    } else {
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    "unknown report format '" + format + "'; expected json, table, csv or html");
+    }
+    return Status::OK;
+  });
+}
+
+}  // namespace frontier

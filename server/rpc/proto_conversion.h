@@ -1,0 +1,24 @@
+// Store rows to their frontier.v1 messages (proto/frontier/v1/frontier.proto):
+// the one place that maps trial and experiment states and fills Trial and
+// Experiment. Torch-free, stateless.
+#pragma once
+
+#include <string>
+
+#include "frontier/v1/frontier.pb.h"
+#include "server/store/store.h"
+
+namespace frontier {
+
+// A trial_state:: name to its enum; TRIAL_STATE_UNSPECIFIED for an unknown one.
+v1::TrialState TrialStateToProto(const std::string& state);
+// An experiment_state:: name to its enum; EXPERIMENT_STATE_UNSPECIFIED for an unknown one.
+v1::ExperimentState ExperimentStateToProto(const std::string& state);
+
+// Every field of the trial; the spec (kilobytes) only when `with_spec`.
+void FillTrial(const TrialRow& trial, v1::Trial* out, bool with_spec);
+// Every field of the experiment and its trial counts (one CountTrials query);
+// the search-space file only when `with_yaml`. Throws StoreError.
+void FillExperiment(Store& store, const ExperimentRecord& experiment, v1::Experiment* out, bool with_yaml);
+
+}  // namespace frontier

@@ -1,0 +1,242 @@
+// The users' side of the RPC contract (ExperimentService) through a real
+// gRPC channel: what a submission creates, the bounds on what the network
+// may hand the coordinator (a 1 MiB search-space file, a 1024-character
+// source name, a 100-character experiment name), unknown experiments,
+// report formats and a watch that follows an experiment to its end.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/server/rpc/coordinator_harness.h"
+
+namespace frontier {
+namespace {
+
+class ExperimentServiceTest : public ::testing::Test {
+ protected:
+  ExperimentServiceTest() : users_(harness_.UserStub()), workers_(harness_.WorkerStub()) {}
+
+  grpc::Status Submit(const std::string& yaml, const std::string& source,
+                      v1::SubmitExperimentResponse* resp) {
+    v1::SubmitExperimentRequest req;
+    req.set_space_yaml(yaml);
+    req.set_source_name(source);
+    return users_->SubmitExperiment(CoordinatorHarness::Context().get(), req, resp);
+  }
+
+  // Leases and completes every pending trial as one worker.
+  void RunAllTrials() {
+    v1::RegisterWorkerRequest reg;
+    v1::RegisterWorkerResponse worker;
+    ASSERT_TRUE(workers_->RegisterWorker(CoordinatorHarness::Context().get(), reg, &worker).ok());
+    while (true) {
+      v1::LeaseTrialRequest req;
+      req.set_worker_id(worker.worker_id());
+      v1::LeaseTrialResponse lease;
+      ASSERT_TRUE(workers_->LeaseTrial(CoordinatorHarness::Context().get(), req, &lease).ok());
+      if (!lease.has_trial()) return;
+      v1::CompleteTrialRequest done;
+      done.set_worker_id(worker.worker_id());
+      done.set_trial_id(lease.trial_id());
+      done.set_attempt(lease.attempt());
+      done.set_result_json(ResultLine());
+      v1::CompleteTrialResponse resp;
+      ASSERT_TRUE(workers_->CompleteTrial(CoordinatorHarness::Context().get(), done, &resp).ok());
+      ASSERT_TRUE(resp.accepted()) << resp.reason();
+    }
+  }
+
+  CoordinatorHarness harness_;
+  std::unique_ptr<v1::ExperimentService::Stub> users_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+};
+
+TEST_F(ExperimentServiceTest, SubmitCreatesTheBaselineAndVariantsAtEverySeed) {
+  v1::SubmitExperimentResponse resp;
+  const grpc::Status s = Submit(TinySpace(2), "tiny.yaml", &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const v1::Experiment& e = resp.experiment();
+  EXPECT_EQ(e.name(), "tiny");
+  EXPECT_EQ(e.state(), v1::EXPERIMENT_RUNNING);
+  EXPECT_EQ(e.source_name(), "tiny.yaml");
+  EXPECT_EQ(e.counts().total(), 4);
+  EXPECT_EQ(e.counts().pending(), 4);
+  EXPECT_TRUE(e.space_yaml().empty());  // only GetExperiment returns the file
+
+  v1::GetExperimentRequest get;
+  get.set_experiment_id(e.id());
+  v1::Experiment got;
+  ASSERT_TRUE(users_->GetExperiment(CoordinatorHarness::Context().get(), get, &got).ok());
+  EXPECT_EQ(got.space_yaml(), TinySpace(2));
+  v1::ListTrialsRequest list;
+  list.set_experiment_id(e.id());
+  v1::ListTrialsResponse trials;
+  ASSERT_TRUE(users_->ListTrials(CoordinatorHarness::Context().get(), list, &trials).ok());
+  ASSERT_EQ(trials.trials_size(), 4);
+  EXPECT_TRUE(trials.trials(0).is_baseline());
+  EXPECT_FALSE(trials.trials(0).spec_json().empty());
+  v1::ListExperimentsRequest all;
+  v1::ListExperimentsResponse experiments;
+  ASSERT_TRUE(users_->ListExperiments(CoordinatorHarness::Context().get(), all, &experiments).ok());
+  ASSERT_EQ(experiments.experiments_size(), 1);
+  EXPECT_EQ(experiments.experiments(0).id(), e.id());
+}
+
+TEST_F(ExperimentServiceTest, ASubmissionWithoutASourceNameIsNamedSubmitted) {
+  v1::SubmitExperimentResponse resp;
+  ASSERT_TRUE(Submit(TinySpace(), "", &resp).ok());
+  EXPECT_EQ(resp.experiment().source_name(), "<submitted>");
+}
+
+TEST_F(ExperimentServiceTest, ASearchSpaceFileOfUpTo1MiBIsAccepted) {
+  std::string yaml = TinySpace() + "# ";
+  yaml += std::string((1 << 20) - yaml.size() - 1, 'x') + "\n";
+  ASSERT_EQ(yaml.size(), size_t{1} << 20);
+  v1::SubmitExperimentResponse resp;
+  const grpc::Status s = Submit(yaml, "big.yaml", &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.experiment().counts().total(), 2);
+}
+
+TEST_F(ExperimentServiceTest, ASearchSpaceFileOverOneMiBIsRejected) {
+  std::string yaml = TinySpace() + "# ";
+  yaml += std::string((1 << 20) - yaml.size(), 'x') + "\n";
+  ASSERT_EQ(yaml.size(), (size_t{1} << 20) + 1);
+  v1::SubmitExperimentResponse resp;
+  const grpc::Status s = Submit(yaml, "big.yaml", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "search-space file of 1048577 bytes; the limit is 1 MiB");
+  EXPECT_TRUE(harness_.store().ListExperiments(10).empty());
+}
+
+TEST_F(ExperimentServiceTest, ASourceNameOfUpTo1024CharactersIsAccepted) {
+  v1::SubmitExperimentResponse resp;
+  const std::string source(1024, 's');
+  ASSERT_TRUE(Submit(TinySpace(), source, &resp).ok());
+  EXPECT_EQ(resp.experiment().source_name(), source);
+}
+
+TEST_F(ExperimentServiceTest, ALongerSourceNameIsRejected) {
+  v1::SubmitExperimentResponse resp;
+  const grpc::Status s = Submit(TinySpace(), std::string(1025, 's'), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "source name longer than 1024 characters");
+  EXPECT_TRUE(harness_.store().ListExperiments(10).empty());
+}
+
+TEST_F(ExperimentServiceTest, ExperimentNamesHaveAtMost100Characters) {
+  v1::SubmitExperimentResponse resp;
+  const std::string longest(100, 'n');
+  ASSERT_TRUE(Submit(TinySpace(1, longest), "names.yaml", &resp).ok());
+  EXPECT_EQ(resp.experiment().name(), longest);
+  const grpc::Status s = Submit(TinySpace(1, longest + "n"), "names.yaml", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("at most 100"), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_message().rfind("names.yaml:", 0), 0u) << s.error_message();  // says where
+  EXPECT_EQ(harness_.store().ListExperiments(10).size(), 1u);
+}
+
+TEST_F(ExperimentServiceTest, AnInvalidSearchSpaceIsAnInvalidArgument) {
+  v1::SubmitExperimentResponse resp;
+  const grpc::Status s = Submit("name: x\nspace:\n  attention: [flash]\n", "bad.yaml", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("bad.yaml:", 0), 0u) << s.error_message();
+}
+
+TEST_F(ExperimentServiceTest, AnUnknownExperimentIsNotFound) {
+  const std::string id = "exp-999999";
+  std::vector<std::pair<const char*, grpc::Status>> calls;
+  {
+    v1::GetExperimentRequest req;
+    req.set_experiment_id(id);
+    v1::Experiment resp;
+    calls.emplace_back("GetExperiment",
+                       users_->GetExperiment(CoordinatorHarness::Context().get(), req, &resp));
+  }
+  {
+    v1::CancelExperimentRequest req;
+    req.set_experiment_id(id);
+    v1::Experiment resp;
+    calls.emplace_back("CancelExperiment",
+                       users_->CancelExperiment(CoordinatorHarness::Context().get(), req, &resp));
+  }
+  {
+    v1::ListTrialsRequest req;
+    req.set_experiment_id(id);
+    v1::ListTrialsResponse resp;
+    calls.emplace_back("ListTrials", users_->ListTrials(CoordinatorHarness::Context().get(), req, &resp));
+  }
+  {
+    v1::GetReportRequest req;
+    req.set_experiment_id(id);
+    v1::GetReportResponse resp;
+    calls.emplace_back("GetReport", users_->GetReport(CoordinatorHarness::Context().get(), req, &resp));
+  }
+  {
+    v1::WatchExperimentRequest req;
+    req.set_experiment_id(id);
+    auto ctx = CoordinatorHarness::Context();
+    auto reader = users_->WatchExperiment(ctx.get(), req);
+    v1::ExperimentEvent event;
+    EXPECT_FALSE(reader->Read(&event));
+    calls.emplace_back("WatchExperiment", reader->Finish());
+  }
+  for (const auto& [rpc, status] : calls) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << rpc;
+    EXPECT_EQ(status.error_message(), "no experiment 'exp-999999'") << rpc;
+  }
+}
+
+TEST_F(ExperimentServiceTest, ReportsComeInEveryFormatAndAnUnknownOneIsRejected) {
+  v1::SubmitExperimentResponse submitted;
+  ASSERT_TRUE(Submit(TinySpace(), "tiny.yaml", &submitted).ok());
+  RunAllTrials();
+  const std::vector<std::pair<std::string, std::string>> formats = {{"", "application/json"},
+                                                                    {"json", "application/json"},
+                                                                    {"table", "text/plain"},
+                                                                    {"csv", "text/csv"},
+                                                                    {"html", "text/html"}};
+  for (const auto& [format, content_type] : formats) {
+    v1::GetReportRequest req;
+    req.set_experiment_id(submitted.experiment().id());
+    req.set_format(format);
+    v1::GetReportResponse resp;
+    const grpc::Status s = users_->GetReport(CoordinatorHarness::Context().get(), req, &resp);
+    ASSERT_TRUE(s.ok()) << format << ": " << s.error_message();
+    EXPECT_EQ(resp.content_type(), content_type) << format;
+    EXPECT_FALSE(resp.content().empty()) << format;
+  }
+  v1::GetReportRequest req;
+  req.set_experiment_id(submitted.experiment().id());
+  req.set_format("pdf");
+  v1::GetReportResponse resp;
+  const grpc::Status s = users_->GetReport(CoordinatorHarness::Context().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "unknown report format 'pdf'; expected json, table, csv or html");
+}
+
+TEST_F(ExperimentServiceTest, AWatchFollowsTheExperimentToItsEnd) {
+  v1::SubmitExperimentResponse submitted;
+  ASSERT_TRUE(Submit(TinySpace(), "tiny.yaml", &submitted).ok());
+  const std::string id = submitted.experiment().id();
+  v1::WatchExperimentRequest req;
+  req.set_experiment_id(id);
+  auto ctx = CoordinatorHarness::Context();
+  auto reader = users_->WatchExperiment(ctx.get(), req);
+  v1::ExperimentEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.message(), "watching " + id);
+  EXPECT_EQ(event.experiment().counts().total(), 2);
+  RunAllTrials();
+  v1::ExperimentEvent last;
+  while (reader->Read(&event)) last = event;
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(last.message(), "experiment completed");
+  EXPECT_EQ(last.experiment().state(), v1::EXPERIMENT_COMPLETED);
+  EXPECT_EQ(last.experiment().counts().completed(), 2);
+}
+
+}  // namespace
+}  // namespace frontier
