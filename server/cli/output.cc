@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "search_spaces/metric_catalog.h"
 #include "server/report/csv.h"
 
 namespace frontier {
@@ -120,17 +121,12 @@ void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output
   }
   for (const auto& t : trials.trials()) {
     json r = t.result_json().empty() ? json::object() : json::parse(t.result_json());
-    auto num = [&](const json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
-    const double val = num(r.value("val_accuracy", json()));
-    const double test = num(r.value("test_accuracy", json()));
-    const double val_iou = num(r.value("val_iou", json())), test_iou = num(r.value("test_iou", json()));
-    const double step =
-        r.contains("step_time_ms") ? num(r["step_time_ms"].value("median", json())) : std::nan("");
-    const double tput = r.contains("throughput") && r["throughput"].is_object()
-                            ? num(r["throughput"].value("samples_per_s", json()))
-                            : std::nan("");
-    const double mfu = num(r.value("mfu", json()));
-    const double mem = num(r.value("peak_memory_mb", json()));
+    // Each column is the catalog's metric (search_spaces/metric_catalog.h); absent is nan.
+    auto metric = [&](const char* name) { return MetricOf(r, name).value_or(std::nan("")); };
+    const double val = metric("val_accuracy"), test = metric("test_accuracy");
+    const double val_iou = metric("val_iou"), test_iou = metric("test_iou");
+    const double step = metric("step_time_ms"), tput = metric("throughput");
+    const double mfu = metric("mfu"), mem = metric("peak_memory_mb");
     const std::string config = t.is_baseline() ? "baseline" : t.config_json();
     if (csv) {
       std::cout << t.id() << "," << CsvField(t.config_json()) << "," << t.seed() << ","

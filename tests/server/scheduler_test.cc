@@ -12,16 +12,11 @@
 
 #include "search_spaces/search_space.h"
 #include "server/store/sqlite_store.h"
-#include "tests/server/rpc/trial_events.h"
+#include "tests/server/fake_clock.h"
+#include "tests/server/trial_events.h"
 
 namespace frontier {
 namespace {
-
-class FakeClock final : public Clock {
- public:
-  int64_t NowMs() override { return now; }
-  int64_t now = 1'000'000;
-};
 
 // Two configurations (the baseline and one variant) x 2 seeds = 4 trials.
 constexpr const char* kSpace = R"(

@@ -19,16 +19,12 @@
 #include "server/rpc/coordinator.h"
 #include "server/rpc/coordinator_metrics.h"
 #include "server/store/sqlite_store.h"
-#include "tests/server/rpc/trial_events.h"
+#include "tests/server/fake_clock.h"
+#include "tests/server/trial_events.h"
 
 namespace frontier {
 
 // Read by the coordinator's threads while a test advances it.
-class FakeClock final : public Clock {
- public:
-  int64_t NowMs() override { return now; }
-  std::atomic<int64_t> now{1'000'000};
-};
 
 class CoordinatorHarness {
  public:
