@@ -11,8 +11,8 @@
 
 #include "worker/trial/data/dataset.h"
 #include "worker/trial/measure/device.h"
-#include "worker/trial/model/model.h"
 #include "worker/trial/measure/step_stats.h"
+#include "worker/trial/model/model.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -29,7 +29,6 @@ int main(int argc, char** argv) {
   frontier::model::Classifier net(arch);
   const bool channels_last = spec.runtime.memory_format == "channels_last";
   if (channels_last) frontier::model::SetMemoryFormat(*net, at::MemoryFormat::ChannelsLast);
-  const frontier::InputShape in = arch.input;
   // The first training batch of the task's data, normalized once.
   torch::Tensor x, y;
   {
@@ -40,10 +39,9 @@ int main(int argc, char** argv) {
   }
   if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
   const frontier::OptimizerSpec& o = task.optimizer;
-  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(o.lr)
-                                                     .momentum(o.momentum)
-                                                     .nesterov(o.nesterov)
-                                                     .weight_decay(o.weight_decay));
+  torch::optim::SGD optimizer(
+      net->parameters(),
+      torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay));
   const bool bf16 = spec.runtime.precision == "bf16";
   std::vector<double> times;
   for (int step = 0; step < task.steps; ++step) {
@@ -66,6 +64,7 @@ int main(int argc, char** argv) {
   const frontier::SeriesStats s = frontier::Summarize(times);
   std::cout << "{\"median_step_time_ms\": " << s.median * 1e3 << ", \"steps_measured\": " << s.n
             << ", \"params\": " << frontier::model::CountParameters(*net)
-            << ", \"peak_rss_mb\": " << frontier::MemoryTracker::PeakResidentBytes() / 1048576.0 << "}" << std::endl;
+            << ", \"peak_rss_mb\": " << frontier::MemoryTracker::PeakResidentBytes() / 1048576.0 << "}"
+            << std::endl;
   return 0;
 }

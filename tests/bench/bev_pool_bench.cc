@@ -1,5 +1,6 @@
 // Fused vs naive BEV pooling, forward + backward, on the frustum of a real
-// rig (worker/bev_scene.h): the same plan, the same features, side by side.
+// rig (worker/trial/data/bev_scene.h): the same plan, the same features,
+// side by side.
 //
 //   bev_pool_bench [--threads 2] [--reps 10] [--preset small|nuscenes|all]
 //
@@ -15,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
-#include "worker/trial/tasks/bev_model.h"
+#include "worker/trial/data/bev_scene.h"
 #include "worker/trial/ops/bev_pool.h"
-#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/tasks/bev_model.h"
 
 namespace {
 
@@ -90,10 +91,12 @@ nlohmann::json Run(const Preset& p, int reps) {
         }
       }
     }
-    out[impl] = {{"forward_ms", Median(fwd)}, {"forward_backward_ms", Median(total)},
+    out[impl] = {{"forward_ms", Median(fwd)},
+                 {"forward_backward_ms", Median(total)},
                  {"backward_ms", Median(total) - Median(fwd)}};
   }
-  out["speedup_forward"] = out["naive"]["forward_ms"].get<double>() / out["fused"]["forward_ms"].get<double>();
+  out["speedup_forward"] =
+      out["naive"]["forward_ms"].get<double>() / out["fused"]["forward_ms"].get<double>();
   out["speedup_forward_backward"] =
       out["naive"]["forward_backward_ms"].get<double>() / out["fused"]["forward_backward_ms"].get<double>();
   return out;
@@ -106,9 +109,12 @@ int main(int argc, char** argv) {
   std::string preset = "all";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--threads") threads = std::stoi(argv[i + 1]);
-    else if (flag == "--reps") reps = std::stoi(argv[i + 1]);
-    else if (flag == "--preset") preset = argv[i + 1];
+    if (flag == "--threads")
+      threads = std::stoi(argv[i + 1]);
+    else if (flag == "--reps")
+      reps = std::stoi(argv[i + 1]);
+    else if (flag == "--preset")
+      preset = argv[i + 1];
     else {
       std::cerr << "usage: bev_pool_bench [--threads N] [--reps N] [--preset small|nuscenes|all]\n";
       return 64;

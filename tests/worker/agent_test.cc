@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
+#include "proto/clock.h"
 #include "worker/agent/trial_process.h"
 
 namespace frontier {
@@ -261,10 +263,12 @@ class AgentTest : public ::testing::Test {
     return path;
   }
 
-  std::unique_ptr<RunningAgent> Start(const AgentOptions& options, const std::string& trial_binary) {
+  std::unique_ptr<RunningAgent> Start(const AgentOptions& options, const std::string& trial_binary,
+                                      std::shared_ptr<MonotonicClock> clock = nullptr) {
     auto channel = MakeCoordinatorChannel("127.0.0.1:" + std::to_string(port_), milliseconds(200));
-    return std::make_unique<RunningAgent>(std::make_unique<Agent>(
-        options, v1::WorkerService::NewStub(channel), std::make_unique<ProcessTrialLauncher>(trial_binary)));
+    return std::make_unique<RunningAgent>(
+        std::make_unique<Agent>(options, v1::WorkerService::NewStub(channel),
+                                std::make_unique<ProcessTrialLauncher>(trial_binary), std::move(clock)));
   }
 
   // Runs `trial_binary` on one trial "t1" and returns once it is reported.
@@ -426,6 +430,69 @@ TEST_F(AgentTest, HungTrialIsKilledWithItsProcessGroupAfterTheTimeout) {
   EXPECT_TRUE(failure.retryable());
   EXPECT_EQ(failure.error(), "timed out after 0.5 s");
   EXPECT_TRUE(ProcessGone("grandchild.pid"));
+}
+
+// A monotonic clock that moves only when the test advances it.
+class FakeMonotonicClock final : public MonotonicClock {
+ public:
+  int64_t NowMs() override { return now_ms_.load(); }
+  void Advance(milliseconds by) { now_ms_ += by.count(); }
+
+ private:
+  std::atomic<int64_t> now_ms_{1'000'000};
+};
+
+// AgentTest with the agent on a FakeMonotonicClock, running one trial that
+// writes its pid to trial.pid and runs until it is killed.
+class AgentClockTest : public AgentTest {
+ protected:
+  std::unique_ptr<RunningAgent> StartEndlessTrial(const AgentOptions& options) {
+    coordinator_.AddTrial("t1");
+    auto agent =
+        Start(options, Script("forever.sh", "echo $$ > " + dir_ + "/trial.pid\nwhile :; do sleep 0.05; done"),
+              clock_);
+    EXPECT_TRUE(Eventually([&] { return !ReadFile("trial.pid").empty(); }));
+    return agent;
+  }
+
+  std::shared_ptr<FakeMonotonicClock> clock_ = std::make_shared<FakeMonotonicClock>();
+};
+
+TEST_F(AgentClockTest, HeartbeatsAndTheTrialTimeoutFollowTheInjectedClock) {
+  AgentOptions options = Options();
+  options.trial_timeout = milliseconds(60000);
+  auto agent = StartEndlessTrial(options);
+  // The coordinator wants a heartbeat every 50 ms of the agent's clock: none while it stands still
+  // (a real clock would have sent several in this time).
+  std::this_thread::sleep_for(milliseconds(250));
+  EXPECT_THAT(coordinator_.Heartbeats(), SizeIs(0));
+  clock_->Advance(milliseconds(50));
+  ASSERT_TRUE(Eventually([&] { return coordinator_.Heartbeats().size() == 1; }));
+  std::this_thread::sleep_for(milliseconds(250));
+  EXPECT_THAT(coordinator_.Heartbeats(), SizeIs(1));
+  // A minute later by the clock: the trial has timed out, well before a minute passed.
+  clock_->Advance(milliseconds(60000));
+  ASSERT_TRUE(agent->Finished());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_EQ(failure.error(), "timed out after 60 s");
+  EXPECT_THAT(coordinator_.Heartbeats(), SizeIs(1));
+  EXPECT_TRUE(ProcessGone("trial.pid"));
+}
+
+TEST_F(AgentClockTest, DrainDeadlineFollowsTheInjectedClock) {
+  AgentOptions options = Options();
+  options.drain_timeout = milliseconds(600000);
+  auto agent = StartEndlessTrial(options);
+  agent->agent().RequestDrain();
+  std::this_thread::sleep_for(milliseconds(250));
+  EXPECT_EQ(coordinator_.Reports(), 0u) << "the drain timeout has not passed on the agent's clock";
+  clock_->Advance(milliseconds(600000));
+  ASSERT_TRUE(agent->Finished());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_EQ(failure.error(), "worker shutting down");
+  EXPECT_TRUE(ProcessGone("trial.pid"));
 }
 
 TEST_F(AgentTest, LostLeaseKillsTheTrialAndReportsNothing) {
@@ -722,42 +789,6 @@ TEST_F(AgentTest, RealTrialRunnerCompletes) {
   EXPECT_EQ(result["status"], "completed");
   EXPECT_EQ(result["threads"], 1);
   EXPECT_FALSE(coordinator_.Progress().empty());
-}
-
-TEST(ProcessExitTest, Describe) {
-  EXPECT_EQ((ProcessExit{false, 2, 0}).Describe(), "exit code 2");
-  EXPECT_EQ((ProcessExit{true, 0, SIGKILL}).Describe(), "signal SIGKILL (Killed)");
-}
-
-TEST(ProcessTrialLauncherTest, StreamsLinesAndKeepsTheStderrTail) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "frontier-launcher-test-XXXXXX").string();
-  ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-  const std::string script = pattern + "/trial.sh";
-  std::ofstream(script) << "#!/bin/sh\n"
-                           "echo \"spec=$2 every=$4 var=$FRONTIER_TEST_VAR\"\n"
-                           "for i in $(seq 20); do echo \"warning $i\" >&2; done\n"
-                           "printf 'no newline at the end'\n"
-                           "exit 3\n";
-  chmod(script.c_str(), 0755);
-  ProcessTrialLauncher launcher(script);
-  std::string error;
-  auto process = launcher.Start(TrialCommand{"spec.json", 7, {{"FRONTIER_TEST_VAR", "x"}}, "", {}}, &error);
-  ASSERT_NE(process, nullptr) << error;
-  std::vector<std::string> lines;
-  std::string line;
-  TrialProcess::ReadStatus status;
-  while ((status = process->ReadLine(milliseconds(5000), &line)) == TrialProcess::ReadStatus::kLine) {
-    lines.push_back(line);
-  }
-  EXPECT_EQ(status, TrialProcess::ReadStatus::kEnd);
-  EXPECT_THAT(lines, ::testing::ElementsAre("spec=spec.json every=7 var=x", "no newline at the end"));
-  const auto exit = process->Wait(milliseconds(5000));
-  ASSERT_TRUE(exit.has_value());
-  EXPECT_EQ(exit->Describe(), "exit code 3");
-  EXPECT_EQ(process->StderrTail(),
-            "warning 13 | warning 14 | warning 15 | warning 16 | warning 17 | warning 18 | warning 19 | "
-            "warning 20");
-  std::filesystem::remove_all(pattern);
 }
 
 }  // namespace

@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/trial_spec.h"
-#include "worker/trial/tasks/bev_model.h"
-#include "worker/trial/ops/bev_pool.h"
-#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/data/bev_scene.h"
 #include "worker/trial/data/dataset.h"
 #include "worker/trial/measure/flop_counter.h"
+#include "worker/trial/ops/bev_pool.h"
+#include "worker/trial/tasks/bev_model.h"
 #include "worker/trial/trainer.h"
 
 namespace frontier {
@@ -101,7 +101,8 @@ TEST(BevSceneTest, DepthTargetsAreTheNearestDepthOfEachPatch) {
           for (int r = 4 * a; r < 4 * a + 4; ++r) {
             for (int q = 4 * b; q < 4 * b + 4; ++q) nearest = std::min(nearest, depth[r * 88 + q]);
           }
-          ASSERT_EQ(target[a][b], nearest) << "sample " << i << " camera " << cam << " patch " << a << "," << b;
+          ASSERT_EQ(target[a][b], nearest)
+              << "sample " << i << " camera " << cam << " patch " << a << "," << b;
         }
       }
       // Pitched 8 degrees down with a 17 degree half field of view: the top
@@ -184,7 +185,8 @@ TEST(BevSceneTest, BoxAheadAppearsInFrontCameraAndLabel) {
   const std::vector<uint8_t> with = RenderCamera(scene, rig, 0, 0, &depth);
   const std::vector<uint8_t> without = RenderCamera(empty, rig, 0, 0);
   const int h = cam.height, w = cam.width;
-  const uint8_t red = with[(0 * h + v) * w + u], green = with[(1 * h + v) * w + u], blue = with[(2 * h + v) * w + u];
+  const uint8_t red = with[(0 * h + v) * w + u], green = with[(1 * h + v) * w + u],
+                blue = with[(2 * h + v) * w + u];
   EXPECT_GT(red, 2 * green) << "pixel (" << v << ", " << u << ") should show the red box";
   EXPECT_GT(red, 2 * blue);
   EXPECT_NE(with, without);
@@ -269,6 +271,28 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{"mostly_one_point_per_cell", 1, 4096, 8, 1 << 16, 0, (1 << 16) - 1}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
 
+// Every registered pooling variant against the reference (NaivePool), forward
+// and gradient, on cells with points outside the grid and empty cells.
+TEST(BevPoolRegistryTest, EveryVariantMatchesTheReference) {
+  EXPECT_EQ(bev::PoolRegistry().Names(), (std::vector<std::string>{"fused", "naive"}));
+  torch::manual_seed(11);
+  const torch::Tensor cells = torch::randint(-5, 40, {700}, torch::kLong);
+  const bev::PoolPlan plan = bev::MakePoolPlan(cells, 36);
+  const torch::Tensor x0 = torch::randn({2, 700, 3}, torch::kDouble);
+  const torch::Tensor upstream = torch::randn({2, 36, 3}, torch::kDouble);
+  torch::Tensor xr = x0.clone().requires_grad_(true);
+  const torch::Tensor reference = bev::NaivePool(xr, plan);
+  (reference * upstream).sum().backward();
+  for (const std::string& name : bev::PoolRegistry().Names()) {
+    torch::Tensor x = x0.clone().requires_grad_(true);
+    const torch::Tensor y = bev::Pool(name, x, plan);
+    EXPECT_TRUE(torch::allclose(y, reference, 1e-12, 1e-12)) << name;
+    (y * upstream).sum().backward();
+    EXPECT_TRUE(torch::allclose(x.grad(), xr.grad(), 1e-12, 1e-12)) << name;
+  }
+  EXPECT_THROW(bev::Pool("scatter", x0, plan), std::invalid_argument);
+}
+
 TEST(BevPoolPlanTest, IntervalsCoverEachCellOnceInOrder) {
   const torch::Tensor cells = torch::tensor({3, -1, 3, 0, 7, 3, 99, 0}, torch::kLong);
   const bev::PoolPlan plan = bev::MakePoolPlan(cells, 8);
@@ -294,41 +318,53 @@ TEST(BevPoolPlanTest, Bf16FusedAccumulatesInFloat) {
 // ---- network ----
 
 TrialSpec BevSpec(const std::string& view_transform, const std::string& pooling) {
-  nlohmann::json j = {
-      {"schema", 1},
-      {"seed", 1},
-      {"task",
-       {{"dataset", "bev-synthetic"},
-        {"bev", {{"cameras", 4}, {"height", 24}, {"width", 64}, {"grid", 32}, {"max_boxes", 8},
-                 {"train_samples", 32}, {"val_samples", 8}, {"test_samples", 8}}},
-        {"batch_size", 2},
-        {"steps", 12},
-        {"eval_every", 0},
-        {"warmup_steps", 2}}},
-      {"arch",
-       {{"stem", {{"kind", "conv3x3"}, {"width", 8}, {"stride", 2}, {"depth", 1}}},
-        {"stages", {{{"block", "basic"}, {"width", 16}, {"depth", 1}, {"stride", 2}}}},
-        {"bev",
-         {{"view_transform", view_transform},
-          {"pooling", pooling},
-          {"depth_bins", 8},
-          {"channels", 8},
-          {"encoder", {{{"block", "basic"}, {"width", 16}, {"depth", 1}, {"stride", 2}}}}}}}},
-      {"runtime", {{"threads", 2}}}};
+  nlohmann::json j = {{"schema", 1},
+                      {"seed", 1},
+                      {"task",
+                       {{"dataset", "bev-synthetic"},
+                        {"bev",
+                         {{"cameras", 4},
+                          {"height", 24},
+                          {"width", 64},
+                          {"grid", 32},
+                          {"max_boxes", 8},
+                          {"train_samples", 32},
+                          {"val_samples", 8},
+                          {"test_samples", 8}}},
+                        {"batch_size", 2},
+                        {"steps", 12},
+                        {"eval_every", 0},
+                        {"warmup_steps", 2}}},
+                      {"arch",
+                       {{"stem", {{"kind", "conv3x3"}, {"width", 8}, {"stride", 2}, {"depth", 1}}},
+                        {"stages", {{{"block", "basic"}, {"width", 16}, {"depth", 1}, {"stride", 2}}}},
+                        {"bev",
+                         {{"view_transform", view_transform},
+                          {"pooling", pooling},
+                          {"depth_bins", 8},
+                          {"channels", 8},
+                          {"encoder", {{{"block", "basic"}, {"width", 16}, {"depth", 1}, {"stride", 2}}}}}}}},
+                      {"runtime", {{"threads", 2}}}};
   return ParseTrialSpec(j);
+}
+
+// The bev task's network for a resolved arch.
+std::shared_ptr<model::BevNetImpl> BuildBevNet(const ResolvedArch& arch, const TaskSpec& task) {
+  return std::make_shared<model::BevNetImpl>(arch, bev::MakeRig(task.bev));
 }
 
 TEST(BevNetTest, EveryViewTransformGivesGridLogits) {
   for (const auto& [vt, pooling] : std::vector<std::pair<std::string, std::string>>{
            {"lss", "naive"}, {"lss", "fused"}, {"ipm", "naive"}, {"mean_lift", "naive"}}) {
     const TrialSpec spec = BevSpec(vt, pooling);
-    auto net = model::BuildNetwork(ResolveArch(spec.arch, spec.task), spec.task);
+    auto net = BuildBevNet(ResolveArch(spec.arch, spec.task), spec.task);
     const torch::Tensor x = torch::randn({2, 12, 24, 64});
     const torch::Tensor y = net->forward(x);
     EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 32, 32})) << vt;
     y.sum().backward();
     int with_grad = 0;
-    for (const auto& p : net->parameters()) with_grad += p.grad().defined() && p.grad().abs().sum().item<double>() > 0;
+    for (const auto& p : net->parameters())
+      with_grad += p.grad().defined() && p.grad().abs().sum().item<double>() > 0;
     EXPECT_GT(with_grad, 0) << vt;
     // FLOPs: the backbone, the view transform's convs and the encoder are counted.
     const ModelFlops flops = CountModelFlops(net, x);
@@ -338,10 +374,10 @@ TEST(BevNetTest, EveryViewTransformGivesGridLogits) {
 
 TEST(BevNetTest, FusedAndNaivePoolingGiveTheSameNetwork) {
   torch::manual_seed(1);
-  auto naive = model::BuildNetwork(ResolveArch(BevSpec("lss", "naive").arch, BevSpec("lss", "naive").task),
-                                   BevSpec("lss", "naive").task);
+  auto naive = BuildBevNet(ResolveArch(BevSpec("lss", "naive").arch, BevSpec("lss", "naive").task),
+                           BevSpec("lss", "naive").task);
   const TrialSpec fs = BevSpec("lss", "fused");
-  auto fused = model::BuildNetwork(ResolveArch(fs.arch, fs.task), fs.task);
+  auto fused = BuildBevNet(ResolveArch(fs.arch, fs.task), fs.task);
   {
     torch::NoGradGuard no_grad;
     auto src = naive->named_parameters(), dst = fused->named_parameters();
@@ -368,7 +404,7 @@ TEST(BevNetTest, DepthLossOnlyForDepthSupervisedLssInTraining) {
   const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
   ASSERT_EQ(arch.feature_height, 6);
   ASSERT_EQ(arch.feature_width, 16);
-  auto net = std::dynamic_pointer_cast<model::BevNetImpl>(model::BuildNetwork(arch, spec.task));
+  auto net = BuildBevNet(arch, spec.task);
   ASSERT_TRUE(net);
   const torch::Tensor x = torch::randn({2, 12, 24, 64});
   // Depth 10 m everywhere but one sky patch per camera.
@@ -393,8 +429,7 @@ TEST(BevNetTest, DepthLossOnlyForDepthSupervisedLssInTraining) {
   // ipm predicts no depth: the weight is accepted (spaces vary the view transform) and ignored.
   TrialSpec ipm = BevSpec("ipm", "naive");
   ipm.arch.bev.depth_loss_weight = 0.5;
-  auto ipm_net = std::dynamic_pointer_cast<model::BevNetImpl>(
-      model::BuildNetwork(ResolveArch(ipm.arch, ipm.task), ipm.task));
+  auto ipm_net = BuildBevNet(ResolveArch(ipm.arch, ipm.task), ipm.task);
   ipm_net->train();
   ipm_net->forward(x);
   EXPECT_FALSE(ipm_net->DepthLoss(depth).defined());

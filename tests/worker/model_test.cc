@@ -71,16 +71,19 @@ TEST(ModelBuilderTest, EveryBlockFamilyWithOptions) {
     ExpectTrains(SmallSpec([&](json& j) { j["arch"]["stages"][1]["block"] = block; }), "block " + block);
   }
   ExpectTrains(SmallSpec([](json& j) {
-                 j["arch"]["stages"][1] = {{"block", "mbconv"}, {"width", 16}, {"depth", 2}, {"stride", 2},
-                                           {"kernel", 5}, {"expansion", 6}, {"se", true}};
+                 j["arch"]["stages"][1] = {{"block", "mbconv"}, {"width", 16},    {"depth", 2}, {"stride", 2},
+                                           {"kernel", 5},       {"expansion", 6}, {"se", true}};
                }),
                "mbconv k5 e6 se");
   ExpectTrains(SmallSpec([](json& j) {
-                 j["arch"]["stages"][1] = {{"block", "fused_mbconv"}, {"width", 16}, {"depth", 1}, {"stride", 2},
-                                           {"expansion", 1}};
+                 j["arch"]["stages"][1] = {
+                     {"block", "fused_mbconv"}, {"width", 16}, {"depth", 1}, {"stride", 2}, {"expansion", 1}};
                }),
                "fused_mbconv e1");
-  ExpectTrains(SmallSpec([](json& j) { j["arch"]["width_mult"] = 1.5; j["arch"]["depth_mult"] = 2.0; }),
+  ExpectTrains(SmallSpec([](json& j) {
+                 j["arch"]["width_mult"] = 1.5;
+                 j["arch"]["depth_mult"] = 2.0;
+               }),
                "width and depth multipliers");
 }
 
@@ -95,7 +98,8 @@ TEST(ModelBuilderTest, EveryAttentionKind) {
       {{"kind", "mhsa"}, {"heads", 2}, {"blocks", 1}},
   };
   for (const json& att : kinds) {
-    ExpectTrains(SmallSpec([&](json& j) { j["arch"]["stages"][1]["attention"] = att; }), "attention " + att.dump());
+    ExpectTrains(SmallSpec([&](json& j) { j["arch"]["stages"][1]["attention"] = att; }),
+                 "attention " + att.dump());
   }
 }
 
@@ -169,15 +173,21 @@ TEST(ModelBuilderTest, InvalidSpecsNameTheField) {
     }
     return "(accepted)";
   };
-  EXPECT_EQ(error([](json& j) { j["arch"]["stages"][0]["block"] = "resnext"; }),
-            "arch.stages[0].block: unknown choice 'resnext'; expected one of basic, bottleneck, convnext, mbconv, "
-            "fused_mbconv");
+  EXPECT_EQ(
+      error([](json& j) { j["arch"]["stages"][0]["block"] = "resnext"; }),
+      "arch.stages[0].block: unknown choice 'resnext'; expected one of basic, bottleneck, convnext, mbconv, "
+      "fused_mbconv");
   EXPECT_EQ(error([](json& j) { j["arch"]["stages"][0]["width"] = 0; }),
             "arch.stages[0].width: must be in [1, 65536], got 0");
-  EXPECT_EQ(error([](json& j) { j["arch"]["stages"][1]["attention"] = {{"kind", "mhsa"}, {"heads", 3}}; }),
-            "arch.stages[1].attention.heads: 3 heads do not divide the stage width 16 (set head_dim to decouple "
-            "them)");
-  EXPECT_EQ(error([](json& j) { j["arch"]["stages"][1]["attention"] = {{"kind", "window"}, {"window", 3}}; }),
+  EXPECT_EQ(
+      error([](json& j) {
+        j["arch"]["stages"][1]["attention"] = {{"kind", "mhsa"}, {"heads", 3}};
+      }),
+      "arch.stages[1].attention.heads: 3 heads do not divide the stage width 16 (set head_dim to decouple "
+      "them)");
+  EXPECT_EQ(error([](json& j) {
+              j["arch"]["stages"][1]["attention"] = {{"kind", "window"}, {"window", 3}};
+            }),
             "arch.stages[1].attention.window: window 3 does not divide the stage's 4x4 feature map");
 }
 
@@ -190,6 +200,37 @@ TEST(ModelBuilderTest, ChannelsLastKeepsParametersChannelsLast) {
       EXPECT_TRUE(p.is_contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
+}
+
+// The registries hold the menu that trial specs validate against, and a name
+// that was never registered fails the build of the part.
+TEST(ModelRegistryTest, RegistriesHoldTheMenuAndRejectUnknownNames) {
+  for (const char* stem : {"conv3x3", "patchify", "resnet"})
+    EXPECT_TRUE(model::StemRegistry().Has(stem)) << stem;
+  for (const char* block : {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv"}) {
+    EXPECT_TRUE(model::BlockRegistry().Has(block)) << block;
+  }
+  for (const char* kind : {"mhsa", "window", "gqa", "linear"})
+    EXPECT_TRUE(model::AttentionRegistry().Has(kind)) << kind;
+  EXPECT_FALSE(model::AttentionRegistry().Has("none")) << "none is no layer";
+  const TrialSpec spec = SmallSpec([](json&) {});
+  ResolvedArch arch = ResolveArch(spec.arch, InputShapeOf(spec.task));
+  arch.stem.kind = "hexagonal";
+  EXPECT_THROW(model::Backbone{arch}, std::invalid_argument);
+  EXPECT_THROW(model::StemRegistry().Add("conv3x3", {}), std::logic_error);
+}
+
+// A new stem is one registration: the builder finds it by name.
+TEST(ModelRegistryTest, ANewStemIsOneRegistration) {
+  model::StemRegistry().Add("test_pointwise", [](const model::LayerStyle& style, int in, const StemSpec& stem,
+                                                 torch::nn::Sequential& seq) {
+    seq->push_back(model::ConvNormAct(style, in, stem.width, 1, stem.stride, 1, true));
+  });
+  const TrialSpec spec = SmallSpec([](json&) {});
+  ResolvedArch arch = ResolveArch(spec.arch, InputShapeOf(spec.task));
+  arch.stem.kind = "test_pointwise";
+  model::Classifier net(arch);
+  EXPECT_EQ(net(torch::randn({4, 1, 16, 16})).sizes(), (std::vector<int64_t>{4, 7}));
 }
 
 }  // namespace

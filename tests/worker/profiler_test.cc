@@ -1,6 +1,7 @@
-// worker/profiler.h: a real profiled trial on the synthetic dataset (trace,
-// operator table, FLOPs against the flop counter, self-time accounting), an
-// unwritable artifact folder, and the bottleneck verdict on fixtures.
+// worker/trial/measure/profiler.h, op_class.h and bottleneck.h: a real
+// profiled trial on the synthetic dataset (trace, operator table, FLOPs
+// against the flop counter, self-time accounting), an unwritable artifact
+// folder, and the bottleneck verdict on fixtures.
 #include "worker/trial/measure/profiler.h"
 
 #include <sys/stat.h>
@@ -14,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "worker/trial/measure/bottleneck.h"
+#include "worker/trial/measure/op_class.h"
 #include "worker/trial/trainer.h"
 
 namespace frontier {

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "worker/trial/measure/step_stats.h"
+#include "worker/trial/tasks/task.h"
 
 namespace frontier {
 namespace {
@@ -175,6 +176,20 @@ TEST(SeriesStatsTest, PercentilesLikeNumpy) {
   EXPECT_DOUBLE_EQ(s.mean, 3);
   EXPECT_NEAR(s.cv, std::sqrt(2.5) / 3, 1e-12);
   EXPECT_EQ(Summarize({}).n, 0);
+}
+
+// The trial spec's dataset chooses the task; the trainer sees only the Task.
+TEST(TaskRegistryTest, TheDatasetChoosesTheTask) {
+  EXPECT_EQ(TaskRegistry().Names(), (std::vector<std::string>{"bev", "classification"}));
+  TaskSpec task;
+  for (const char* dataset : {"fashion-mnist", "synthetic"}) {
+    task.dataset = dataset;
+    EXPECT_EQ(MakeTask(task)->quality(), "accuracy") << dataset;
+  }
+  task.dataset = "bev-synthetic";
+  EXPECT_EQ(MakeTask(task)->quality(), "iou");
+  task.dataset = "imagenet";
+  EXPECT_THROW(MakeTask(task), SpecError);
 }
 
 }  // namespace

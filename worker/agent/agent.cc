@@ -18,11 +18,11 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/agent/worker_metrics.h"
+#include "worker/host.h"
 
 namespace frontier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using std::chrono::milliseconds;
 
@@ -78,37 +78,12 @@ std::string StringField(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-std::string HostName() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-// The full path of `program` in the worker's PATH, or "" when it is not there.
-std::string FindOnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path ? path : "";
-  size_t begin = 0;
-  while (begin <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', begin), dirs.size());
-    const std::string dir = dirs.substr(begin, end - begin);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
-    begin = end + 1;
-  }
-  return "";
-}
-
-// The folder frontier-trial writes a trial's profile to: <artifact
-// dir>/<trial id with characters other than [A-Za-z0-9._-] replaced by _>
-// (the same rule as worker/profiler.cc).
+// The folder frontier-trial writes a trial's profile to (the rule of
+// worker/host.h's TrialFolderName, which the runner uses too).
 std::filesystem::path TrialArtifactDir(const std::string& artifact_dir, const std::string& trial_id) {
-  std::string name;
-  for (char c : trial_id)
-    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
-  if (name.empty() || name == "." || name == "..") name = "trial";
   std::error_code ignored;
-  return (std::filesystem::absolute(artifact_dir.empty() ? "artifacts" : artifact_dir, ignored) / name)
+  return (std::filesystem::absolute(artifact_dir.empty() ? "artifacts" : artifact_dir, ignored) /
+          TrialFolderName(trial_id))
       .lexically_normal();
 }
 
@@ -215,8 +190,13 @@ struct Agent::Outcome {
 };
 
 Agent::Agent(AgentOptions options, std::unique_ptr<v1::WorkerService::StubInterface> stub,
-             std::unique_ptr<TrialLauncher> launcher)
-    : options_(std::move(options)), stub_(std::move(stub)), launcher_(std::move(launcher)) {}
+             std::unique_ptr<TrialLauncher> launcher, std::shared_ptr<MonotonicClock> clock)
+    : options_(std::move(options)),
+      stub_(std::move(stub)),
+      launcher_(std::move(launcher)),
+      clock_(clock ? std::move(clock) : std::make_shared<SteadyClock>()) {}
+
+milliseconds Agent::Now() const { return milliseconds(clock_->NowMs()); }
 
 Agent::~Agent() = default;
 
@@ -229,7 +209,7 @@ void Agent::RequestDrain() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (draining_) return;
   draining_ = true;
-  drain_deadline_ = Clock::now() + options_.drain_timeout;
+  drain_deadline_ = Now() + options_.drain_timeout;
   for (grpc::ClientContext* context : pending_leases_) context->TryCancel();
   wake_.notify_all();
   spdlog::info("draining: no new trials; running trials get {} s to finish", Seconds(options_.drain_timeout));
@@ -253,7 +233,7 @@ bool Agent::GivingUp(Retry retry) const {
     case Retry::kUntilDrain:
       return draining_;
     case Retry::kUntilStop:
-      return stopping_ || (draining_ && Clock::now() >= drain_deadline_);
+      return stopping_ || (draining_ && Now() >= drain_deadline_);
   }
   return true;
 }
@@ -377,7 +357,7 @@ void Agent::ReleaseTrial() {
 void Agent::RunSlot(int slot) {
   while (ReserveTrial()) {
     v1::LeaseTrialResponse response;
-    const Clock::time_point asked = Clock::now();
+    const milliseconds asked = Now();
     const grpc::Status status =
         Call("LeaseTrial", Retry::kUntilDrain, options_.lease_wait + options_.rpc_timeout,
              [&](grpc::ClientContext* context, const std::string& worker_id) {
@@ -391,7 +371,7 @@ void Agent::RunSlot(int slot) {
       if (!status.ok() && !GivingUp(Retry::kUntilDrain)) {
         spdlog::error("slot {}: LeaseTrial failed: {}", slot, status.error_message());
         SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
-      } else if (status.ok() && Clock::now() - asked < options_.lease_wait / 10) {
+      } else if (status.ok() && Now() - asked < options_.lease_wait / 10) {
         // A coordinator that answers "nothing" at once is not long-polling: do not spin on it.
         SleepUnless(Retry::kUntilDrain, options_.retry_initial_backoff);
       }
@@ -435,8 +415,9 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   TrialCommand command{spec_path, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper};
   if (options_.device == "cuda") {
     const size_t i = static_cast<size_t>(slot);
-    command.environment.emplace_back(
-        "CUDA_VISIBLE_DEVICES", i < options_.visible_devices.size() ? options_.visible_devices[i] : std::to_string(slot));
+    command.environment.emplace_back("CUDA_VISIBLE_DEVICES", i < options_.visible_devices.size()
+                                                                 ? options_.visible_devices[i]
+                                                                 : std::to_string(slot));
   }
   std::string error;
   std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
@@ -455,15 +436,15 @@ void Agent::RunTrial(int slot, const Lease& lease) {
 }
 
 Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
-  const Clock::time_point started = Clock::now();
-  const Clock::time_point timeout_at = started + options_.trial_timeout;
+  const milliseconds started = Now();
+  const milliseconds timeout_at = started + options_.trial_timeout;
   milliseconds heartbeat_interval;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     heartbeat_interval = heartbeat_interval_;
   }
-  Clock::time_point next_heartbeat = started + heartbeat_interval;
-  Clock::time_point last_progress = started - options_.progress_interval;
+  milliseconds next_heartbeat = started + heartbeat_interval;
+  milliseconds last_progress = started - options_.progress_interval;
   bool output_closed = false;
   bool reporting_failed = false;
   std::string result_line;
@@ -473,7 +454,7 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
   };
 
   for (;;) {
-    const Clock::time_point now = Clock::now();
+    const milliseconds now = Now();
     bool stop_now;
     bool drain_expired;
     {
@@ -510,8 +491,8 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
         spdlog::warn("trial {}: heartbeat failed: {}", lease.trial_id, status.error_message());
     }
 
-    const milliseconds wait = std::chrono::duration_cast<milliseconds>(
-        std::min({next_heartbeat, timeout_at, Clock::now() + kSupervisePoll}) - Clock::now());
+    const milliseconds poll_from = Now();
+    const milliseconds wait = std::min({next_heartbeat, timeout_at, poll_from + kSupervisePoll}) - poll_from;
     if (output_closed) {
       if (std::optional<ProcessExit> exit = process.Wait(std::max(wait, milliseconds(0)))) {
         if (result_line.empty()) {
@@ -551,8 +532,8 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
     if (options_.metrics) options_.metrics->TrialEvent(lease.trial_id, event);
     if (kind != "progress" && kind != "eval") continue;
     if (kind == "progress") {
-      if (Clock::now() - last_progress < options_.progress_interval) continue;
-      last_progress = Clock::now();
+      if (Now() - last_progress < options_.progress_interval) continue;
+      last_progress = Now();
     }
     v1::ReportProgressResponse response;
     const grpc::Status status = Call("ReportProgress", Retry::kOnce, options_.rpc_timeout,
@@ -646,7 +627,8 @@ void Agent::Fail(const Lease& lease, const std::string& error, bool retryable,
   }
 }
 
-std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address, milliseconds max_reconnect_backoff,
+std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address,
+                                                      milliseconds max_reconnect_backoff,
                                                       const ClientSecurity& security) {
   grpc::ChannelArguments arguments;
   const int max_ms = static_cast<int>(max_reconnect_backoff.count());

@@ -16,6 +16,7 @@
 
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "proto/auth.h"
+#include "proto/clock.h"
 #include "worker/agent/trial_process.h"
 
 namespace frontier {
@@ -33,7 +34,7 @@ struct AgentOptions {
   // The GPUs this worker may use, from its own CUDA_VISIBLE_DEVICES (Slurm,
   // systemd, containers): slot i runs on visible_devices[i]. Empty: GPU i.
   std::vector<std::string> visible_devices;
-  std::string work_dir;        // existing folder for the spec files of running trials
+  std::string work_dir;  // existing folder for the spec files of running trials
   // Written into a spec's runtime.threads when the spec leaves it at 0; 0
   // leaves the spec as it is.
   int threads_per_trial = 0;
@@ -44,7 +45,7 @@ struct AgentOptions {
   // worker with the tool on its PATH, else unprofiled with the reason in the
   // result's "profile" (docs/profiling.md).
   std::string artifact_dir;
-  int max_trials = 0;       // Run returns after leasing this many trials and finishing them; 0: no limit
+  int max_trials = 0;  // Run returns after leasing this many trials and finishing them; 0: no limit
   // A running trial is killed after this.
   std::chrono::milliseconds trial_timeout{std::chrono::hours(1)};
   // After RequestDrain, running trials get this long to finish.
@@ -72,9 +73,14 @@ struct AgentOptions {
 class Agent {
  public:
   // `stub` reaches the coordinator's WorkerService; `launcher` starts the
-  // trial processes (ProcessTrialLauncher in production).
+  // trial processes (ProcessTrialLauncher in production); `clock` times
+  // heartbeats, trial timeouts, the drain deadline, progress throttling and
+  // the long-poll check (null: a SteadyClock). Waits themselves (a process's
+  // output, backoff) take real time, at most kSupervisePoll (100 ms) at once
+  // while a trial runs, so a test that advances a fake clock sees the agent
+  // act within that.
   Agent(AgentOptions options, std::unique_ptr<v1::WorkerService::StubInterface> stub,
-        std::unique_ptr<TrialLauncher> launcher);
+        std::unique_ptr<TrialLauncher> launcher, std::shared_ptr<MonotonicClock> clock = nullptr);
   ~Agent();
 
   Agent(const Agent&) = delete;
@@ -127,10 +133,12 @@ class Agent {
   Outcome Supervise(const Lease& lease, TrialProcess& process);
   void Report(const Lease& lease, const Outcome& outcome);
   void Fail(const Lease& lease, const std::string& error, bool retryable, const std::string& result_json);
+  std::chrono::milliseconds Now() const;  // clock_'s time
 
   const AgentOptions options_;
   const std::unique_ptr<v1::WorkerService::StubInterface> stub_;
   const std::unique_ptr<TrialLauncher> launcher_;
+  const std::shared_ptr<MonotonicClock> clock_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // notified on drain and stop
@@ -138,7 +146,7 @@ class Agent {
   std::chrono::milliseconds heartbeat_interval_{std::chrono::seconds(10)};
   bool draining_ = false;
   bool stopping_ = false;
-  std::chrono::steady_clock::time_point drain_deadline_;
+  std::chrono::milliseconds drain_deadline_{0};    // clock_ time
   std::set<grpc::ClientContext*> pending_leases_;  // cancelled by a drain
   int trials_leased_ = 0;                          // counted against max_trials
 

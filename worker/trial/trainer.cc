@@ -2,18 +2,21 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include "worker/trial/tasks/bev_model.h"
 #include "worker/trial/data/dataset.h"
+#include "worker/trial/measure/bottleneck.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/flop_counter.h"
-#include "worker/trial/model/model.h"
 #include "worker/trial/measure/profiler.h"
 #include "worker/trial/measure/step_stats.h"
+#include "worker/trial/model/model.h"
+#include "worker/trial/tasks/task.h"
 
 namespace frontier {
 namespace {
@@ -21,76 +24,25 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 json StatsJson(const SeriesStats& s, double scale) {
-  return {{"n", s.n},          {"median", s.median * scale}, {"p10", s.p10 * scale}, {"p90", s.p90 * scale},
-          {"mean", s.mean * scale}, {"min", s.min * scale},   {"max", s.max * scale}, {"cv", s.cv}};
-}
-
-// What the task learns and how its quality is named: classification reports
-// top-1 accuracy; bev-synthetic reports BEV occupancy IoU.
-struct TaskKind {
-  bool bev = false;
-  std::string quality;  // "accuracy" | "iou": result keys are val_<quality>, test_<quality>
-};
-
-TaskKind KindOf(const TaskSpec& task) {
-  const bool bev = task.dataset == "bev-synthetic";
-  return {bev, bev ? "iou" : "accuracy"};
-}
-
-// Weight of occupied cells in the BEV loss: Simple-BEV's value (occupied cells
-// are a few percent of the grid; without it early models predict all-empty).
-constexpr double kBevPositiveWeight = 2.13;
-
-// Mean loss of the batch. Classification: cross-entropy over classes; BEV:
-// per-cell binary cross-entropy on the occupancy logits.
-torch::Tensor TaskLoss(const TaskKind& kind, const torch::Tensor& logits, const torch::Tensor& labels) {
-  if (kind.bev) {
-    const torch::Tensor pos_weight = torch::full({1}, kBevPositiveWeight, logits.options().dtype(torch::kFloat));
-    return torch::binary_cross_entropy_with_logits(logits.to(torch::kFloat), labels.to(torch::kFloat), {},
-                                                   pos_weight);
-  }
-  return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels);
+  return {{"n", s.n},
+          {"median", s.median * scale},
+          {"p10", s.p10 * scale},
+          {"p90", s.p90 * scale},
+          {"mean", s.mean * scale},
+          {"min", s.min * scale},
+          {"max", s.max * scale},
+          {"cv", s.cv}};
 }
 
 struct EvalResult {
   double loss = 0;
-  double quality = 0;  // accuracy, or IoU = TP / (TP + FP + FN) over every cell of the split (0 if none)
+  double quality = 0;  // the task's quality metric
 };
-
-EvalResult Evaluate(model::NetworkImpl& net, const TaskKind& kind, const Dataset& data, const Split& split,
-                    int batch_size, const DeviceInfo& dev, const RuntimeSpec& rt, at::MemoryFormat format) {
-  torch::NoGradGuard no_grad;
-  net.eval();
-  double loss_sum = 0;
-  int64_t correct = 0, intersection = 0, uni = 0;
-  // Training-sized batches: LibTorch on CPU is much slower per sample at very large batches.
-  for (int64_t begin = 0; begin < split.size(); begin += batch_size) {
-    const int64_t end = std::min<int64_t>(split.size(), begin + batch_size);
-    torch::Tensor x = Normalize(data, split.images.slice(0, begin, end), dev.device, format);
-    torch::Tensor y = split.labels.slice(0, begin, end).to(dev.device);
-    torch::Tensor logits;
-    {
-      AutocastScope autocast(rt.precision, dev);
-      logits = net.forward(x);
-    }
-    logits = logits.to(torch::kFloat);
-    loss_sum += TaskLoss(kind, logits, y).item<double>() * (end - begin);
-    if (kind.bev) {
-      torch::Tensor predicted = logits.gt(0), occupied = y.gt(0);
-      intersection += predicted.logical_and(occupied).sum().item<int64_t>();
-      uni += predicted.logical_or(occupied).sum().item<int64_t>();
-    } else {
-      correct += logits.argmax(1).eq(y).sum().item<int64_t>();
-    }
-  }
-  net.train();
-  const double quality = kind.bev ? (uni > 0 ? static_cast<double>(intersection) / uni : 0.0)
-                                  : static_cast<double>(correct) / split.size();
-  return {loss_sum / split.size(), quality};
-}
 
 // Dynamic loss scaling for fp16 (as torch.cuda.amp.GradScaler): skip steps with
 // non-finite gradients and halve the scale; double it after a run of good steps.
@@ -164,6 +116,257 @@ std::string Message(const std::exception& e) {
   return nl == std::string::npos ? what : what.substr(0, nl);
 }
 
+EvalResult Evaluate(model::NetworkImpl& net, const Task& task, const Dataset& data, const Split& split,
+                    int batch_size, const DeviceInfo& dev, const RuntimeSpec& rt, at::MemoryFormat format) {
+  torch::NoGradGuard no_grad;
+  net.eval();
+  double loss_sum = 0;
+  const std::unique_ptr<QualityMeter> quality = task.NewQualityMeter();
+  // Training-sized batches: LibTorch on CPU is much slower per sample at very large batches.
+  for (int64_t begin = 0; begin < split.size(); begin += batch_size) {
+    const int64_t end = std::min<int64_t>(split.size(), begin + batch_size);
+    torch::Tensor x = Normalize(data, split.images.slice(0, begin, end), dev.device, format);
+    torch::Tensor y = split.labels.slice(0, begin, end).to(dev.device);
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(rt.precision, dev);
+      logits = net.forward(x);
+    }
+    logits = logits.to(torch::kFloat);
+    loss_sum += task.Loss(logits, y).item<double>() * (end - begin);
+    quality->Add(logits, y);
+  }
+  net.train();
+  return {loss_sum / split.size(), quality->Value(split.size())};
+}
+
+// One trial from its spec to its result: Setup builds what the trial needs,
+// Train runs the loop, Finish turns the measurements into the result.
+class TrialRun {
+ public:
+  TrialRun(const TrialSpec& spec, const TrialOptions& options, json* result)
+      : spec_(spec), task_spec_(spec.task), rt_(spec.runtime), options_(options), result_(*result) {}
+
+  void Setup(int threads) {
+    torch::manual_seed(spec_.seed);
+    dev_ = SelectDevice(rt_.device);
+    result_["device"] = dev_.device.str();
+    result_["device_name"] = dev_.name;
+    CheckPrecision(rt_.precision, dev_);
+    if (dev_.is_cuda()) torch::cuda::manual_seed_all(spec_.seed);
+    format_ =
+        rt_.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+
+    const ResolvedArch arch = ResolveArch(spec_.arch, task_spec_);
+    task_ = MakeTask(task_spec_);
+    data_ = task_->LoadData(spec_, arch);
+    result_["dataset_bytes"] = data_.bytes();
+    net_ = task_->BuildNetwork(arch, task_spec_);
+    net_->to(dev_.device);
+    task_->Describe(data_, &result_);
+    model::SetMemoryFormat(*net_, format_);
+    const int64_t params = model::CountParameters(*net_);
+    flops_ = CountModelFlops(
+        net_, Normalize(data_, data_.train.images.slice(0, 0, task_spec_.batch_size), dev_.device, format_));
+    peak_ = DevicePeakFlops(rt_.precision, dev_);
+    result_["params"] = params;
+    result_["flops"] = {{"forward_per_step", flops_.forward},
+                        {"train_per_step", flops_.train_step},
+                        {"train_per_sample", flops_.train_step / task_spec_.batch_size},
+                        {"forward_by_op", flops_.forward_by_op},
+                        {"convention", task_->flop_convention()}};
+    result_["peak_flops"] = {
+        {"flops_per_s", peak_.flops_per_s}, {"dtype", peak_.dtype}, {"source", peak_.source}};
+    options_.emit({{"event", "start"},
+                   {"trial_id", spec_.trial_id},
+                   {"device", dev_.device.str()},
+                   {"device_name", dev_.name},
+                   {"threads", threads},
+                   {"params", params},
+                   {"train_flops_per_step", flops_.train_step},
+                   {"peak_flops_per_s", peak_.flops_per_s},
+                   {"peak_flops_source", peak_.source}});
+  }
+
+  void Train() {
+    std::vector<torch::Tensor> parameters = net_->parameters();
+    auto optimizer = MakeOptimizer(task_spec_.optimizer, parameters);
+    LossScaler scaler(rt_.precision == "fp16");
+    BatchSampler sampler(data_, task_spec_.batch_size, task_spec_.augment, static_cast<uint64_t>(spec_.seed));
+    MemoryTracker memory(dev_);
+    memory.Start();
+    net_->train();
+
+    StepProfiler profiler(spec_.profile, task_spec_.warmup_steps, options_.artifact_dir, spec_.trial_id,
+                          dev_.is_cuda());
+    for (int step = 0; step < task_spec_.steps; ++step) {
+      profiler.BeforeStep(step);
+      const auto data_start = Clock::now();
+      auto [images, labels] = sampler.Next();
+      torch::Tensor x = Normalize(data_, images, dev_.device, format_);
+      torch::Tensor y = labels.to(dev_.device);
+      Synchronize(dev_);
+      const auto t0 = Clock::now();
+
+      const double lr = LearningRateAt(task_spec_, step);
+      SetLearningRate(*optimizer, lr);
+      optimizer->zero_grad();
+      torch::Tensor loss;
+      {
+        AutocastScope autocast(rt_.precision, dev_);
+        loss = task_->TrainingLoss(net_->forward(x), y, data_, sampler.LastIndices());
+      }
+      scaler.Scale(loss).backward();
+      const bool apply = scaler.Unscale(parameters);
+      if (apply && task_spec_.grad_clip > 0)
+        torch::nn::utils::clip_grad_norm_(parameters, task_spec_.grad_clip);
+      if (apply) optimizer->step();
+      Synchronize(dev_);
+      const auto t1 = Clock::now();
+      profiler.AfterStep(step);
+
+      const double step_s = Seconds(t0, t1), wait_s = Seconds(data_start, t0);
+      if (profiler.Covers(step)) {
+        profiled_times_.push_back(step_s);
+      } else {
+        step_times_.push_back(step_s);
+        data_waits_.push_back(wait_s);
+      }
+      train_time_ += step_s;
+      steps_run_ = step + 1;
+      last_loss_ = loss.item<double>();
+      if (!std::isfinite(last_loss_)) {
+        status_ = "diverged";
+        result_["error"] = "loss became " + std::to_string(last_loss_) + " at step " + std::to_string(step);
+        break;
+      }
+      if (options_.progress_every > 0 &&
+          (steps_run_ % options_.progress_every == 0 || steps_run_ == task_spec_.steps)) {
+        EmitProgress(lr, step_s, wait_s);
+      }
+      const bool eval_point = (task_spec_.eval_every > 0 && steps_run_ % task_spec_.eval_every == 0) ||
+                              steps_run_ == task_spec_.steps;
+      if (eval_point) EvaluateValidation();
+    }
+    result_["peak_memory_mb"] = memory.PeakBytes() / (1024.0 * 1024.0);
+    result_["peak_memory_kind"] = memory.kind();
+    result_["process_peak_rss_mb"] = MemoryTracker::PeakResidentBytes() / (1024.0 * 1024.0);
+    if (scaler.scale() != 65536.0) loss_scale_ = scaler.scale();
+    profile_ = profiler.Finish();
+  }
+
+  void Finish() {
+    const size_t skip = std::min<size_t>(task_spec_.warmup_steps, step_times_.size());
+    const SeriesStats steps = Summarize({step_times_.begin() + skip, step_times_.end()});
+    const SeriesStats waits = Summarize({data_waits_.begin() + skip, data_waits_.end()});
+    result_["status"] = status_;
+    result_["steps_run"] = steps_run_;
+    result_["warmup_steps"] = task_spec_.warmup_steps;
+    result_["step_time_ms"] = StatsJson(steps, 1e3);
+    result_["data_wait_ms"] = StatsJson(waits, 1e3);
+    result_["data_wait_fraction"] = steps.sum + waits.sum > 0 ? waits.sum / (steps.sum + waits.sum) : 0.0;
+    if (steps.n > 0) {
+      const double achieved = flops_.train_step / steps.median;
+      result_["throughput"] = {
+          {"samples_per_s", task_spec_.batch_size / steps.median},
+          {"end_to_end_samples_per_s", steps.n * task_spec_.batch_size / (steps.sum + waits.sum)}};
+      result_["achieved_flops_per_s"] = achieved;
+      result_["mfu"] = achieved / peak_.flops_per_s;
+    } else {
+      result_["throughput"] = nullptr;
+      result_["mfu"] = nullptr;
+    }
+    result_["train_time_s"] = train_time_;
+    result_["final_train_loss"] = last_loss_;
+    result_["evals"] = evals_;
+    if (task_spec_.target) {
+      result_["target"] = {{"metric", task_spec_.target->metric}, {"value", task_spec_.target->value}};
+      result_["time_to_target_s"] = time_to_target_ ? json(*time_to_target_) : json(nullptr);
+      result_["steps_to_target"] = steps_to_target_ ? json(*steps_to_target_) : json(nullptr);
+    }
+    if (status_ == "completed") {
+      if (!evaluated_) last_eval_ = EvaluateOn(data_.val);
+      const EvalResult test = EvaluateOn(data_.test);
+      const std::string quality = task_->quality();
+      result_["val_loss"] = last_eval_.loss;
+      result_["val_" + quality] = last_eval_.quality;
+      result_["test_loss"] = test.loss;
+      result_["test_" + quality] = test.quality;
+    }
+    if (loss_scale_) result_["loss_scale"] = *loss_scale_;
+    if (!profile_.is_null()) {
+      result_["profile"] = profile_;
+      result_["profile"]["profiled_step_time_ms"] = StatsJson(Summarize(profiled_times_), 1e3);
+    }
+    result_["bottleneck"] = BottleneckVerdict(result_);
+  }
+
+  int steps_run() const { return steps_run_; }
+
+ private:
+  EvalResult EvaluateOn(const Split& split) const {
+    return Evaluate(*net_, *task_, data_, split, task_spec_.batch_size, dev_, rt_, format_);
+  }
+
+  void EmitProgress(double lr, double step_s, double wait_s) const {
+    std::vector<double> measured(
+        step_times_.begin() + std::min<size_t>(task_spec_.warmup_steps, step_times_.size()),
+        step_times_.end());
+    options_.emit({{"event", "progress"},
+                   {"step", steps_run_},
+                   {"loss", last_loss_},
+                   {"lr", lr},
+                   {"step_time_ms", step_s * 1e3},
+                   {"median_step_time_ms", Summarize(measured).median * 1e3},
+                   {"data_wait_ms", wait_s * 1e3}});
+  }
+
+  void EvaluateValidation() {
+    last_eval_ = EvaluateOn(data_.val);
+    evaluated_ = true;
+    json e = {{"event", "eval"},
+              {"step", steps_run_},
+              {"val_loss", last_eval_.loss},
+              {"val_" + task_->quality(), last_eval_.quality},
+              {"train_time_s", train_time_}};
+    options_.emit(e);
+    e.erase("event");
+    evals_.push_back(e);
+    if (task_spec_.target && !time_to_target_ && ReachedTarget(*task_spec_.target, last_eval_)) {
+      time_to_target_ = train_time_;
+      steps_to_target_ = steps_run_;
+    }
+  }
+
+  const TrialSpec& spec_;
+  const TaskSpec& task_spec_;
+  const RuntimeSpec& rt_;
+  const TrialOptions& options_;
+  json& result_;
+
+  DeviceInfo dev_;
+  at::MemoryFormat format_ = at::MemoryFormat::Contiguous;
+  std::unique_ptr<Task> task_;
+  Dataset data_;
+  std::shared_ptr<model::NetworkImpl> net_;
+  ModelFlops flops_;
+  PeakFlops peak_;
+
+  std::vector<double> step_times_, data_waits_;  // seconds, every step outside the profiled ones
+  std::vector<double> profiled_times_;           // kept out of step_times_: the profiler slows them down
+  int steps_run_ = 0;
+  double train_time_ = 0;  // summed step time so far
+  double last_loss_ = 0;
+  std::string status_ = "completed";
+  json evals_ = json::array();
+  EvalResult last_eval_;
+  bool evaluated_ = false;
+  std::optional<double> time_to_target_;
+  std::optional<int> steps_to_target_;
+  std::optional<double> loss_scale_;
+  json profile_;
+};
+
 }  // namespace
 
 double LearningRateAt(const TaskSpec& task, int step) {
@@ -185,9 +388,9 @@ int ExitCodeFor(const json& result) {
 
 json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
   const auto wall_start = Clock::now();
-  const TaskSpec& task = spec.task;
-  const RuntimeSpec& rt = spec.runtime;
-  const int threads = rt.threads > 0 ? rt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = spec.runtime.threads > 0
+                          ? spec.runtime.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   const std::string allocator = ConfigureHostAllocator();
 
@@ -198,213 +401,20 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
                  {"threads", threads},
                  {"torch_version", TORCH_VERSION},
                  {"host_allocator", allocator},
-                 {"precision", rt.precision},
-                 {"memory_format", rt.memory_format},
-                 {"batch_size", task.batch_size},
-                 {"dataset", task.dataset}};
-  std::vector<double> step_times, data_waits;  // seconds, every step
-  int steps_run = 0;
+                 {"precision", spec.runtime.precision},
+                 {"memory_format", spec.runtime.memory_format},
+                 {"batch_size", spec.task.batch_size},
+                 {"dataset", spec.task.dataset}};
+  TrialRun run(spec, options, &result);
   try {
-    torch::manual_seed(spec.seed);
-    const DeviceInfo dev = SelectDevice(rt.device);
-    result["device"] = dev.device.str();
-    result["device_name"] = dev.name;
-    CheckPrecision(rt.precision, dev);
-    if (dev.is_cuda()) torch::cuda::manual_seed_all(spec.seed);
-    const at::MemoryFormat format =
-        rt.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-
-    const ResolvedArch arch = ResolveArch(spec.arch, task);
-    const TaskKind kind = KindOf(task);
-    // lss with depth supervision: depth targets at the backbone's feature resolution.
-    const bool depth_supervised =
-        arch.bev.enabled && arch.bev.spec.view_transform == "lss" && arch.bev.spec.depth_loss_weight > 0;
-    const Dataset data = depth_supervised ? LoadTaskDataset(task, static_cast<uint64_t>(spec.seed),
-                                                            arch.feature_height, arch.feature_width)
-                                          : LoadTaskDataset(task, static_cast<uint64_t>(spec.seed));
-    result["dataset_bytes"] = data.bytes();
-    if (kind.bev) result["dataset_generate_s"] = data.generate_s;
-
-    std::shared_ptr<model::NetworkImpl> net = model::BuildNetwork(arch, task);
-    net->to(dev.device);
-    if (auto* bev_net = dynamic_cast<model::BevNetImpl*>(net.get())) {
-      result["bev"] = {{"view_transform", arch.bev.spec.view_transform}, {"grid", arch.bev.grid}};
-      if (arch.bev.spec.view_transform == "lss") {
-        const bev::PoolPlan& plan = bev_net->pool_plan();
-        result["bev"]["pooling"] = arch.bev.spec.pooling;
-        result["bev"]["depth_loss_weight"] = arch.bev.spec.depth_loss_weight;
-        result["bev"]["frustum_points"] = plan.points;
-        result["bev"]["points_in_grid"] = plan.valid_points.numel();
-        result["bev"]["occupied_cells"] = plan.interval_cells.numel();
-      }
-    }
-    model::SetMemoryFormat(*net, format);
-    const int64_t params = model::CountParameters(*net);
-    const ModelFlops flops = CountModelFlops(
-        net, Normalize(data, data.train.images.slice(0, 0, task.batch_size), dev.device, format));
-    const PeakFlops peak = DevicePeakFlops(rt.precision, dev);
-    result["params"] = params;
-    result["flops"] = {{"forward_per_step", flops.forward},
-                       {"train_per_step", flops.train_step},
-                       {"train_per_sample", flops.train_step / task.batch_size},
-                       {"forward_by_op", flops.forward_by_op},
-                       {"convention", kind.bev ? "conv+linear+matmul MACs x2; train step = 3 x forward; BEV pooling, "
-                                                 "grid sampling and the LSS outer product count 0 (no MACs)"
-                                               : "conv+linear+matmul MACs x2; train step = 3 x forward"}};
-    result["peak_flops"] = {{"flops_per_s", peak.flops_per_s}, {"dtype", peak.dtype}, {"source", peak.source}};
-    options.emit({{"event", "start"},
-                  {"trial_id", spec.trial_id},
-                  {"device", dev.device.str()},
-                  {"device_name", dev.name},
-                  {"threads", threads},
-                  {"params", params},
-                  {"train_flops_per_step", flops.train_step},
-                  {"peak_flops_per_s", peak.flops_per_s},
-                  {"peak_flops_source", peak.source}});
-
-    std::vector<torch::Tensor> parameters = net->parameters();
-    auto optimizer = MakeOptimizer(task.optimizer, parameters);
-    LossScaler scaler(rt.precision == "fp16");
-    BatchSampler sampler(data, task.batch_size, task.augment, static_cast<uint64_t>(spec.seed));
-    MemoryTracker memory(dev);
-    memory.Start();
-    net->train();
-
-    json evals = json::array();
-    EvalResult last_eval;
-    bool evaluated = false;
-    double train_time = 0;  // summed step time so far
-    std::optional<double> time_to_target;
-    std::optional<int> steps_to_target;
-    std::string status = "completed";
-    double last_loss = 0;
-
-    StepProfiler profiler(spec.profile, task.warmup_steps, options.artifact_dir, spec.trial_id, dev.is_cuda());
-    std::vector<double> profiled_times;  // kept out of step_times: the profiler slows them down
-    for (int step = 0; step < task.steps; ++step) {
-      profiler.BeforeStep(step);
-      const auto data_start = Clock::now();
-      auto [images, labels] = sampler.Next();
-      torch::Tensor x = Normalize(data, images, dev.device, format);
-      torch::Tensor y = labels.to(dev.device);
-      Synchronize(dev);
-      const auto t0 = Clock::now();
-
-      const double lr = LearningRateAt(task, step);
-      SetLearningRate(*optimizer, lr);
-      optimizer->zero_grad();
-      torch::Tensor loss;
-      {
-        AutocastScope autocast(rt.precision, dev);
-        loss = TaskLoss(kind, net->forward(x), y);
-        if (depth_supervised) {
-          auto* bev_net = static_cast<model::BevNetImpl*>(net.get());
-          loss = loss + bev_net->DepthLoss(data.train.depth.index_select(0, sampler.LastIndices()));
-        }
-      }
-      scaler.Scale(loss).backward();
-      const bool apply = scaler.Unscale(parameters);
-      if (apply && task.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters, task.grad_clip);
-      if (apply) optimizer->step();
-      Synchronize(dev);
-      const auto t1 = Clock::now();
-      profiler.AfterStep(step);
-
-      const double step_s = Seconds(t0, t1), wait_s = Seconds(data_start, t0);
-      if (profiler.Covers(step)) {
-        profiled_times.push_back(step_s);
-      } else {
-        step_times.push_back(step_s);
-        data_waits.push_back(wait_s);
-      }
-      train_time += step_s;
-      steps_run = step + 1;
-      last_loss = loss.item<double>();
-      if (!std::isfinite(last_loss)) {
-        status = "diverged";
-        result["error"] = "loss became " + std::to_string(last_loss) + " at step " + std::to_string(step);
-        break;
-      }
-      if (options.progress_every > 0 && (steps_run % options.progress_every == 0 || steps_run == task.steps)) {
-        std::vector<double> measured(step_times.begin() + std::min<size_t>(task.warmup_steps, step_times.size()),
-                                     step_times.end());
-        options.emit({{"event", "progress"},
-                      {"step", steps_run},
-                      {"loss", last_loss},
-                      {"lr", lr},
-                      {"step_time_ms", step_s * 1e3},
-                      {"median_step_time_ms", Summarize(measured).median * 1e3},
-                      {"data_wait_ms", wait_s * 1e3}});
-      }
-      const bool eval_point = (task.eval_every > 0 && steps_run % task.eval_every == 0) || steps_run == task.steps;
-      if (eval_point) {
-        last_eval = Evaluate(*net, kind, data, data.val, task.batch_size, dev, rt, format);
-        evaluated = true;
-        json e = {{"event", "eval"},
-                  {"step", steps_run},
-                  {"val_loss", last_eval.loss},
-                  {"val_" + kind.quality, last_eval.quality},
-                  {"train_time_s", train_time}};
-        options.emit(e);
-        e.erase("event");
-        evals.push_back(e);
-        if (task.target && !time_to_target && ReachedTarget(*task.target, last_eval)) {
-          time_to_target = train_time;
-          steps_to_target = steps_run;
-        }
-      }
-    }
-    result["peak_memory_mb"] = memory.PeakBytes() / (1024.0 * 1024.0);
-    result["peak_memory_kind"] = memory.kind();
-    result["process_peak_rss_mb"] = MemoryTracker::PeakResidentBytes() / (1024.0 * 1024.0);
-
-    const size_t skip = std::min<size_t>(task.warmup_steps, step_times.size());
-    const SeriesStats steps = Summarize({step_times.begin() + skip, step_times.end()});
-    const SeriesStats waits = Summarize({data_waits.begin() + skip, data_waits.end()});
-    result["status"] = status;
-    result["steps_run"] = steps_run;
-    result["warmup_steps"] = task.warmup_steps;
-    result["step_time_ms"] = StatsJson(steps, 1e3);
-    result["data_wait_ms"] = StatsJson(waits, 1e3);
-    result["data_wait_fraction"] = steps.sum + waits.sum > 0 ? waits.sum / (steps.sum + waits.sum) : 0.0;
-    if (steps.n > 0) {
-      const double achieved = flops.train_step / steps.median;
-      result["throughput"] = {{"samples_per_s", task.batch_size / steps.median},
-                              {"end_to_end_samples_per_s", steps.n * task.batch_size / (steps.sum + waits.sum)}};
-      result["achieved_flops_per_s"] = achieved;
-      result["mfu"] = achieved / peak.flops_per_s;
-    } else {
-      result["throughput"] = nullptr;
-      result["mfu"] = nullptr;
-    }
-    result["train_time_s"] = train_time;
-    result["final_train_loss"] = last_loss;
-    result["evals"] = evals;
-    if (task.target) {
-      result["target"] = {{"metric", task.target->metric}, {"value", task.target->value}};
-      result["time_to_target_s"] = time_to_target ? json(*time_to_target) : json(nullptr);
-      result["steps_to_target"] = steps_to_target ? json(*steps_to_target) : json(nullptr);
-    }
-    if (status == "completed") {
-      if (!evaluated) last_eval = Evaluate(*net, kind, data, data.val, task.batch_size, dev, rt, format);
-      const EvalResult test = Evaluate(*net, kind, data, data.test, task.batch_size, dev, rt, format);
-      result["val_loss"] = last_eval.loss;
-      result["val_" + kind.quality] = last_eval.quality;
-      result["test_loss"] = test.loss;
-      result["test_" + kind.quality] = test.quality;
-    }
-    if (scaler.scale() != 65536.0) result["loss_scale"] = scaler.scale();
-    const json profile = profiler.Finish();
-    if (!profile.is_null()) {
-      result["profile"] = profile;
-      result["profile"]["profiled_step_time_ms"] = StatsJson(Summarize(profiled_times), 1e3);
-    }
-    result["bottleneck"] = BottleneckVerdict(result);
+    run.Setup(threads);
+    run.Train();
+    run.Finish();
   } catch (const std::exception& e) {
     result["status"] = "failed";
     result["error_kind"] = ErrorKind(e);
     result["error"] = Message(e);
-    result["steps_run"] = steps_run;
+    result["steps_run"] = run.steps_run();
   }
   result["wall_time_s"] = Seconds(wall_start, Clock::now());
   return result;

@@ -1,5 +1,7 @@
-// Runs one trial: builds the model from the spec, trains it for the budget,
-// measures it as DESIGN.md defines, and reports JSON events (docs/trial-output.md).
+// Runs one trial: builds the task and its model from the spec, trains it for
+// the budget, measures it as docs/worker.md (Measurement) defines, and
+// reports JSON events (docs/trial-output.md). Task-specific work (data, head,
+// loss, quality) is the Task's (worker/trial/tasks/task.h).
 #pragma once
 
 #include <functional>
@@ -22,7 +24,7 @@ enum TrialExit : int {
 };
 
 struct TrialOptions {
-  int progress_every = 10;  // a progress event every this many steps; 0: none
+  int progress_every = 10;                 // a progress event every this many steps; 0: none
   std::string artifact_dir = "artifacts";  // profiles are written under this folder
   // Receives every event (start, progress, eval) as it happens. The result is
   // returned, not emitted.

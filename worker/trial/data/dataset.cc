@@ -9,7 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
-#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/data/bev_scene.h"
 
 namespace frontier {
 namespace {

@@ -3,7 +3,9 @@
 #include <ATen/record_function.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace frontier {
 namespace {
@@ -20,6 +22,12 @@ int64_t Product(c10::IntArrayRef dims, size_t begin, size_t end) {
   return p;
 }
 
+// The convolution formula: one multiply-add per output element (per input
+// element when transposed) and weight element of its group,
+// 2 * outputs * (w[1] * kernel). Every convolution count of the project
+// (forward here, backward for the profiler) goes through it.
+int64_t ConvMacFlops(int64_t outputs, c10::IntArrayRef w) { return 2 * outputs * Product(w, 1, w.size()); }
+
 // 2 * N * Cout * Hout * Wout * (Cin / groups) * kh * kw (any number of spatial dims).
 int64_t ConvFlops(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
                   c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed) {
@@ -28,7 +36,6 @@ int64_t ConvFlops(const at::Tensor& input, const at::Tensor& weight, c10::IntArr
   const bool batched = in.size() == w.size();
   const int64_t batch = batched ? in[0] : 1;
   const size_t first = batched ? 2 : 1;
-  const int64_t kernel = Product(w, 2, w.size());
   int64_t positions = 1;  // output positions (input positions when transposed)
   for (size_t i = 0; i < spatial; ++i) {
     const int64_t s = stride.size() == 1 ? stride[0] : stride[i];
@@ -39,7 +46,7 @@ int64_t ConvFlops(const at::Tensor& input, const at::Tensor& weight, c10::IntArr
   }
   // weight is (Cout, Cin/g, k...) for conv, (Cin, Cout/g, k...) when transposed:
   // either way w[0] * w[1] * kernel multiply-adds per position.
-  return 2 * batch * positions * w[0] * w[1] * kernel;
+  return ConvMacFlops(batch * positions * w[0], w);
 }
 
 // torch.matmul semantics: 1-d operands are promoted, batch dims broadcast.
@@ -83,7 +90,8 @@ int64_t OpFlops(const char* name, c10::ArrayRef<const c10::IValue> in) {
       std::strcmp(name, "aten::bmm") == 0) {
     return MatmulFlops(TensorAt(in, 0).sizes(), TensorAt(in, 1).sizes());
   }
-  if (std::strcmp(name, "aten::addmm") == 0 || std::strcmp(name, "aten::baddbmm") == 0) {  // (self, a, b, ...)
+  if (std::strcmp(name, "aten::addmm") == 0 ||
+      std::strcmp(name, "aten::baddbmm") == 0) {  // (self, a, b, ...)
     return MatmulFlops(TensorAt(in, 1).sizes(), TensorAt(in, 2).sizes());
   }
   return -1;
@@ -104,6 +112,12 @@ void OnEnd(const at::RecordFunction&, at::ObserverContext* ctx) {
 }
 
 }  // namespace
+
+std::optional<int64_t> ConvBackwardFlops(const std::vector<int64_t>& grad_output,
+                                         const std::vector<int64_t>& weight) {
+  if (grad_output.size() < 3 || weight.size() < 3) return std::nullopt;
+  return 2 * ConvMacFlops(Product(grad_output, 0, grad_output.size()), weight);
+}
 
 FlopCounter::FlopCounter() {
   if (g_counter != nullptr) throw std::logic_error("FlopCounter: one counter per thread at a time");

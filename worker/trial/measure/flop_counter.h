@@ -1,9 +1,10 @@
 // Analytic model FLOPs, counted from the shapes of the operators a forward
-// pass actually runs (the PaLM / nanoGPT convention of DESIGN.md):
+// pass actually runs (the PaLM / nanoGPT convention, docs/worker.md#measurement):
 // convolutions, linear layers and matrix products (which covers the attention
 // matmuls QK^T and AV, and phi(K)^T V, phi(Q)(...) of linear attention);
 // one multiply-add = 2 FLOPs; elementwise ops, norms, pooling and biases are
-// not counted. A training step counts 3 x forward.
+// not counted. A training step counts 3 x forward. Every FLOP formula of the
+// project is in flop_counter.cc.
 //
 // The counter observes LibTorch's dispatcher (RecordFunction) on the calling
 // thread. Only the outermost counted op is charged, so an op that decomposes
@@ -13,7 +14,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -39,9 +42,17 @@ class FlopCounter {
   std::map<std::string, int64_t> by_op_;
 };
 
+// FLOPs of one aten::convolution_backward call from the shapes of its
+// grad_output and weight, for the profiler (the counter sees only forward
+// passes): the input and the weight gradient cost one forward convolution
+// each, 2 x 2 x |grad_output| x (Cin / groups) x kernel. nullopt when the
+// shapes are not a convolution's.
+std::optional<int64_t> ConvBackwardFlops(const std::vector<int64_t>& grad_output,
+                                         const std::vector<int64_t>& weight);
+
 struct ModelFlops {
-  int64_t forward = 0;         // one forward pass over the batch
-  int64_t train_step = 0;      // 3 x forward
+  int64_t forward = 0;     // one forward pass over the batch
+  int64_t train_step = 0;  // 3 x forward
   std::map<std::string, int64_t> forward_by_op;
 };
 

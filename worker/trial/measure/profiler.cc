@@ -21,7 +21,9 @@
 #include <torch/csrc/profiler/util.h>
 #include <torch/version.h>
 
+#include "worker/host.h"
 #include "worker/trial/measure/flop_counter.h"
+#include "worker/trial/measure/op_class.h"
 
 namespace frontier {
 namespace {
@@ -32,37 +34,10 @@ namespace profiler_impl = torch::profiler::impl;
 
 // Operators listed in the result (the full table is in operators.json).
 constexpr int kTopOperators = 15;
-// Operators named in the verdict.
-constexpr int kVerdictOperators = 5;
-// Input-bound when at least this share of (step + data wait) time waits for data.
-constexpr double kInputBoundDataWait = 0.20;
-// Without a profile: compute-bound when MFU reaches this.
-constexpr double kComputeBoundMfu = 0.30;
 // The legacy profiler records shapes, not dtypes: byte estimates assume fp32.
 constexpr int64_t kAssumedElementBytes = 4;
 // NVTX range around each profiled step when nsys/ncu wrap the trial.
 constexpr const char* kNvtxStepRange = "frontier.profiled_step";
-
-bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
-
-std::string HostName() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-// A trial id as a folder name.
-std::string FolderName(const std::string& trial_id) {
-  std::string name;
-  for (char c : trial_id)
-    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
-  if (name.empty() || name == "." || name == "..") name = "trial";
-  return name;
-}
 
 int64_t Elements(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
@@ -114,16 +89,11 @@ int64_t EstimateBytes(const OpEvent& e) {
   return (inputs + outputs) * kAssumedElementBytes;
 }
 
-// FLOPs of aten::convolution_backward from its shapes (grad_output, input,
-// weight, ...): the input and weight gradients cost one forward convolution
-// each, 2 * |grad_output| * (Cin / groups) * kernel.
-std::optional<int64_t> ConvBackwardFlops(const OpEvent& e) {
+// FLOPs of an aten::convolution_backward call, from the formula of
+// flop_counter.h.
+std::optional<int64_t> ConvBackwardCallFlops(const OpEvent& e) {
   if (e.name != "aten::convolution_backward" || e.shapes.size() < 3) return std::nullopt;
-  const auto& grad_out = e.shapes[0];
-  const auto& weight = e.shapes[2];
-  if (grad_out.size() < 3 || weight.size() < 3) return std::nullopt;
-  const int64_t per_position = Elements(weight) / weight[0];  // (Cin / groups) * kernel
-  return 2 * 2 * Elements(grad_out) * per_position;
+  return ConvBackwardFlops(e.shapes[0], e.shapes[2]);
 }
 
 json Round(double value, double scale = 1e3) { return std::round(value * scale) / scale; }
@@ -139,290 +109,6 @@ struct OpRow {
 };
 
 }  // namespace
-
-std::string OperatorClass(const std::string& op_name) {
-  if (StartsWith(op_name, "autograd::") || Contains(op_name, "Backward") ||
-      Contains(op_name, "AccumulateGrad")) {
-    return "autograd";
-  }
-  // Names without the aten:: prefix (e.g. "detach_" recorded by autograd) are looked up as they are.
-  const bool aten = StartsWith(op_name, "aten::");
-  std::string base = aten ? op_name.substr(6) : op_name;
-  if (base.size() > 1 && base.back() == '_' && base[base.size() - 2] != '_') base.pop_back();  // in-place
-  if (EndsWith(base, "_backward")) base.resize(base.size() - 9);
-  if (StartsWith(base, "_foreach_")) return "elementwise";
-
-  static const std::set<std::string> kCompute = {"mm",
-                                                 "addmm",
-                                                 "bmm",
-                                                 "baddbmm",
-                                                 "addbmm",
-                                                 "matmul",
-                                                 "linear",
-                                                 "addmv",
-                                                 "mv",
-                                                 "dot",
-                                                 "vdot",
-                                                 "einsum",
-                                                 "tensordot",
-                                                 "_scaled_dot_product_attention",
-                                                 "scaled_dot_product_attention",
-                                                 "_native_multi_head_attention",
-                                                 "mkldnn_linear",
-                                                 "_addmm_activation"};
-  if (kCompute.count(base) || (aten && Contains(base, "conv"))) return "compute";
-  if (Contains(base, "batch_norm") || Contains(base, "layer_norm") || Contains(base, "group_norm") ||
-      Contains(base, "instance_norm") || Contains(base, "rms_norm")) {
-    return "normalization";
-  }
-  static const std::set<std::string> kReduction = {"sum",
-                                                   "mean",
-                                                   "max",
-                                                   "min",
-                                                   "amax",
-                                                   "amin",
-                                                   "argmax",
-                                                   "argmin",
-                                                   "norm",
-                                                   "linalg_vector_norm",
-                                                   "var",
-                                                   "std",
-                                                   "var_mean",
-                                                   "std_mean",
-                                                   "prod",
-                                                   "all",
-                                                   "any",
-                                                   "topk",
-                                                   "sort",
-                                                   "cumsum",
-                                                   "logsumexp",
-                                                   "nll_loss",
-                                                   "nll_loss_forward",
-                                                   "nll_loss2d",
-                                                   "cross_entropy_loss",
-                                                   "kl_div",
-                                                   "mse_loss",
-                                                   "count_nonzero"};
-  if (kReduction.count(base) || Contains(base, "softmax") || Contains(base, "pool") ||
-      Contains(base, "nll_loss")) {
-    return "reduction";
-  }
-  static const std::set<std::string> kDataMovement = {"copy",
-                                                      "_copy_from",
-                                                      "_copy_from_and_resize",
-                                                      "_to_copy",
-                                                      "clone",
-                                                      "cat",
-                                                      "_cat",
-                                                      "stack",
-                                                      "index",
-                                                      "index_select",
-                                                      "gather",
-                                                      "scatter",
-                                                      "scatter_add",
-                                                      "index_put",
-                                                      "_index_put_impl",
-                                                      "index_add",
-                                                      "pad",
-                                                      "constant_pad_nd",
-                                                      "reflection_pad2d",
-                                                      "replicate_pad2d",
-                                                      "repeat",
-                                                      "repeat_interleave",
-                                                      "flip",
-                                                      "roll",
-                                                      "narrow_copy",
-                                                      "take",
-                                                      "masked_select",
-                                                      "nonzero",
-                                                      "_local_scalar_dense",
-                                                      "item",
-                                                      "tile",
-                                                      "pixel_shuffle",
-                                                      "pixel_unshuffle",
-                                                      "channel_shuffle",
-                                                      "upsample_nearest2d",
-                                                      "upsample_bilinear2d",
-                                                      "grid_sampler_2d",
-                                                      "embedding",
-                                                      "embedding_dense"};
-  if (kDataMovement.count(base)) return "data_movement";
-  static const std::set<std::string> kView = {"view",
-                                              "_unsafe_view",
-                                              "reshape",
-                                              "_reshape_alias",
-                                              "t",
-                                              "transpose",
-                                              "permute",
-                                              "expand",
-                                              "expand_as",
-                                              "as_strided",
-                                              "select",
-                                              "slice",
-                                              "unsqueeze",
-                                              "squeeze",
-                                              "detach",
-                                              "alias",
-                                              "empty",
-                                              "empty_like",
-                                              "empty_strided",
-                                              "resize",
-                                              "flatten",
-                                              "unflatten",
-                                              "narrow",
-                                              "split",
-                                              "split_with_sizes",
-                                              "chunk",
-                                              "unbind",
-                                              "view_as",
-                                              "to",
-                                              "contiguous",
-                                              "lift",
-                                              "lift_fresh",
-                                              "result_type",
-                                              "size",
-                                              "stride",
-                                              "set",
-                                              "numpy_T",
-                                              "_has_compatible_shallow_copy_type",
-                                              "is_nonzero",
-                                              "_nested_tensor_from_mask",
-                                              "movedim",
-                                              "swapaxes",
-                                              "unfold",
-                                              "diagonal",
-                                              "real",
-                                              "imag",
-                                              "conj",
-                                              "resolve_conj",
-                                              "resolve_neg",
-                                              "_reshape_from_tensor",
-                                              "_shape_as_tensor",
-                                              "broadcast_to",
-                                              "expand_copy",
-                                              "requires_grad",
-                                              "set_data",
-                                              "is_same_size"};
-  if (kView.count(base)) return "view";
-  static const std::set<std::string> kElementwise = {"add",
-                                                     "sub",
-                                                     "rsub",
-                                                     "mul",
-                                                     "div",
-                                                     "relu",
-                                                     "relu6",
-                                                     "gelu",
-                                                     "silu",
-                                                     "sigmoid",
-                                                     "tanh",
-                                                     "hardswish",
-                                                     "hardsigmoid",
-                                                     "hardtanh",
-                                                     "leaky_relu",
-                                                     "elu",
-                                                     "selu",
-                                                     "mish",
-                                                     "softplus",
-                                                     "threshold",
-                                                     "clamp",
-                                                     "clamp_min",
-                                                     "clamp_max",
-                                                     "where",
-                                                     "_s_where",
-                                                     "neg",
-                                                     "exp",
-                                                     "exp2",
-                                                     "log",
-                                                     "log1p",
-                                                     "sqrt",
-                                                     "rsqrt",
-                                                     "pow",
-                                                     "abs",
-                                                     "sign",
-                                                     "sgn",
-                                                     "lerp",
-                                                     "addcmul",
-                                                     "addcdiv",
-                                                     "fill",
-                                                     "zero",
-                                                     "zeros",
-                                                     "zeros_like",
-                                                     "ones",
-                                                     "ones_like",
-                                                     "full",
-                                                     "full_like",
-                                                     "masked_fill",
-                                                     "maximum",
-                                                     "minimum",
-                                                     "reciprocal",
-                                                     "square",
-                                                     "eq",
-                                                     "ne",
-                                                     "lt",
-                                                     "le",
-                                                     "gt",
-                                                     "ge",
-                                                     "isfinite",
-                                                     "isnan",
-                                                     "isinf",
-                                                     "logical_and",
-                                                     "logical_or",
-                                                     "logical_not",
-                                                     "bitwise_and",
-                                                     "bitwise_or",
-                                                     "bitwise_not",
-                                                     "dropout",
-                                                     "native_dropout",
-                                                     "feature_dropout",
-                                                     "bernoulli",
-                                                     "uniform",
-                                                     "normal",
-                                                     "rand",
-                                                     "randn",
-                                                     "randint",
-                                                     "randperm",
-                                                     "floor",
-                                                     "ceil",
-                                                     "round",
-                                                     "trunc",
-                                                     "frac",
-                                                     "erf",
-                                                     "erfinv",
-                                                     "cos",
-                                                     "sin",
-                                                     "fmod",
-                                                     "remainder",
-                                                     "copysign",
-                                                     "nan_to_num",
-                                                     "alpha_dropout",
-                                                     "arange",
-                                                     "linspace",
-                                                     "scalar_tensor",
-                                                     "tril",
-                                                     "triu",
-                                                     "cumprod",
-                                                     "glu",
-                                                     "prelu",
-                                                     "_prelu_kernel",
-                                                     "hardshrink",
-                                                     "softshrink",
-                                                     "logit",
-                                                     "xlogy",
-                                                     "atan2",
-                                                     "polar",
-                                                     "masked_scatter"};
-  if (kElementwise.count(base)) return "elementwise";
-  return "other";
-}
-
-std::string BoundClass(const std::string& op_class) {
-  if (op_class == "compute") return "compute";
-  if (op_class == "elementwise" || op_class == "normalization" || op_class == "reduction" ||
-      op_class == "data_movement") {
-    return "memory";
-  }
-  return "overhead";
-}
 
 struct StepProfiler::Impl {
   ProfileSpec spec;
@@ -673,7 +359,7 @@ struct StepProfiler::Impl {
       row.cuda_self_us += c.cuda_self_us;
       row.cuda_total_us += std::max(0.0, c.cuda_us);
       if (!c.classified_ancestor && BoundClass(c.op_class) != "overhead") row.bytes += EstimateBytes(c);
-      if (const auto backward = ConvBackwardFlops(c)) {
+      if (const auto backward = ConvBackwardCallFlops(c)) {
         row.flops += *backward;
         row.flops_source = "estimated from shapes: input and weight gradients, 2 x forward";
       }
@@ -797,7 +483,7 @@ struct StepProfiler::Impl {
     namespace fs = std::filesystem;
     std::error_code ec;
     fs::path dir =
-        fs::absolute(fs::path(artifact_dir.empty() ? "." : artifact_dir), ec) / FolderName(trial_id);
+        fs::absolute(fs::path(artifact_dir.empty() ? "." : artifact_dir), ec) / TrialFolderName(trial_id);
     dir = dir.lexically_normal();
     (*profile)["artifact_dir"] = dir.string();
     fs::create_directories(dir, ec);
@@ -868,136 +554,6 @@ json StepProfiler::Finish() {
             {"host", HostName()},
             {"error", std::string("cannot summarize the profile: ") + e.what()}};
   }
-}
-
-namespace {
-
-double NumberAt(const json& j, const char* pointer, double fallback = std::nan("")) {
-  const json::json_pointer path(pointer);
-  if (!j.contains(path) || !j.at(path).is_number()) return fallback;
-  return j.at(path).get<double>();
-}
-
-std::string StringAt(const json& j, const char* pointer, const std::string& fallback) {
-  const json::json_pointer path(pointer);
-  if (!j.contains(path) || !j.at(path).is_string()) return fallback;
-  return j.at(path).get<std::string>();
-}
-
-std::string Percent(double share) {
-  char text[32];
-  std::snprintf(text, sizeof text, share < 0.095 ? "%.1f%%" : "%.0f%%", 100 * share);
-  return text;
-}
-
-std::string FlopRate(double flops_per_s) {
-  char text[32];
-  if (flops_per_s >= 1e12) {
-    std::snprintf(text, sizeof text, "%.3g TFLOP/s", flops_per_s / 1e12);
-  } else {
-    std::snprintf(text, sizeof text, "%.3g GFLOP/s", flops_per_s / 1e9);
-  }
-  return text;
-}
-
-}  // namespace
-
-json BottleneckVerdict(const json& result) {
-  const double wait = NumberAt(result, "/data_wait_fraction");
-  const double achieved = NumberAt(result, "/achieved_flops_per_s");
-  const double peak = NumberAt(result, "/peak_flops/flops_per_s");
-  const double mfu =
-      std::isfinite(achieved) && std::isfinite(peak) && peak > 0 ? achieved / peak : std::nan("");
-  const json* profile = nullptr;
-  if (const auto it = result.find("profile");
-      it != result.end() && it->is_object() && it->contains("by_bound") && it->contains("top_operators")) {
-    profile = &*it;
-  }
-
-  json verdict = {{"thresholds",
-                   {{"input_bound_data_wait_fraction", kInputBoundDataWait},
-                    {"compute_bound_mfu_without_profile", kComputeBoundMfu}}}};
-  const auto number_or_null = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  verdict["data_wait_fraction"] = number_or_null(wait);
-  verdict["mfu"] = number_or_null(mfu);
-  verdict["achieved_flops_per_s"] = number_or_null(achieved);
-  verdict["peak_flops_per_s"] = number_or_null(peak);
-
-  json top = json::array();
-  std::string top_text;
-  double compute = std::nan(""), memory = std::nan(""), overhead = std::nan("");
-  if (profile != nullptr) {
-    compute = NumberAt(*profile, "/by_bound/compute", 0);
-    memory = NumberAt(*profile, "/by_bound/memory", 0);
-    overhead =
-        NumberAt(*profile, "/by_bound/overhead", 0) + NumberAt(*profile, "/by_bound/outside_operators", 0);
-    verdict["time_share"] = {{"compute", compute}, {"memory", memory}, {"overhead", overhead}};
-    json bytes_per_flop = json::object();
-    if (const auto classes = profile->find("by_class"); classes != profile->end() && classes->is_object()) {
-      for (const auto& [name, c] : classes->items()) {
-        if (c.contains("bytes_per_flop") && !c["bytes_per_flop"].is_null())
-          bytes_per_flop[name] = c["bytes_per_flop"];
-      }
-    }
-    bytes_per_flop["all"] = profile->value("bytes_per_flop", json(nullptr));
-    verdict["bytes_per_flop"] = bytes_per_flop;
-    for (const auto& op : (*profile)["top_operators"]) {
-      if (static_cast<int>(top.size()) == kVerdictOperators) break;
-      top.push_back({{"name", op.value("name", "")},
-                     {"class", op.value("class", "")},
-                     {"share", op.value("share", 0.0)}});
-      if (top.size() <= 3) {
-        top_text += (top_text.empty() ? "" : ", ") + op.value("name", std::string()) + " " +
-                    Percent(op.value("share", 0.0));
-      }
-    }
-  }
-  verdict["top_operators"] = top;
-
-  std::string kind, basis, reason;
-  if (!std::isfinite(wait) && !std::isfinite(mfu)) {
-    kind = "unknown";
-    basis = "none";
-    reason = "no step-time measurements";
-  } else if (std::isfinite(wait) && wait >= kInputBoundDataWait) {
-    kind = "input-bound";
-    basis = "data_wait";
-    reason = Percent(wait) + " of step time waits for data (threshold " + Percent(kInputBoundDataWait) + ")";
-  } else if (profile != nullptr) {
-    basis = "profile";
-    kind = compute >= memory ? "compute-bound" : "memory-bound";
-    reason =
-        (compute >= memory
-             ? "compute-class operators take " + Percent(compute) + ", memory-class " + Percent(memory)
-             : "memory-class operators take " + Percent(memory) + ", compute-class " + Percent(compute)) +
-        " of profiled time";
-    if (!top_text.empty()) reason += " (top: " + top_text + ")";
-    if (overhead > std::max(compute, memory))
-      reason += "; framework overhead " + Percent(overhead) + " exceeds both";
-  } else if (std::isfinite(mfu)) {
-    basis = "mfu";
-    kind = mfu >= kComputeBoundMfu ? "compute-bound" : "memory-bound";
-    reason = "MFU " + Percent(mfu) + (mfu >= kComputeBoundMfu ? " reaches " : " is below ") +
-             Percent(kComputeBoundMfu) + " without a profile to tell memory traffic from overhead";
-    verdict["confidence"] = "low";
-  } else {
-    kind = "unknown";
-    basis = "none";
-    reason = "no FLOP/s measurement";
-  }
-  verdict["verdict"] = kind;
-  verdict["basis"] = basis;
-
-  std::string summary = kind + ": " + reason;
-  if (kind != "unknown") {
-    if (std::isfinite(mfu)) {
-      summary += "; MFU " + Percent(mfu) + " (" + FlopRate(achieved) + " of " + FlopRate(peak) + " " +
-                 StringAt(result, "/peak_flops/source", "peak") + ")";
-    }
-    if (std::isfinite(wait) && basis != "data_wait") summary += "; data wait " + Percent(wait);
-  }
-  verdict["summary"] = summary + ".";
-  return verdict;
 }
 
 }  // namespace frontier

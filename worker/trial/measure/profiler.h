@@ -1,5 +1,6 @@
 // Profiles a few training steps of a trial (the spec's `profile` section) and
-// judges where the step time goes. See docs/profiling.md for the result's
+// summarizes where the step time goes (the verdict itself is
+// measure/bottleneck.h). See docs/profiling.md for the result's
 // "profile" and "bottleneck" objects and the rules behind the verdict.
 #pragma once
 
@@ -21,7 +22,7 @@ namespace frontier {
 // Chrome/Perfetto trace and the full operator table under
 // <artifact_dir>/<trial_id>/ and returns the summary.
 // tool "nsys" | "ncu": the worker wraps the whole trial process in the tool
-// (worker/agent.cc); in a CUDA build the profiled steps are marked with NVTX
+// (worker/agent/agent.cc); in a CUDA build the profiled steps are marked with NVTX
 // ranges ("frontier.profiled_steps" around them, one per operator inside),
 // so the tool's timeline shows them and ncu can be limited to them.
 //
@@ -53,20 +54,5 @@ class StepProfiler {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The result's "bottleneck" object, judged from a finished result's
-// measurements (data_wait_fraction, achieved_flops_per_s, peak_flops, and the
-// "profile" object if any). A pure function of the JSON.
-nlohmann::json BottleneckVerdict(const nlohmann::json& result);
-
-// Operator classes of the profile summary ("compute", "elementwise",
-// "normalization", "reduction", "data_movement", "view", "autograd",
-// "other") by LibTorch operator name, e.g. "aten::addmm" -> "compute".
-std::string OperatorClass(const std::string& op_name);
-
-// What an operator class is limited by: "compute" (compute), "memory"
-// (elementwise, normalization, reduction, data_movement) or "overhead" (view,
-// autograd, other: framework bookkeeping that moves no data).
-std::string BoundClass(const std::string& op_class);
 
 }  // namespace frontier

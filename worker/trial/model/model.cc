@@ -66,67 +66,108 @@ torch::Tensor SqueezeExciteImpl::forward(const torch::Tensor& x) {
 
 namespace {
 
-int Scaled(int channels, double factor) { return std::max(1, static_cast<int>(std::lround(channels * factor))); }
+int Scaled(int channels, double factor) {
+  return std::max(1, static_cast<int>(std::lround(channels * factor)));
+}
 
 }  // namespace
 
+namespace {
+
+nn::Sequential Projection(const LayerStyle& style, const BlockConfig& c) {
+  nn::Sequential s;
+  s->push_back(ConvNormAct(style, c.in, c.out, 1, c.stride, 1, false));
+  return s;
+}
+
+bool SameShape(const BlockConfig& c) { return c.stride == 1 && c.in == c.out; }
+
+BlockLayers BasicBlock(const LayerStyle& style, const BlockConfig& c) {
+  BlockLayers b;
+  b.body->push_back(ConvNormAct(style, c.in, c.out, c.kernel, c.stride, 1, true));
+  b.body->push_back(ConvNormAct(style, c.out, c.out, c.kernel, 1, 1, false));
+  if (!SameShape(c)) b.shortcut = Projection(style, c);
+  b.activate_after_sum = true;
+  return b;
+}
+
+BlockLayers Bottleneck(const LayerStyle& style, const BlockConfig& c) {
+  BlockLayers b;
+  const int mid = Scaled(c.out, 1.0 / c.expansion);
+  b.body->push_back(ConvNormAct(style, c.in, mid, 1, 1, 1, true));
+  b.body->push_back(ConvNormAct(style, mid, mid, c.kernel, c.stride, 1, true));
+  b.body->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
+  if (!SameShape(c)) b.shortcut = Projection(style, c);
+  b.activate_after_sum = true;
+  return b;
+}
+
+BlockLayers ConvNextBlock(const LayerStyle& style, const BlockConfig& c) {
+  BlockLayers b;
+  if (!SameShape(c)) {  // ConvNeXt's separate downsampling layer: norm, then a stride x stride conv
+    b.downsample = nn::Sequential();
+    b.downsample->push_back(Norm2d(style.norm, c.in, style.norm_groups));
+    b.downsample->push_back(nn::Conv2d(nn::Conv2dOptions(c.in, c.out, c.stride).stride(c.stride)));
+  }
+  const int hidden = Scaled(c.out, c.expansion);
+  b.body->push_back(
+      nn::Conv2d(nn::Conv2dOptions(c.out, c.out, c.kernel).padding(c.kernel / 2).groups(c.out)));
+  b.body->push_back(Norm2d(style.norm, c.out, style.norm_groups));
+  LayerStyle plain = style;
+  plain.norm = "none";  // the inverted MLP has no norms of its own, and biases
+  b.body->push_back(ConvNormAct(plain, c.out, hidden, 1, 1, 1, true));
+  b.body->push_back(ConvNormAct(plain, hidden, c.out, 1, 1, 1, false));
+  return b;
+}
+
+BlockLayers MbConv(const LayerStyle& style, const BlockConfig& c) {
+  BlockLayers b;
+  const int mid = Scaled(c.in, c.expansion);
+  if (mid != c.in) b.body->push_back(ConvNormAct(style, c.in, mid, 1, 1, 1, true));
+  b.body->push_back(ConvNormAct(style, mid, mid, c.kernel, c.stride, mid, true));
+  if (c.se) b.body->push_back(SqueezeExcite(mid, Scaled(c.in, 0.25), style.activation));
+  b.body->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
+  b.residual = SameShape(c);
+  return b;
+}
+
+BlockLayers FusedMbConv(const LayerStyle& style, const BlockConfig& c) {
+  BlockLayers b;
+  const int mid = Scaled(c.in, c.expansion);
+  if (mid == c.in && !c.se) {
+    b.body->push_back(ConvNormAct(style, c.in, c.out, c.kernel, c.stride, 1, true));
+  } else {
+    b.body->push_back(ConvNormAct(style, c.in, mid, c.kernel, c.stride, 1, true));
+    if (c.se) b.body->push_back(SqueezeExcite(mid, Scaled(c.in, 0.25), style.activation));
+    b.body->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
+  }
+  b.residual = SameShape(c);
+  return b;
+}
+
+}  // namespace
+
+Registry<BlockBuilder>& BlockRegistry() {
+  static Registry<BlockBuilder> registry = [] {
+    Registry<BlockBuilder> r("block family");
+    r.Add("basic", BasicBlock);
+    r.Add("bottleneck", Bottleneck);
+    r.Add("convnext", ConvNextBlock);
+    r.Add("mbconv", MbConv);
+    r.Add("fused_mbconv", FusedMbConv);
+    return r;
+  }();
+  return registry;
+}
+
 ConvBlockImpl::ConvBlockImpl(const LayerStyle& style, const BlockConfig& c)
     : config_(c), activation_(style.activation) {
-  const bool same_shape = c.stride == 1 && c.in == c.out;
-  auto projection = [&] {
-    nn::Sequential s;
-    s->push_back(ConvNormAct(style, c.in, c.out, 1, c.stride, 1, false));
-    return s;
-  };
-  if (c.family == "basic") {
-    body_->push_back(ConvNormAct(style, c.in, c.out, c.kernel, c.stride, 1, true));
-    body_->push_back(ConvNormAct(style, c.out, c.out, c.kernel, 1, 1, false));
-    if (!same_shape) shortcut_ = projection();
-    activate_after_sum_ = true;
-  } else if (c.family == "bottleneck") {
-    const int mid = Scaled(c.out, 1.0 / c.expansion);
-    body_->push_back(ConvNormAct(style, c.in, mid, 1, 1, 1, true));
-    body_->push_back(ConvNormAct(style, mid, mid, c.kernel, c.stride, 1, true));
-    body_->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
-    if (!same_shape) shortcut_ = projection();
-    activate_after_sum_ = true;
-  } else if (c.family == "convnext") {
-    if (!same_shape) {  // ConvNeXt's separate downsampling layer: norm, then a stride x stride conv
-      downsample_ = nn::Sequential();
-      downsample_->push_back(Norm2d(style.norm, c.in, style.norm_groups));
-      downsample_->push_back(nn::Conv2d(nn::Conv2dOptions(c.in, c.out, c.stride).stride(c.stride)));
-      register_module("downsample", downsample_);
-    }
-    const int hidden = Scaled(c.out, c.expansion);
-    body_->push_back(
-        nn::Conv2d(nn::Conv2dOptions(c.out, c.out, c.kernel).padding(c.kernel / 2).groups(c.out)));
-    body_->push_back(Norm2d(style.norm, c.out, style.norm_groups));
-    LayerStyle plain = style;
-    plain.norm = "none";  // the inverted MLP has no norms of its own, and biases
-    body_->push_back(ConvNormAct(plain, c.out, hidden, 1, 1, 1, true));
-    body_->push_back(ConvNormAct(plain, hidden, c.out, 1, 1, 1, false));
-  } else if (c.family == "mbconv") {
-    const int mid = Scaled(c.in, c.expansion);
-    if (mid != c.in) body_->push_back(ConvNormAct(style, c.in, mid, 1, 1, 1, true));
-    body_->push_back(ConvNormAct(style, mid, mid, c.kernel, c.stride, mid, true));
-    if (c.se) body_->push_back(SqueezeExcite(mid, Scaled(c.in, 0.25), style.activation));
-    body_->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
-    residual_ = same_shape;
-  } else if (c.family == "fused_mbconv") {
-    const int mid = Scaled(c.in, c.expansion);
-    if (mid == c.in && !c.se) {
-      body_->push_back(ConvNormAct(style, c.in, c.out, c.kernel, c.stride, 1, true));
-    } else {
-      body_->push_back(ConvNormAct(style, c.in, mid, c.kernel, c.stride, 1, true));
-      if (c.se) body_->push_back(SqueezeExcite(mid, Scaled(c.in, 0.25), style.activation));
-      body_->push_back(ConvNormAct(style, mid, c.out, 1, 1, 1, false));
-    }
-    residual_ = same_shape;
-  } else {
-    TORCH_CHECK(false, "unknown block family '", c.family, "'");
-  }
-  register_module("body", body_);
-  if (shortcut_) register_module("shortcut", shortcut_);
+  BlockLayers layers = BlockRegistry().At(c.family)(style, c);
+  residual_ = layers.residual;
+  activate_after_sum_ = layers.activate_after_sum;
+  if (layers.downsample) downsample_ = register_module("downsample", layers.downsample);
+  body_ = register_module("body", layers.body);
+  if (layers.shortcut) shortcut_ = register_module("shortcut", layers.shortcut);
 }
 
 torch::Tensor ConvBlockImpl::forward(const torch::Tensor& input) {
@@ -137,8 +178,49 @@ torch::Tensor ConvBlockImpl::forward(const torch::Tensor& input) {
   return activate_after_sum_ ? Activate(activation_, y) : y;
 }
 
+namespace {
+
+// Softmax attention; every group of h / kv_heads query heads shares one k/v head.
+torch::Tensor SoftmaxMix(torch::Tensor q, torch::Tensor k, torch::Tensor v) {
+  const int64_t h = q.size(1), kv_heads = k.size(1), d = q.size(3);
+  if (kv_heads != h) {
+    k = k.repeat_interleave(h / kv_heads, 1);
+    v = v.repeat_interleave(h / kv_heads, 1);
+  }
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+// ReLU linear attention: phi(Q)(phi(K)^T V) / (phi(Q) sum(phi(K))), the
+// normalizer in fp32.
+torch::Tensor LinearMix(torch::Tensor q, torch::Tensor k, torch::Tensor v) {
+  q = torch::relu(q);
+  k = torch::relu(k);
+  torch::Tensor kv_state = torch::matmul(k.transpose(-2, -1), v);    // (B, h, d, d)
+  torch::Tensor num = torch::matmul(q, kv_state).to(torch::kFloat);  // (B, h, N, d)
+  torch::Tensor den = (q.to(torch::kFloat) * k.to(torch::kFloat).sum(2, true)).sum(-1, true);
+  return (num / (den + 1e-6)).to(q.scalar_type());
+}
+
+}  // namespace
+
+Registry<AttentionKind>& AttentionRegistry() {
+  static Registry<AttentionKind> registry = [] {
+    Registry<AttentionKind> r("attention kind");
+    r.Add("mhsa", {SoftmaxMix, /*grouped_kv=*/false, /*windowed=*/false});
+    r.Add("window", {SoftmaxMix, /*grouped_kv=*/false, /*windowed=*/true});
+    r.Add("gqa", {SoftmaxMix, /*grouped_kv=*/true, /*windowed=*/false});
+    r.Add("linear", {LinearMix, /*grouped_kv=*/false, /*windowed=*/false});
+    return r;
+  }();
+  return registry;
+}
+
 AttentionImpl::AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm)
-    : spec_(spec), kv_heads_(spec.kind == "gqa" ? spec.kv_heads : spec.heads), use_norm_(norm != "none") {
+    : spec_(spec),
+      kind_(AttentionRegistry().At(spec.kind)),
+      kv_heads_(kind_.grouped_kv ? spec.kv_heads : spec.heads),
+      use_norm_(norm != "none") {
   TORCH_CHECK(spec.head_dim > 0, "attention head_dim must be resolved before building");
   const int inner = spec.heads * spec.head_dim;
   if (use_norm_) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({channels})));
@@ -150,25 +232,9 @@ AttentionImpl::AttentionImpl(const AttentionSpec& spec, int channels, const std:
 torch::Tensor AttentionImpl::Mix(const torch::Tensor& t) {
   const int64_t b = t.size(0), n = t.size(1);
   const int64_t h = spec_.heads, d = spec_.head_dim;
-  torch::Tensor q = q_(t).view({b, n, h, d}).transpose(1, 2);               // (B, h, N, d)
+  torch::Tensor q = q_(t).view({b, n, h, d}).transpose(1, 2);                        // (B, h, N, d)
   torch::Tensor kv = kv_(t).view({b, n, 2, kv_heads_, d}).permute({2, 0, 3, 1, 4});  // (2, B, kvh, N, d)
-  torch::Tensor k = kv[0], v = kv[1];
-  torch::Tensor out;
-  if (spec_.kind == "linear") {
-    q = torch::relu(q);
-    k = torch::relu(k);
-    torch::Tensor kv_state = torch::matmul(k.transpose(-2, -1), v);  // (B, h, d, d)
-    torch::Tensor num = torch::matmul(q, kv_state).to(torch::kFloat);  // (B, h, N, d)
-    torch::Tensor den = (q.to(torch::kFloat) * k.to(torch::kFloat).sum(2, true)).sum(-1, true);
-    out = (num / (den + 1e-6)).to(q.scalar_type());
-  } else {
-    if (kv_heads_ != h) {  // gqa: every group of h / kv_heads query heads shares one k/v head
-      k = k.repeat_interleave(h / kv_heads_, 1);
-      v = v.repeat_interleave(h / kv_heads_, 1);
-    }
-    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
-    out = torch::matmul(torch::softmax(scores, -1), v);
-  }
+  torch::Tensor out = kind_.mix(q, kv[0], kv[1]);
   return out.transpose(1, 2).reshape({b, n, h * d});
 }
 
@@ -176,7 +242,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t b = x.size(0), c = x.size(1), hh = x.size(2), ww = x.size(3);
   torch::Tensor tokens;
   int64_t win = 0;
-  if (spec_.kind == "window") {
+  if (kind_.windowed) {
     win = spec_.window;
     TORCH_CHECK(hh % win == 0 && ww % win == 0, "window ", win, " does not divide the ", hh, "x", ww, " map");
     // (B, C, H, W) -> (B * windows, win*win, C)
@@ -194,34 +260,47 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   return out.transpose(1, 2).reshape({b, c, hh, ww});
 }
 
+Registry<StemBuilder>& StemRegistry() {
+  static Registry<StemBuilder> registry = [] {
+    Registry<StemBuilder> r("stem");
+    r.Add("conv3x3", [](const LayerStyle& style, int in, const StemSpec& stem, nn::Sequential& seq) {
+      seq->push_back(ConvNormAct(style, in, stem.width, 3, stem.stride, 1, true));
+      for (int i = 1; i < stem.depth; ++i)
+        seq->push_back(ConvNormAct(style, stem.width, stem.width, 3, 1, 1, true));
+    });
+    r.Add("patchify", [](const LayerStyle& style, int in, const StemSpec& stem, nn::Sequential& seq) {
+      seq->push_back(nn::Conv2d(nn::Conv2dOptions(in, stem.width, stem.stride).stride(stem.stride)));
+      seq->push_back(Norm2d(style.norm, stem.width, style.norm_groups));
+    });
+    r.Add("resnet", [](const LayerStyle& style, int in, const StemSpec& stem, nn::Sequential& seq) {
+      seq->push_back(ConvNormAct(style, in, stem.width, 7, stem.stride, 1, true));
+      seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    });
+    return r;
+  }();
+  return registry;
+}
+
+void AppendStage(const ResolvedStage& s, const ResolvedArch& arch, nn::Sequential& seq) {
+  const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
+  for (int i = 0; i < s.depth; ++i) {
+    BlockConfig block{
+        s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel, s.expansion, s.se};
+    seq->push_back(ConvBlock(style, block));
+    if (s.attention.kind != "none" && i >= s.attention_from_block) {
+      seq->push_back(Attention(s.attention, s.width, arch.norm));
+    }
+  }
+}
+
 BackboneImpl::BackboneImpl(const ResolvedArch& arch) : features_(arch.features) {
   const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
-  const StemSpec& stem = arch.stem;
-  const int in = arch.input.channels;
-  if (stem.kind == "conv3x3") {
-    stem_->push_back(ConvNormAct(style, in, stem.width, 3, stem.stride, 1, true));
-    for (int i = 1; i < stem.depth; ++i) stem_->push_back(ConvNormAct(style, stem.width, stem.width, 3, 1, 1, true));
-  } else if (stem.kind == "patchify") {
-    stem_->push_back(nn::Conv2d(nn::Conv2dOptions(in, stem.width, stem.stride).stride(stem.stride)));
-    stem_->push_back(Norm2d(style.norm, stem.width, style.norm_groups));
-  } else if (stem.kind == "resnet") {
-    stem_->push_back(ConvNormAct(style, in, stem.width, 7, stem.stride, 1, true));
-    stem_->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
-  } else {
-    TORCH_CHECK(false, "unknown stem '", stem.kind, "'");
-  }
+  StemRegistry().At(arch.stem.kind)(style, arch.input.channels, arch.stem, stem_);
   register_module("stem", stem_);
 
   for (const ResolvedStage& s : arch.stages) {
     nn::Sequential stage;
-    for (int i = 0; i < s.depth; ++i) {
-      BlockConfig block{s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel,
-                        s.expansion, s.se};
-      stage->push_back(ConvBlock(style, block));
-      if (s.attention.kind != "none" && i >= s.attention_from_block) {
-        stage->push_back(Attention(s.attention, s.width, arch.norm));
-      }
-    }
+    AppendStage(s, arch, stage);
     stages_.push_back(register_module("stage" + std::to_string(stages_.size()), stage));
   }
 }

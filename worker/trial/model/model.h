@@ -2,15 +2,23 @@
 // search_spaces/trial_spec.h) into LibTorch modules.
 //
 // A network is a Backbone (stem + stages, producing a feature map) followed by
-// a task head. Classification uses Classifier; the BEV task (worker/bev_model.h)
-// puts a view transform and a BEV encoder behind the same Backbone.
+// a task head. Classification uses Classifier; the BEV task
+// (worker/trial/tasks/bev_model.h) puts a view transform and a BEV encoder
+// behind the same Backbone.
+//
+// Stems, block families and attention kinds are looked up by name in the
+// registries below (StemRegistry, BlockRegistry, AttentionRegistry): a new
+// kind is one entry in model.cc's built-in list (and its name in the spec's
+// validation, search_spaces/trial_spec.cc).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <torch/torch.h>
 
 #include "search_spaces/trial_spec.h"
+#include "worker/trial/registry.h"
 
 namespace frontier::model {
 
@@ -77,12 +85,28 @@ struct BlockConfig {
   bool se = false;
 };
 
-// Any conv block family, chosen by BlockConfig::family.
+// The layers of one block as its family's builder makes them. ConvBlock
+// registers them (downsample, body, shortcut: that order) and computes
+// x' = downsample(x); y = body(x'); y += shortcut(x') or x' when residual;
+// then the activation when activate_after_sum.
+struct BlockLayers {
+  torch::nn::Sequential body;
+  torch::nn::Sequential shortcut{nullptr};    // null: identity
+  torch::nn::Sequential downsample{nullptr};  // null: none
+  bool residual = true;
+  bool activate_after_sum = false;  // ResNet families apply the activation after the sum
+};
+
+// Block families by name (the built-ins are in model.cc):
 //  basic:        kxk/s -> kxk, residual (1x1/s projection when shapes change)
 //  bottleneck:   1x1 reduce to out/expansion -> kxk/s -> 1x1, residual
 //  convnext:     [norm + sxs/s downsample] -> depthwise kxk -> norm -> 1x1 expand -> act -> 1x1, residual
 //  mbconv:       1x1 expand -> depthwise kxk/s -> [SE] -> 1x1 project, residual when shapes match
 //  fused_mbconv: kxk/s expand -> [SE] -> 1x1 project (a single kxk/s conv at expansion 1), same residual
+using BlockBuilder = std::function<BlockLayers(const LayerStyle& style, const BlockConfig& config)>;
+Registry<BlockBuilder>& BlockRegistry();
+
+// Any conv block family, chosen by BlockConfig::family from BlockRegistry.
 class ConvBlockImpl : public torch::nn::Module {
  public:
   ConvBlockImpl(const LayerStyle& style, const BlockConfig& config);
@@ -91,20 +115,33 @@ class ConvBlockImpl : public torch::nn::Module {
  private:
   BlockConfig config_;
   std::string activation_;
-  torch::nn::Sequential body_;
-  torch::nn::Sequential shortcut_{nullptr};  // null: identity (or none when !residual_)
-  torch::nn::Sequential downsample_{nullptr};  // convnext only
+  torch::nn::Sequential body_{nullptr};
+  torch::nn::Sequential shortcut_{nullptr};    // null: identity (or none when !residual_)
+  torch::nn::Sequential downsample_{nullptr};  // null: none
   bool residual_ = true;
-  bool activate_after_sum_ = false;  // ResNet families apply the activation after the sum
+  bool activate_after_sum_ = false;
 };
 TORCH_MODULE(ConvBlock);
 
-// Token mixing on an NCHW map as a pre-norm residual layer:
-// x + proj(mix(norm(tokens(x)))). kinds:
+// An attention kind: how tokens are formed and how they are mixed.
+struct AttentionKind {
+  // (B, h, N, d) queries and (B, kv_heads, N, d) keys and values ->
+  // (B, h, N, d). Called once per layer and forward.
+  using Mixer = torch::Tensor (*)(torch::Tensor q, torch::Tensor k, torch::Tensor v);
+  Mixer mix = nullptr;
+  bool grouped_kv = false;  // spec.kv_heads key/value heads (else one per query head)
+  bool windowed = false;    // tokens are the spec.window x spec.window tiles of the map (else all positions)
+};
+
+// Attention kinds by name (the built-ins are in model.cc; "none" is no layer):
 //  mhsa:   global softmax attention, `heads` heads of `head_dim`
 //  window: the same inside non-overlapping window x window tiles (Swin)
 //  gqa:    `kv_heads` key/value heads shared by groups of query heads (1 = MQA)
 //  linear: ReLU linear attention, out = phi(Q)(phi(K)^T V) / phi(Q) sum(phi(K)) (EfficientViT)
+Registry<AttentionKind>& AttentionRegistry();
+
+// Token mixing on an NCHW map as a pre-norm residual layer:
+// x + proj(mix(norm(tokens(x)))), the kind from AttentionRegistry.
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm);
@@ -114,12 +151,27 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor Mix(const torch::Tensor& tokens);  // (B, N, C) -> (B, N, heads*head_dim)
 
   AttentionSpec spec_;
+  AttentionKind kind_;
   int kv_heads_;
   bool use_norm_;
   torch::nn::LayerNorm norm_{nullptr};
   torch::nn::Linear q_{nullptr}, kv_{nullptr}, proj_{nullptr};
 };
 TORCH_MODULE(Attention);
+
+// Stems by name (the built-ins are in model.cc): append the stem's layers
+// for `in_channels` input channels to `stem`.
+//  conv3x3:  3x3/stride conv-norm-act, then depth - 1 more 3x3 ones
+//  patchify: stride x stride conv with that stride, then norm (ViT / ConvNeXt)
+//  resnet:   7x7/stride conv-norm-act, then 3x3/2 max pool
+using StemBuilder = std::function<void(const LayerStyle& style, int in_channels, const StemSpec& spec,
+                                       torch::nn::Sequential& stem)>;
+Registry<StemBuilder>& StemRegistry();
+
+// Appends the blocks of `stage` to `seq`, each followed by an attention layer
+// from stage.attention_from_block on when the stage has attention: the one
+// stage loop of backbones and BEV encoders.
+void AppendStage(const ResolvedStage& stage, const ResolvedArch& arch, torch::nn::Sequential& seq);
 
 // Stem + stages: image (B, C, H, W) -> feature map (B, features, h, w).
 class BackboneImpl : public torch::nn::Module {

@@ -54,7 +54,8 @@ void ForwardCpu(const torch::Tensor& x, const PoolPlan& plan, torch::Tensor& out
 }
 
 void BackwardCpu(const torch::Tensor& grad_out, const PoolPlan& plan, torch::Tensor& grad_x) {
-  const int64_t batch = grad_x.size(0), points = grad_x.size(1), channels = grad_x.size(2), cells = plan.cells;
+  const int64_t batch = grad_x.size(0), points = grad_x.size(1), channels = grad_x.size(2),
+                cells = plan.cells;
   const int64_t intervals = plan.interval_starts.numel();
   const int64_t* ranks = plan.ranks.data_ptr<int64_t>();
   const int64_t* starts = plan.interval_starts.data_ptr<int64_t>();
@@ -94,9 +95,10 @@ torch::Tensor FusedForward(const torch::Tensor& input, const PoolPlan& plan) {
   if (x.is_cuda()) {
 #ifdef FRONTIER_WITH_CUDA_OPS
     TORCH_CHECK(x.scalar_type() == torch::kFloat, "the CUDA BEV pooling kernel takes float32 features");
-    BevPoolForwardCuda(x.data_ptr<float>(), plan.ranks.data_ptr<int64_t>(), plan.interval_starts.data_ptr<int64_t>(),
-                       plan.interval_lengths.data_ptr<int64_t>(), plan.interval_cells.data_ptr<int64_t>(), x.size(0),
-                       x.size(1), x.size(2), plan.interval_starts.numel(), plan.cells, out.data_ptr<float>(),
+    BevPoolForwardCuda(x.data_ptr<float>(), plan.ranks.data_ptr<int64_t>(),
+                       plan.interval_starts.data_ptr<int64_t>(), plan.interval_lengths.data_ptr<int64_t>(),
+                       plan.interval_cells.data_ptr<int64_t>(), x.size(0), x.size(1), x.size(2),
+                       plan.interval_starts.numel(), plan.cells, out.data_ptr<float>(),
                        c10::cuda::getCurrentCUDAStream().stream());
     return out;
 #else
@@ -113,9 +115,10 @@ torch::Tensor FusedBackward(const torch::Tensor& grad, const PoolPlan& plan, int
   if (g.is_cuda()) {
 #ifdef FRONTIER_WITH_CUDA_OPS
     TORCH_CHECK(g.scalar_type() == torch::kFloat, "the CUDA BEV pooling kernel takes float32 gradients");
-    BevPoolBackwardCuda(g.data_ptr<float>(), plan.ranks.data_ptr<int64_t>(), plan.interval_starts.data_ptr<int64_t>(),
-                        plan.interval_lengths.data_ptr<int64_t>(), plan.interval_cells.data_ptr<int64_t>(), batch,
-                        plan.points, g.size(2), plan.interval_starts.numel(), plan.cells, grad_x.data_ptr<float>(),
+    BevPoolBackwardCuda(g.data_ptr<float>(), plan.ranks.data_ptr<int64_t>(),
+                        plan.interval_starts.data_ptr<int64_t>(), plan.interval_lengths.data_ptr<int64_t>(),
+                        plan.interval_cells.data_ptr<int64_t>(), batch, plan.points, g.size(2),
+                        plan.interval_starts.numel(), plan.cells, grad_x.data_ptr<float>(),
                         c10::cuda::getCurrentCUDAStream().stream());
     return grad_x;
 #else
@@ -195,7 +198,8 @@ PoolPlan MakePoolPlan(const torch::Tensor& point_cells, int64_t cells) {
 torch::Tensor NaivePool(const torch::Tensor& x, const PoolPlan& plan) {
   CheckInputs(x, plan);
   torch::Tensor selected = x.index_select(1, plan.valid_points);
-  return torch::zeros({x.size(0), plan.cells, x.size(2)}, x.options()).index_add(1, plan.valid_cells, selected);
+  return torch::zeros({x.size(0), plan.cells, x.size(2)}, x.options())
+      .index_add(1, plan.valid_cells, selected);
 }
 
 torch::Tensor FusedPool(const torch::Tensor& x, const PoolPlan& plan) {
@@ -206,10 +210,18 @@ torch::Tensor FusedPool(const torch::Tensor& x, const PoolPlan& plan) {
   return FusedPoolFunction::apply(x, plan);
 }
 
+Registry<PoolVariant>& PoolRegistry() {
+  static Registry<PoolVariant> registry = [] {
+    Registry<PoolVariant> r("BEV pooling");
+    r.Add("naive", NaivePool);
+    r.Add("fused", FusedPool);
+    return r;
+  }();
+  return registry;
+}
+
 torch::Tensor Pool(const std::string& implementation, const torch::Tensor& x, const PoolPlan& plan) {
-  if (implementation == "fused") return FusedPool(x, plan);
-  TORCH_CHECK(implementation == "naive", "unknown BEV pooling '", implementation, "'");
-  return NaivePool(x, plan);
+  return PoolRegistry().At(implementation)(x, plan);
 }
 
 bool FusedPoolHasCuda() {

@@ -16,8 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <torch/torch.h>
+
+#include "worker/trial/registry.h"
 
 namespace frontier::bev {
 
@@ -25,15 +28,15 @@ namespace frontier::bev {
 // rig, so it is built once and shared by every batch. All tensors int64, CPU
 // or on the device of the features.
 struct PoolPlan {
-  int64_t points = 0;             // P
-  int64_t cells = 0;              // grid * grid
-  torch::Tensor point_cells;      // (P): cell of each point, -1 outside the grid
-  torch::Tensor valid_points;     // (K): the in-grid points, ascending (naive)
-  torch::Tensor valid_cells;      // (K): their cells (naive)
-  torch::Tensor ranks;            // (K): the in-grid points sorted by cell, stable (fused)
-  torch::Tensor interval_starts;  // (I): first position in `ranks` of each run of one cell
-  torch::Tensor interval_lengths; // (I)
-  torch::Tensor interval_cells;   // (I): the run's cell
+  int64_t points = 0;              // P
+  int64_t cells = 0;               // grid * grid
+  torch::Tensor point_cells;       // (P): cell of each point, -1 outside the grid
+  torch::Tensor valid_points;      // (K): the in-grid points, ascending (naive)
+  torch::Tensor valid_cells;       // (K): their cells (naive)
+  torch::Tensor ranks;             // (K): the in-grid points sorted by cell, stable (fused)
+  torch::Tensor interval_starts;   // (I): first position in `ranks` of each run of one cell
+  torch::Tensor interval_lengths;  // (I)
+  torch::Tensor interval_cells;    // (I): the run's cell
 
   PoolPlan To(const torch::Device& device) const;
 };
@@ -46,7 +49,14 @@ PoolPlan MakePoolPlan(const torch::Tensor& point_cells, int64_t cells);
 torch::Tensor NaivePool(const torch::Tensor& x, const PoolPlan& plan);
 torch::Tensor FusedPool(const torch::Tensor& x, const PoolPlan& plan);
 
-// By name: "naive" or "fused".
+// BEV pooling variants by name: "naive" (NaivePool, the reference) and
+// "fused" (FusedPool). A new variant is one entry in bev_pool.cc's list (and
+// its name in the spec's validation); tests/worker/bev_test.cc checks every
+// registered variant against the reference.
+using PoolVariant = torch::Tensor (*)(const torch::Tensor& x, const PoolPlan& plan);
+Registry<PoolVariant>& PoolRegistry();
+
+// The variant `implementation` of PoolRegistry applied to x.
 torch::Tensor Pool(const std::string& implementation, const torch::Tensor& x, const PoolPlan& plan);
 
 // True when this build can run FusedPool on CUDA tensors.

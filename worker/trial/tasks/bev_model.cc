@@ -9,29 +9,14 @@ namespace F = torch::nn::functional;
 namespace {
 
 constexpr double kMinPointHeight = -1.0, kMaxPointHeight = 3.0;  // LSS height band, metres
-constexpr double kHeadPriorLogit = -2.5;  // initial occupancy ~8%, about the data's rate (RetinaNet's prior init)
+constexpr double kHeadPriorLogit =
+    -2.5;  // initial occupancy ~8%, about the data's rate (RetinaNet's prior init)
 
 std::vector<double> SampleHeights(const BevArchSpec& spec) {
   if (spec.view_transform == "ipm") return {0.0};
   std::vector<double> z;
   for (int k = 0; k < spec.heights; ++k) z.push_back((k + 0.5) * spec.max_height / spec.heights);
   return z;
-}
-
-nn::Sequential MakeStages(const std::vector<ResolvedStage>& stages, const ResolvedArch& arch) {
-  const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
-  nn::Sequential seq;
-  for (const ResolvedStage& s : stages) {
-    for (int i = 0; i < s.depth; ++i) {
-      BlockConfig block{s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel,
-                        s.expansion, s.se};
-      seq->push_back(ConvBlock(style, block));
-      if (s.attention.kind != "none" && i >= s.attention_from_block) {
-        seq->push_back(Attention(s.attention, s.width, arch.norm));
-      }
-    }
-  }
-  return seq;
 }
 
 }  // namespace
@@ -68,9 +53,10 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
   backbone_ = register_module("backbone", Backbone(arch));
   const int features = arch.features, fh = arch.feature_height, fw = arch.feature_width;
   if (spec.view_transform == "lss") {
-    depth_context_ =
-        register_module("depth_context", nn::Conv2d(nn::Conv2dOptions(features, spec.depth_bins + spec.channels, 1)));
+    depth_context_ = register_module(
+        "depth_context", nn::Conv2d(nn::Conv2dOptions(features, spec.depth_bins + spec.channels, 1)));
     lss_norm_ = register_module("lss_norm", Norm2d(arch.norm, spec.channels, arch.norm_groups));
+    pool_ = bev::PoolRegistry().At(spec.pooling);
     plan_ = bev::MakePoolPlan(FrustumCells(rig, fh, fw, spec), int64_t{grid_} * grid_);
     device_plan_ = plan_;
   } else {
@@ -99,9 +85,11 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
     sample_grid_ = register_buffer("sample_grid", sample);
     sample_mask_ = register_buffer("sample_mask", mask);
     sample_count_ = register_buffer("sample_count", mask.sum(1).clamp_min(1));
-    reduce_ = register_module("reduce", ConvNormAct(style, static_cast<int>(features * z), spec.channels, 1, 1, 1, true));
+    reduce_ = register_module(
+        "reduce", ConvNormAct(style, static_cast<int>(features * z), spec.channels, 1, 1, 1, true));
   }
-  encoder_ = register_module("encoder", MakeStages(bev_.encoder, arch));
+  for (const ResolvedStage& stage : bev_.encoder) AppendStage(stage, arch, encoder_);
+  encoder_ = register_module("encoder", encoder_);
   const int e = bev_.encoder_features;
   head_conv_ = register_module("head_conv", ConvNormAct(style, e, e, 3, 1, 1, true));
   head_out_ = register_module("head_out", nn::Conv2d(nn::Conv2dOptions(e, 1, 1)));
@@ -111,14 +99,14 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
 
 torch::Tensor BevNetImpl::LiftSplat(const torch::Tensor& features, int64_t batch) {
   const int64_t d = bev_.spec.depth_bins, c = bev_.spec.channels;
-  torch::Tensor dc = depth_context_(features);                   // (B*N, D+C, h, w)
+  torch::Tensor dc = depth_context_(features);  // (B*N, D+C, h, w)
   if (is_training() && depth_supervised()) depth_logits_ = dc.narrow(1, 0, d);
-  torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1);   // (B*N, D, h, w)
-  torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1});  // (B*N, h, w, C)
+  torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1);        // (B*N, D, h, w)
+  torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1});   // (B*N, h, w, C)
   torch::Tensor lifted = depth.unsqueeze(-1) * context.unsqueeze(1);  // (B*N, D, h, w, C)
-  lifted = lifted.reshape({batch, -1, c});                        // (B, N*D*h*w, C)
+  lifted = lifted.reshape({batch, -1, c});                            // (B, N*D*h*w, C)
   if (device_plan_.ranks.device() != lifted.device()) device_plan_ = plan_.To(lifted.device());
-  torch::Tensor pooled = bev::Pool(bev_.spec.pooling, lifted, device_plan_);  // (B, grid*grid, C)
+  torch::Tensor pooled = pool_(lifted, device_plan_);  // (B, grid*grid, C)
   pooled = pooled.view({batch, grid_, grid_, c}).permute({0, 3, 1, 2}).contiguous();
   return lss_norm_(pooled);
 }
@@ -136,10 +124,11 @@ torch::Tensor BevNetImpl::DepthLoss(const torch::Tensor& depth) {
   if (!depth_supervised() || !depth_logits_.defined()) return {};
   torch::Tensor logits = depth_logits_.to(torch::kFloat);  // (B*N, D, h, w)
   depth_logits_ = torch::Tensor();
-  TORCH_CHECK(depth.dim() == 4 && depth.size(0) * depth.size(1) == logits.size(0) && depth.size(2) == logits.size(2) &&
-                  depth.size(3) == logits.size(3),
+  TORCH_CHECK(depth.dim() == 4 && depth.size(0) * depth.size(1) == logits.size(0) &&
+                  depth.size(2) == logits.size(2) && depth.size(3) == logits.size(3),
               "depth targets ", depth.sizes(), " do not match the depth logits ", logits.sizes());
-  torch::Tensor target = DepthBins(depth, bev_.spec).reshape({logits.size(0), logits.size(2), logits.size(3)});
+  torch::Tensor target =
+      DepthBins(depth, bev_.spec).reshape({logits.size(0), logits.size(2), logits.size(3)});
   target = target.to(logits.device());
   if (!target.ne(-100).any().item<bool>()) return logits.sum() * 0;  // nothing to supervise in this batch
   return bev_.spec.depth_loss_weight *
@@ -152,8 +141,9 @@ torch::Tensor BevNetImpl::Sample(const torch::Tensor& features, int64_t batch) {
                            .expand({batch, cameras_, z * g, g, 2})
                            .reshape({batch * cameras_, z * g, g, 2})
                            .to(features.scalar_type());
-  torch::Tensor sampled = F::grid_sample(features, grid,
-                                         F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false));
+  torch::Tensor sampled = F::grid_sample(
+      features, grid,
+      F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false));
   sampled = sampled.view({batch, cameras_, f, z, g, g});
   torch::Tensor mean = (sampled * sample_mask_).sum(1) / sample_count_;  // (B, F, Z, g, g)
   return reduce_(mean.reshape({batch, f * z, g, g}));
@@ -177,11 +167,6 @@ torch::Tensor BevNetImpl::forward(const torch::Tensor& x) {
                               .align_corners(false));
   }
   return y.squeeze(1);
-}
-
-std::shared_ptr<NetworkImpl> BuildNetwork(const ResolvedArch& arch, const TaskSpec& task) {
-  if (arch.bev.enabled) return std::make_shared<BevNetImpl>(arch, bev::MakeRig(task.bev));
-  return std::make_shared<ClassifierImpl>(arch);
 }
 
 }  // namespace frontier::model

@@ -1,4 +1,4 @@
-// The BEV network of the bev-synthetic task (docs/bev.md):
+// The BEV network of the bev task (tasks/bev_task.cc, docs/bev.md):
 //   cameras (B, N*3, H, W) -> shared Backbone on (B*N, 3, H, W)
 //   -> view transform into the grid x grid BEV map:
 //        lss:       1x1 conv to D depth logits + C context channels, softmax
@@ -23,11 +23,17 @@
 #include <torch/torch.h>
 
 #include "search_spaces/trial_spec.h"
-#include "worker/trial/ops/bev_pool.h"
-#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/data/bev_scene.h"
 #include "worker/trial/model/model.h"
+#include "worker/trial/ops/bev_pool.h"
 
 namespace frontier::model {
+
+// lss with a depth_loss_weight > 0: the BEVDepth-style depth supervision is on
+// (the dataset then carries depth targets at the feature resolution).
+inline bool DepthSupervised(const ResolvedBev& bev) {
+  return bev.enabled && bev.spec.view_transform == "lss" && bev.spec.depth_loss_weight > 0;
+}
 
 class BevNetImpl : public NetworkImpl {
  public:
@@ -45,7 +51,7 @@ class BevNetImpl : public NetworkImpl {
   // included) are ignored. Releases the stored logits. An undefined tensor
   // when depth supervision is off or no training forward ran.
   torch::Tensor DepthLoss(const torch::Tensor& depth);
-  bool depth_supervised() const { return bev_.spec.view_transform == "lss" && bev_.spec.depth_loss_weight > 0; }
+  bool depth_supervised() const { return DepthSupervised(bev_); }
 
  private:
   torch::Tensor LiftSplat(const torch::Tensor& features, int64_t batch);
@@ -61,18 +67,16 @@ class BevNetImpl : public NetworkImpl {
   torch::nn::Sequential encoder_;
   ConvNormAct head_conv_{nullptr};
   torch::nn::Conv2d head_out_{nullptr};
-  torch::Tensor depth_logits_;  // lss, depth-supervised: of the last training forward
-  bev::PoolPlan plan_;         // on the CPU
-  bev::PoolPlan device_plan_;  // a copy on the features' device, made on first use there
+  bev::PoolVariant pool_ = nullptr;  // lss: spec.pooling from bev::PoolRegistry
+  torch::Tensor depth_logits_;       // lss, depth-supervised: of the last training forward
+  bev::PoolPlan plan_;               // on the CPU
+  bev::PoolPlan device_plan_;        // a copy on the features' device, made on first use there
   // Buffers (they follow the module's device):
-  torch::Tensor sample_grid_;  // (N, Z*grid, grid, 2) normalized image coordinates
-  torch::Tensor sample_mask_;  // (1, N, 1, Z, grid, grid): 1 where the camera sees the point
-  torch::Tensor sample_count_; // (1, 1, Z, grid, grid): cameras that see the point, at least 1
+  torch::Tensor sample_grid_;   // (N, Z*grid, grid, 2) normalized image coordinates
+  torch::Tensor sample_mask_;   // (1, N, 1, Z, grid, grid): 1 where the camera sees the point
+  torch::Tensor sample_count_;  // (1, 1, Z, grid, grid): cameras that see the point, at least 1
 };
 TORCH_MODULE(BevNet);
-
-// The network for a trial: BevNet for bev-synthetic, Classifier otherwise.
-std::shared_ptr<NetworkImpl> BuildNetwork(const ResolvedArch& arch, const TaskSpec& task);
 
 // Depth bin of each depth (metres): floor((depth - depth_min) / step), -100
 // (cross-entropy's ignore index) outside [depth_min, depth_max) or not finite.
@@ -81,6 +85,7 @@ torch::Tensor DepthBins(const torch::Tensor& depth, const BevArchSpec& spec);
 // Cell of every frustum point of the LSS lift, in the order of the lifted
 // features ((camera, depth bin, row, column) of the h x w feature map),
 // -1 outside the grid or outside the height band [-1, 3] m.
-torch::Tensor FrustumCells(const bev::Rig& rig, int feature_height, int feature_width, const BevArchSpec& spec);
+torch::Tensor FrustumCells(const bev::Rig& rig, int feature_height, int feature_width,
+                           const BevArchSpec& spec);
 
 }  // namespace frontier::model

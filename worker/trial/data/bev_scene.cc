@@ -1,4 +1,4 @@
-#include "worker/trial/tasks/bev_scene.h"
+#include "worker/trial/data/bev_scene.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,45 @@
+#include "worker/host.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+
+namespace frontier {
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+std::string FindOnPath(const std::string& program) {
+  const auto executable = [](const std::string& path) {
+    std::error_code ignored;
+    return access(path.c_str(), X_OK) == 0 && !std::filesystem::is_directory(path, ignored);
+  };
+  if (program.find('/') != std::string::npos) return executable(program) ? program : "";
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = dirs.substr(begin, end - begin);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (executable(candidate)) return candidate;
+    begin = end + 1;
+  }
+  return "";
+}
+
+std::string TrialFolderName(const std::string& trial_id) {
+  std::string name;
+  for (char c : trial_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (name.empty() || name == "." || name == "..") name = "trial";
+  return name;
+}
+
+}  // namespace frontier
