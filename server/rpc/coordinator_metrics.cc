@@ -5,6 +5,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "metrics/families.h"
+
 #include <grpcpp/support/interceptor.h>
 #include <grpcpp/support/status.h>
 
@@ -78,66 +80,44 @@ class RpcTimerFactory final : public grpc::experimental::ServerInterceptorFactor
 CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options)
     : options_(options),
       registry_(std::make_shared<prometheus::Registry>()),
-      experiments_(prometheus::BuildGauge()
-                       .Name("frontier_coordinator_experiments")
-                       .Help("Experiments in the store by state (running, completed, cancelled)")
-                       .Register(*registry_)),
-      trials_(prometheus::BuildGauge()
-                  .Name("frontier_coordinator_trials")
-                  .Help("Trials of an experiment by state; running experiments and the newest finished ones")
-                  .Register(*registry_)),
-      queue_depth_(prometheus::BuildGauge()
-                       .Name("frontier_coordinator_queue_depth")
-                       .Help("Pending trials of running experiments, waiting for a worker")
-                       .Register(*registry_)
+      experiments_(GaugeFamily(*registry_, "frontier_coordinator_experiments",
+                               "Experiments in the store by state (running, completed, cancelled)")),
+      trials_(
+          GaugeFamily(*registry_, "frontier_coordinator_trials",
+                      "Trials of an experiment by state; running experiments and the newest finished ones")),
+      queue_depth_(GaugeFamily(*registry_, "frontier_coordinator_queue_depth",
+                               "Pending trials of running experiments, waiting for a worker")
                        .Add({})),
-      leases_granted_(prometheus::BuildCounter()
-                          .Name("frontier_coordinator_leases_granted_total")
-                          .Help("Trial leases handed to workers")
-                          .Register(*registry_)
+      leases_granted_(CounterFamily(*registry_, "frontier_coordinator_leases_granted_total",
+                                    "Trial leases handed to workers")
                           .Add({})),
-      leases_expired_(prometheus::BuildCounter()
-                          .Name("frontier_coordinator_leases_expired_total")
-                          .Help("Leases that ran out without a heartbeat; the trial was re-queued or failed")
-                          .Register(*registry_)
-                          .Add({})),
-      retries_(prometheus::BuildCounter()
-                   .Name("frontier_coordinator_trial_retries_total")
-                   .Help("Leases of a trial's second or later attempt")
-                   .Register(*registry_)
+      leases_expired_(
+          CounterFamily(*registry_, "frontier_coordinator_leases_expired_total",
+                        "Leases that ran out without a heartbeat; the trial was re-queued or failed")
+              .Add({})),
+      retries_(CounterFamily(*registry_, "frontier_coordinator_trial_retries_total",
+                             "Leases of a trial's second or later attempt")
                    .Add({})),
-      attempts_(prometheus::BuildCounter()
-                    .Name("frontier_coordinator_attempts_finished_total")
-                    .Help("Trial attempts that ended, by outcome (completed, diverged, failed, stopped, "
-                          "cancelled, lease_expired)")
-                    .Register(*registry_)),
-      rpc_duration_(prometheus::BuildHistogram()
-                        .Name("frontier_coordinator_rpc_duration_seconds")
-                        .Help("gRPC calls served, from arrival to status, by method and status code "
-                              "(LeaseTrial includes its long poll)")
-                        .Register(*registry_)),
-      store_duration_(prometheus::BuildHistogram()
-                          .Name("frontier_coordinator_store_operation_duration_seconds")
-                          .Help("Store calls (one transaction each) by operation")
-                          .Register(*registry_)),
-      store_errors_(prometheus::BuildCounter()
-                        .Name("frontier_coordinator_store_errors_total")
-                        .Help("Store calls that failed, by operation")
-                        .Register(*registry_)),
-      workers_connected_(prometheus::BuildGauge()
-                             .Name("frontier_coordinator_workers_connected")
-                             .Help("Workers heard from within the lease timeout (a parked lease poll counts)")
-                             .Register(*registry_)
-                             .Add({})),
-      heartbeat_age_(prometheus::BuildGauge()
-                         .Name("frontier_coordinator_worker_last_heartbeat_age_seconds")
-                         .Help("Seconds since the worker was last heard from: heartbeat, progress, result or "
-                               "lease poll (a parked poll counts as now)")
-                         .Register(*registry_)),
-      parked_polls_(prometheus::BuildGauge()
-                        .Name("frontier_coordinator_parked_lease_polls")
-                        .Help("LeaseTrial long polls waiting for a trial")
-                        .Register(*registry_)
+      attempts_(CounterFamily(*registry_, "frontier_coordinator_attempts_finished_total",
+                              "Trial attempts that ended, by outcome (completed, diverged, failed, stopped, "
+                              "cancelled, lease_expired)")),
+      rpc_duration_(HistogramFamily(*registry_, "frontier_coordinator_rpc_duration_seconds",
+                                    "gRPC calls served, from arrival to status, by method and status code "
+                                    "(LeaseTrial includes its long poll)")),
+      store_duration_(HistogramFamily(*registry_, "frontier_coordinator_store_operation_duration_seconds",
+                                      "Store calls (one transaction each) by operation")),
+      store_errors_(CounterFamily(*registry_, "frontier_coordinator_store_errors_total",
+                                  "Store calls that failed, by operation")),
+      workers_connected_(
+          GaugeFamily(*registry_, "frontier_coordinator_workers_connected",
+                      "Workers heard from within the lease timeout (a parked lease poll counts)")
+              .Add({})),
+      heartbeat_age_(
+          GaugeFamily(*registry_, "frontier_coordinator_worker_last_heartbeat_age_seconds",
+                      "Seconds since the worker was last heard from: heartbeat, progress, result or "
+                      "lease poll (a parked poll counts as now)")),
+      parked_polls_(GaugeFamily(*registry_, "frontier_coordinator_parked_lease_polls",
+                                "LeaseTrial long polls waiting for a trial")
                         .Add({})) {
   for (const char* state : kExperimentStates) experiments_.Add({{"state", state}});
   for (const char* outcome : kAttemptOutcomes) attempts_.Add({{"outcome", outcome}});

@@ -23,16 +23,8 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include "metrics/families.h"
 #include "server/store/measured_store.h"
-
-namespace prometheus {
-class Counter;
-class Gauge;
-class Histogram;
-class Registry;
-template <typename T>
-class Family;
-}  // namespace prometheus
 
 namespace frontier {
 

@@ -17,7 +17,9 @@ TEST(MetricCatalogTest, NamesAndColumnsAreUnique) {
   for (const MetricInfo& m : MetricCatalog()) {
     EXPECT_TRUE(names.insert(m.name).second) << m.name;
     EXPECT_FALSE(m.result_path.empty()) << m.name;
-    if (!m.sql_column.empty()) EXPECT_TRUE(columns.insert(m.sql_column).second) << m.sql_column;
+    if (!m.sql_column.empty()) {
+      EXPECT_TRUE(columns.insert(m.sql_column).second) << m.sql_column;
+    }
   }
 }
 
@@ -28,7 +30,9 @@ TEST(MetricCatalogTest, SqlAndReportColumnsAreInTheirRecordedOrder) {
     EXPECT_EQ(sql[i]->sql_position, static_cast<int>(i)) << sql[i]->name;
   for (const MetricInfo& m : MetricCatalog()) {
     EXPECT_EQ(m.sql_column.empty(), m.sql_position < 0) << m.name;
-    if (m.sql_spread) EXPECT_TRUE(m.sql_aggregated) << m.name;
+    if (m.sql_spread) {
+      EXPECT_TRUE(m.sql_aggregated) << m.name;
+    }
   }
   EXPECT_EQ(sql.front()->name, "val_accuracy");
   const std::vector<const MetricInfo*> reported = ReportedMetrics();
@@ -48,8 +52,12 @@ TEST(MetricCatalogTest, DirectionsAndRoles) {
   for (const MetricInfo& m : MetricCatalog()) {
     // The test split is never seen during training, and what a parity rule
     // compares is a result a space may name.
-    if (m.test_split) EXPECT_FALSE(m.in_progress) << m.name;
-    if (m.quality) EXPECT_TRUE(m.selectable) << m.name;
+    if (m.test_split) {
+      EXPECT_FALSE(m.in_progress) << m.name;
+    }
+    if (m.quality) {
+      EXPECT_TRUE(m.selectable) << m.name;
+    }
   }
   EXPECT_EQ(MetricNames([](const MetricInfo& m) { return m.quality; }),
             (std::vector<std::string>{"val_accuracy", "test_accuracy", "val_iou", "test_iou", "val_loss"}));

@@ -5,6 +5,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "metrics/families.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -68,68 +70,39 @@ WorkerMetrics::WorkerMetrics(int slots, const std::string& device, const std::st
                              const std::string& version, int kept_experiments)
     : kept_experiments_(std::max(1, kept_experiments)),
       registry_(std::make_shared<prometheus::Registry>()),
-      current_trial_(prometheus::BuildGauge()
-                         .Name("frontier_worker_current_trial")
-                         .Help("Number of the trial a slot runs within its experiment (trial id "
-                               "<experiment>-t<number>); absent while the slot is idle")
-                         .Register(*registry_)),
-      step_(prometheus::BuildGauge()
-                .Name("frontier_worker_trial_step")
-                .Help("Last reported training step of the slot's running trial")
-                .Register(*registry_)),
-      throughput_(prometheus::BuildGauge()
-                      .Name("frontier_worker_trial_throughput_samples_per_second")
-                      .Help("Running trial's throughput: batch size / median step time after warm-up")
-                      .Register(*registry_)),
-      mfu_(prometheus::BuildGauge()
-               .Name("frontier_worker_trial_mfu_ratio")
-               .Help("Running trial's model FLOP utilization: train FLOPs per step / median step time / peak "
-                     "FLOP/s of the device")
-               .Register(*registry_)),
-      data_wait_(prometheus::BuildGauge()
-                     .Name("frontier_worker_trial_data_wait_ratio")
-                     .Help("Running trial's share of time waiting for data: data wait / (step + data wait), "
-                           "sampled steps after warm-up")
-                     .Register(*registry_)),
-      memory_(prometheus::BuildGauge()
-                  .Name("frontier_worker_device_memory_peak_bytes")
-                  .Help("Peak device memory of the slot's last finished trial (kind: cuda-max-allocated or "
-                        "cpu-rss-growth)")
-                  .Register(*registry_)),
-      step_time_(prometheus::BuildHistogram()
-                     .Name("frontier_worker_step_time_seconds")
-                     .Help("Optimizer step time (forward, backward, update), sampled at each progress event "
-                           "after warm-up")
-                     .Register(*registry_)),
-      finished_mfu_(prometheus::BuildHistogram()
-                        .Name("frontier_worker_finished_trial_mfu_ratio")
-                        .Help("Final MFU of completed trials")
-                        .Register(*registry_)),
-      busy_slots_(prometheus::BuildGauge()
-                      .Name("frontier_worker_busy_slots")
-                      .Help("Slots running a trial")
-                      .Register(*registry_)
-                      .Add({})),
-      started_(prometheus::BuildCounter()
-                   .Name("frontier_worker_trials_started_total")
-                   .Help("Trials this worker leased and started")
-                   .Register(*registry_)
+      current_trial_(GaugeFamily(*registry_, "frontier_worker_current_trial",
+                                 "Number of the trial a slot runs within its experiment (trial id "
+                                 "<experiment>-t<number>); absent while the slot is idle")),
+      step_(GaugeFamily(*registry_, "frontier_worker_trial_step",
+                        "Last reported training step of the slot's running trial")),
+      throughput_(GaugeFamily(*registry_, "frontier_worker_trial_throughput_samples_per_second",
+                              "Running trial's throughput: batch size / median step time after warm-up")),
+      mfu_(GaugeFamily(
+          *registry_, "frontier_worker_trial_mfu_ratio",
+          "Running trial's model FLOP utilization: train FLOPs per step / median step time / peak "
+          "FLOP/s of the device")),
+      data_wait_(
+          GaugeFamily(*registry_, "frontier_worker_trial_data_wait_ratio",
+                      "Running trial's share of time waiting for data: data wait / (step + data wait), "
+                      "sampled steps after warm-up")),
+      memory_(GaugeFamily(*registry_, "frontier_worker_device_memory_peak_bytes",
+                          "Peak device memory of the slot's last finished trial (kind: cuda-max-allocated or "
+                          "cpu-rss-growth)")),
+      step_time_(
+          HistogramFamily(*registry_, "frontier_worker_step_time_seconds",
+                          "Optimizer step time (forward, backward, update), sampled at each progress event "
+                          "after warm-up")),
+      finished_mfu_(HistogramFamily(*registry_, "frontier_worker_finished_trial_mfu_ratio",
+                                    "Final MFU of completed trials")),
+      busy_slots_(GaugeFamily(*registry_, "frontier_worker_busy_slots", "Slots running a trial").Add({})),
+      started_(CounterFamily(*registry_, "frontier_worker_trials_started_total",
+                             "Trials this worker leased and started")
                    .Add({})),
-      finished_(prometheus::BuildCounter()
-                    .Name("frontier_worker_trials_finished_total")
-                    .Help("Trials this worker ended, by outcome (completed, diverged, failed, stopped, "
-                          "lease_lost, interrupted)")
-                    .Register(*registry_)) {
-  prometheus::BuildGauge()
-      .Name("frontier_worker_slots")
-      .Help("Trials this worker runs at once")
-      .Register(*registry_)
-      .Add({})
-      .Set(slots);
-  prometheus::BuildGauge()
-      .Name("frontier_worker_info")
-      .Help("The worker's device and version (value 1)")
-      .Register(*registry_)
+      finished_(CounterFamily(*registry_, "frontier_worker_trials_finished_total",
+                              "Trials this worker ended, by outcome (completed, diverged, failed, stopped, "
+                              "lease_lost, interrupted)")) {
+  GaugeFamily(*registry_, "frontier_worker_slots", "Trials this worker runs at once").Add({}).Set(slots);
+  GaugeFamily(*registry_, "frontier_worker_info", "The worker's device and version (value 1)")
       .Add({{"device", device}, {"device_name", device_name}, {"version", version}})
       .Set(1);
   for (const char* outcome : kOutcomes) finished_.Add({{"outcome", outcome}});

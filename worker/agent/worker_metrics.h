@@ -19,14 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace prometheus {
-class Counter;
-class Gauge;
-class Histogram;
-class Registry;
-template <typename T>
-class Family;
-}  // namespace prometheus
+#include "metrics/families.h"
 
 namespace frontier {
 
