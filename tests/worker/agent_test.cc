@@ -607,8 +607,11 @@ TEST_F(AgentTest, DrainFinishesTheRunningTrialAndLeasesNoMore) {
   coordinator_.AddTrial("t2");
   AgentOptions options = Options();
   options.max_trials = 0;
-  auto agent = Start(options, Script("slow.sh", "sleep 0.3\necho '" + std::string(kResultLine) + "'"));
-  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  auto agent = Start(options, Script("slow.sh", "touch " + dir_ + "/started\nsleep 0.3\necho '" +
+                                                    std::string(kResultLine) + "'"));
+  // Drain once the trial runs: a drain while the lease answer is still in
+  // flight cancels that call, and the coordinator's lease then expires.
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(dir_ + "/started"); }));
   agent->agent().RequestDrain();
   ASSERT_TRUE(agent->Finished());
   EXPECT_THAT(coordinator_.Leased(), SizeIs(1));
@@ -631,8 +634,9 @@ TEST_F(AgentTest, DrainTimeoutKillsTheTrialAsRetryable) {
   AgentOptions options = Options();
   options.drain_timeout = milliseconds(200);
   coordinator_.AddTrial("t1");
-  auto agent = Start(options, Script("forever.sh", "while :; do sleep 0.05; done"));
-  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  auto agent =
+      Start(options, Script("forever.sh", "touch " + dir_ + "/started\nwhile :; do sleep 0.05; done"));
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(dir_ + "/started"); }));
   agent->agent().RequestDrain();
   ASSERT_TRUE(agent->Finished());
   const auto failure = OnlyFailure();
