@@ -1,0 +1,257 @@
+"""The Python SDK against frontier-trial: the same FLOPs for the same network,
+the same protocol, and a clear result for every way a script can go wrong.
+
+Run by ctest (sdk.*) with FRONTIER_TRIAL_BINARY set; needs /usr/bin/python3
+(Debian's python3-torch)."""
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "worker", "python"))
+sys.path.insert(0, os.path.join(ROOT, "search_spaces", "byo_pytorch"))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import frontier_trial  # noqa: E402
+import protocol  # noqa: E402
+import train as byo  # noqa: E402  (the example's model)
+
+TRIAL = os.environ.get("FRONTIER_TRIAL_BINARY", os.path.join(ROOT, "build", "worker", "frontier-trial"))
+EXAMPLE = os.path.join(ROOT, "search_spaces", "byo_pytorch", "train.py")
+ENV = dict(os.environ, FRONTIER_THREADS="1", OMP_NUM_THREADS="1")
+
+# The quickstart baseline (search_spaces/quickstart.yaml) as a frontier-trial spec.
+QUICKSTART = {"schema": 1, "trial_id": "flops", "seed": 1,
+              "task": {"dataset": "synthetic", "batch_size": 128, "steps": 2, "eval_every": 0, "warmup_steps": 1},
+              "arch": {"stem": {"kind": "conv3x3", "width": 24, "stride": 2, "depth": 1},
+                       "stages": [{"block": "basic", "width": 32, "depth": 1, "stride": 1},
+                                  {"block": "basic", "width": 64, "depth": 1, "stride": 2}],
+                       "norm": "batch", "activation": "relu"},
+              "runtime": {"threads": 1}}
+
+
+def run(cmd, spec=None, env=None, timeout=300):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec or {}, f)
+    try:
+        args = cmd + ["--spec", f.name] if spec is not None else cmd
+        p = subprocess.run(args, capture_output=True, text=True, env=env or ENV, timeout=timeout)
+        return p
+    finally:
+        os.unlink(f.name)
+
+
+def trial_flops(spec):
+    p = run([TRIAL], spec)
+    events = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    start = next((e for e in events if e.get("event") == "start"), None)
+    if start is None:
+        raise AssertionError(f"frontier-trial printed no start event: {p.stdout[-1000:]} {p.stderr[-1000:]}")
+    return start["train_flops_per_step"]
+
+
+class FlopCrossCheck(unittest.TestCase):
+    """The SDK's dispatcher-level count equals frontier-trial's for the same network."""
+
+    def check(self, attention):
+        spec = copy.deepcopy(QUICKSTART)
+        if attention != "none":
+            spec["arch"]["stages"][1]["attention"] = {"kind": attention, "heads": 4}
+        model = byo.Net(64, attention, 4)
+        counted = frontier_trial.count_model_flops(model, torch.zeros(128, 1, 28, 28))
+        self.assertGreater(counted["forward_per_step"], 0)
+        self.assertEqual(counted["train_per_step"], trial_flops(spec))
+
+    def test_quickstart_baseline(self):
+        self.check("none")
+
+    def test_with_mhsa(self):
+        self.check("mhsa")
+
+    def test_with_linear_attention(self):
+        self.check("linear")
+
+    def test_bf16_autocast_counts_the_same(self):
+        model = byo.Net(64, "mhsa", 4)
+        fp32 = frontier_trial.count_model_flops(model, torch.zeros(8, 1, 28, 28))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = frontier_trial.count_model_flops(model, torch.zeros(8, 1, 28, 28))
+        self.assertEqual(fp32["forward_per_step"], bf16["forward_per_step"])
+
+    def test_formulas_by_hand(self):
+        conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, groups=1)
+        got = frontier_trial.count_model_flops(conv, torch.zeros(2, 3, 16, 16))["forward_per_step"]
+        self.assertEqual(got, 2 * 2 * 8 * 8 * 8 * 3 * 3 * 3)   # 2 N Cout Hout Wout Cin k k
+        grouped = torch.nn.Conv2d(8, 8, 3, padding=1, groups=4)
+        got = frontier_trial.count_model_flops(grouped, torch.zeros(1, 8, 5, 5))["forward_per_step"]
+        self.assertEqual(got, 2 * 8 * 5 * 5 * 2 * 3 * 3)
+        linear = torch.nn.Linear(10, 7)
+        got = frontier_trial.count_model_flops(linear, torch.zeros(4, 6, 10))["forward_per_step"]
+        self.assertEqual(got, 2 * 24 * 10 * 7)
+
+
+SMALL = {"schema": 1, "trial_id": "t-sdk", "seed": 3, "params": {"width": 32, "attention": "linear"},
+         "task": {"steps": 24, "eval_every": 12, "warmup_steps": 4,
+                  "target": {"metric": "val_accuracy", "value": 0.01}}}
+
+
+class Protocol(unittest.TestCase):
+    """Both implementations pass the same conformance check."""
+
+    def test_frontier_trial(self):
+        spec = copy.deepcopy(QUICKSTART)
+        spec["task"].update({"dataset": "fashion-mnist", "steps": 24, "eval_every": 12, "warmup_steps": 4,
+                             "val_size": 1000})
+        p = run([TRIAL], spec)
+        protocol.check_output(p.stdout, p.returncode)
+
+    def test_python_sdk_example(self):
+        p = run(["/usr/bin/python3", EXAMPLE], SMALL)
+        events, result = protocol.check_output(p.stdout, p.returncode)
+        self.assertEqual(result["status"], "completed", p.stderr[-2000:])
+        self.assertEqual(result["trial_id"], "t-sdk")
+        self.assertEqual(result["steps_run"], 24)
+        self.assertEqual(result["step_time_ms"]["n"], 20)
+        self.assertEqual([e["step"] for e in result["evals"]], [12, 24])
+        self.assertEqual(result["steps_to_target"], 12)
+        self.assertIn("test_accuracy", result)
+        self.assertEqual(result["flops"]["train_per_step"],
+                         frontier_trial.count_model_flops(byo.Net(32, "linear", 4),
+                                                          torch.zeros(128, 1, 28, 28))["train_per_step"])
+
+    def test_checker_rejects_a_bad_stream(self):
+        with self.assertRaises(protocol.ProtocolError):
+            protocol.check_output('{"event": "start"}\nnot json\n', 0)
+        with self.assertRaises(protocol.ProtocolError):
+            protocol.check_output('{"event": "result", "schema": 1, "status": "completed"}\n', 0)
+        with self.assertRaises(protocol.ProtocolError):
+            protocol.check_output('{"event": "result", "schema": 1, "status": "failed", "error": "x",'
+                                  ' "error_kind": "runtime"}\n', 0)
+
+
+def script(body):
+    """A throwaway training script using the SDK; returns its path."""
+    f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+    f.write(textwrap.dedent(f"""
+        import sys, time, torch
+        sys.path.insert(0, {os.path.join(ROOT, 'worker', 'python')!r})
+        import frontier_trial
+        trial = frontier_trial.start()
+        model = torch.nn.Linear(4, 2)
+        trial.count_flops(model, torch.zeros(8, 4))
+    """) + textwrap.dedent(body))
+    f.close()
+    return f.name
+
+
+class Failures(unittest.TestCase):
+    def result_of(self, body, spec=None, expect_exit=None):
+        path = script(body)
+        try:
+            p = run(["/usr/bin/python3", path], spec or {"trial_id": "t", "task": {"steps": 5, "warmup_steps": 1}})
+        finally:
+            os.unlink(path)
+        events, result = protocol.check_output(p.stdout, p.returncode)
+        if expect_exit is not None:
+            self.assertEqual(p.returncode, expect_exit)
+        return result
+
+    def test_nan_loss_is_diverged(self):
+        r = self.result_of("""
+            for i in range(trial.steps):
+                with trial.step(8) as s:
+                    s.loss = torch.tensor(float('nan') if i == 2 else 1.0)
+            trial.finish()
+        """, expect_exit=3)
+        self.assertEqual(r["status"], "diverged")
+        self.assertIn("at step 2", r["error"])
+
+    def test_exception_is_failed_with_the_traceback_tail(self):
+        r = self.result_of("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+            def load_batch():
+                raise ValueError("bad shard 17")
+            load_batch()
+        """, expect_exit=2)
+        self.assertEqual(r["status"], "failed")
+        self.assertEqual(r["error_kind"], "runtime")
+        self.assertIn("ValueError: bad shard 17", r["error"])
+        self.assertIn("load_batch", r["error"])
+
+    def test_memory_error_is_out_of_memory(self):
+        r = self.result_of("raise MemoryError('cannot allocate 4 GiB')\n", expect_exit=2)
+        self.assertEqual(r["error_kind"], "out_of_memory")
+
+    def test_exit_without_finish_is_failed(self):
+        r = self.result_of("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+        """, expect_exit=2)
+        self.assertIn("without calling trial.finish()", r["error"])
+
+    def test_stop_file_and_sigterm_ask_to_stop(self):
+        stop = tempfile.mktemp()
+        path = script("""
+            import os, signal
+            print(trial.should_stop(), file=sys.stderr)
+            open(os.environ['FRONTIER_STOP_FILE'], 'w').close()
+            print(trial.should_stop(), file=sys.stderr)
+            trial._stop_requested = False
+            os.remove(os.environ['FRONTIER_STOP_FILE'])
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            print(trial.should_stop(), file=sys.stderr)
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.eval(1, val_accuracy=0.5, val_loss=1.0)
+            trial.finish()
+        """)
+        try:
+            p = run(["/usr/bin/python3", path], {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}},
+                    env=dict(ENV, FRONTIER_STOP_FILE=stop))
+        finally:
+            os.unlink(path)
+        self.assertEqual(p.stderr.split(), ["False", "True", "True"], p.stderr)
+        self.assertEqual(p.returncode, 0)
+
+    def test_worker_peak_is_used(self):
+        path = script("""
+            for i in range(3):
+                with trial.step(8) as s:
+                    s.loss = 1.0
+            trial.eval(3, val_accuracy=0.5, val_loss=1.0)
+            trial.finish()
+        """)
+        try:
+            p = run(["/usr/bin/python3", path], {"trial_id": "t", "task": {"steps": 3, "warmup_steps": 1}},
+                    env=dict(ENV, FRONTIER_PEAK_FLOPS='{"fp32": 1e11, "source": "calibrated:worker-1"}'))
+        finally:
+            os.unlink(path)
+        result = json.loads(p.stdout.splitlines()[-1])
+        self.assertEqual(result["peak_flops"], {"flops_per_s": 1e11, "dtype": "fp32",
+                                                "source": "calibrated:worker-1"})
+
+    def test_unreadable_spec_is_a_spec_failure(self):
+        path = script("trial.finish()\n")
+        try:
+            p = subprocess.run(["/usr/bin/python3", path, "--spec", "/nonexistent/spec.json"],
+                               capture_output=True, text=True, env=ENV)
+        finally:
+            os.unlink(path)
+        result = json.loads(p.stdout.splitlines()[-1])
+        self.assertEqual((result["status"], result["error_kind"], p.returncode), ("failed", "spec", 2))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,126 @@
+"""Step statistics, device synchronization, peak FLOP/s and peak memory,
+defined as frontier-trial defines them (docs/worker.md, Measurement)."""
+import json
+import math
+import os
+import time
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def percentile(sorted_values, q):
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (pos - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def summarize(values):
+    """{n, sum, median, p10, p90, mean, min, max, cv} of a series (seconds)."""
+    v = sorted(values)
+    s = {"n": len(v), "sum": sum(v), "median": 0.0, "p10": 0.0, "p90": 0.0, "mean": 0.0, "min": 0.0,
+         "max": 0.0, "cv": 0.0}
+    if not v:
+        return s
+    s["mean"] = s["sum"] / len(v)
+    s["median"], s["p10"], s["p90"] = percentile(v, 0.5), percentile(v, 0.1), percentile(v, 0.9)
+    s["min"], s["max"] = v[0], v[-1]
+    if len(v) > 1 and s["mean"] > 0:
+        s["cv"] = math.sqrt(sum((x - s["mean"]) ** 2 for x in v) / (len(v) - 1)) / s["mean"]
+    return s
+
+
+def stats_json(s, scale):
+    """The result's `{n, median, p10, p90, mean, min, max, cv}` in the unit `scale` gives."""
+    return {"n": s["n"], "median": s["median"] * scale, "p10": s["p10"] * scale, "p90": s["p90"] * scale,
+            "mean": s["mean"] * scale, "min": s["min"] * scale, "max": s["max"] * scale, "cv": s["cv"]}
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def worker_peak(precision):
+    """The peak the worker passed in FRONTIER_PEAK_FLOPS ({"fp32": ..., "source": ...}), or None."""
+    text = os.environ.get("FRONTIER_PEAK_FLOPS")
+    if not text:
+        return None
+    try:
+        table = json.loads(text)
+        value = float(table[precision])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not math.isfinite(value) or value <= 0:
+        return None
+    return {"flops_per_s": value, "dtype": precision, "source": str(table.get("source", "worker"))}
+
+
+def measured_peak(precision, device, budget_s=0.4):
+    """Best of timed 1024^3 GEMMs of the dtype (at least 5, up to `budget_s`), as frontier-trial measures."""
+    size = 1024
+    with torch.no_grad():
+        a = torch.randn(size, size, dtype=DTYPES[precision], device=device)
+        b = torch.randn(size, size, dtype=DTYPES[precision], device=device)
+        c = torch.mm(a, b)
+        synchronize(device)
+        best, reps = 0.0, 0
+        deadline = time.perf_counter() + budget_s
+        while reps < 5 or (time.perf_counter() < deadline and reps < 200):
+            t0 = time.perf_counter()
+            torch.mm(a, b, out=c)
+            synchronize(device)
+            best = max(best, 2.0 * size ** 3 / (time.perf_counter() - t0))
+            reps += 1
+    return {"flops_per_s": best, "dtype": precision,
+            "source": "measured:cuda-gemm" if device.type == "cuda" else "measured:cpu-gemm"}
+
+
+def _status_bytes(field):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class MemoryTracker:
+    """Peak memory during training: CUDA max allocated, or on the CPU the high-water
+    mark of resident memory above the resident memory when training began."""
+
+    def __init__(self, device):
+        self.device = device
+        self.baseline = 0
+        self.peak_reset = False
+
+    def start(self):
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM to the current RSS
+            self.peak_reset = True
+        except OSError:
+            self.peak_reset = False
+        self.baseline = _status_bytes("VmRSS")
+
+    def peak_bytes(self):
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        return max(0, _status_bytes("VmHWM") - self.baseline)
+
+    @property
+    def kind(self):
+        if self.device.type == "cuda":
+            return "cuda-max-allocated"
+        return "cpu-rss-growth" if self.peak_reset else "cpu-rss-growth(process-peak)"
+
+    @staticmethod
+    def process_peak_bytes():
+        return _status_bytes("VmHWM")
