@@ -1,7 +1,9 @@
 #include "search_spaces/search_space.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -11,8 +13,10 @@
 #include <sstream>
 #include <string_view>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include "search_spaces/input_bounds.h"
 #include "search_spaces/metric_catalog.h"
 
 namespace frontier {
@@ -78,21 +82,50 @@ std::string Problem(const SpecError& e) {
   return e.path().empty() ? what : what.substr(e.path().size() + 2);
 }
 
+bool IsQuoted(const YAML::Node& node) { return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str"; }
+
+bool IsIntegerText(const std::string& text) {
+  static const std::regex kInt("[-+]?[0-9]+");
+  return text.size() <= 64 && std::regex_match(text, kInt);
+}
+
+bool IsFloatText(const std::string& text) {
+  static const std::regex kFloat("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  return text.size() <= 64 && std::regex_match(text, kFloat);
+}
+
 // YAML 1.2 core-schema typing of a plain scalar; quoted scalars stay strings.
+// Numbers of more than 64 characters stay strings too (CheckTree refuses them).
 json ScalarToJson(const YAML::Node& node) {
   const std::string& text = node.Scalar();
-  if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return text;
-  static const std::regex kInt("[-+]?[0-9]+");
-  static const std::regex kFloat("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  if (IsQuoted(node)) return text;
   if (text == "true" || text == "True" || text == "TRUE") return true;
   if (text == "false" || text == "False" || text == "FALSE") return false;
-  if (std::regex_match(text, kInt)) {
+  if (IsIntegerText(text)) {
     errno = 0;
     long long value = std::strtoll(text.c_str(), nullptr, 10);
     if (errno == 0) return static_cast<int64_t>(value);
   }
-  if (std::regex_match(text, kFloat)) return std::strtod(text.c_str(), nullptr);
+  if (IsFloatText(text)) return std::strtod(text.c_str(), nullptr);
   return text;
+}
+
+// Why a plain scalar that reads as a number cannot be one, or nullopt.
+std::optional<std::string> NumberProblem(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (IsQuoted(node)) return std::nullopt;
+  if (text.size() > 64) {
+    if (text.find_first_not_of("0123456789+-.eE") != std::string::npos) return std::nullopt;
+    return "number of " + std::to_string(text.size()) + " characters; at most 64";
+  }
+  if (IsIntegerText(text)) {
+    errno = 0;
+    std::strtoll(text.c_str(), nullptr, 10);
+    if (errno == ERANGE) return "integer " + text + " is out of range (at most 9223372036854775807 in magnitude)";
+  } else if (IsFloatText(text) && !std::isfinite(std::strtod(text.c_str(), nullptr))) {
+    return "number " + text + " is out of range";
+  }
+  return std::nullopt;
 }
 
 json YamlToJson(const YAML::Node& node) {
@@ -123,6 +156,7 @@ struct PathStep {
 
 std::optional<std::vector<PathStep>> SplitPath(const std::string& path) {
   static const std::regex kStep("([A-Za-z_][A-Za-z0-9_]*)(\\[([0-9]{1,6}|\\*)\\])?");
+  if (path.size() > kMaxKeyBytes) return std::nullopt;
   std::vector<PathStep> steps;
   std::stringstream ss(path);
   std::string part;
@@ -281,6 +315,12 @@ class SpaceParser {
   // Keys may contain dots (dimension names), so the longest matching key wins.
   static int Locate(const YAML::Node& node, std::string_view rest, int line);
 
+  // What CheckTree has counted so far, every alias expanded.
+  struct Budget {
+    size_t nodes = 0;
+    size_t bytes = 0;
+  };
+  void CheckTree(const YAML::Node& node, std::vector<YAML::Node>& enclosing, Budget& budget) const;
   void CheckKeys(const YAML::Node& node, const std::string& path) const;
   void ParseBaseline(const Fields& top, SearchSpace& space);
   void CheckBaseline(const SearchSpace& space) const;
@@ -298,6 +338,48 @@ class SpaceParser {
   bool check_choices_ = true;  // every choice makes a valid trial spec
   YAML::Node root_;            // the document, for the lines of fields in messages
 };
+
+// The document within bounds, before anything walks it recursively: at most
+// kMaxNesting deep, no alias inside the node it names, and with every alias
+// expanded (a chain of anchors multiplies the document) at most
+// kMaxSpaceNodes values and kMaxSpaceBytes of text; keys of at most
+// kMaxKeyBytes; numbers in range.
+void SpaceParser::CheckTree(const YAML::Node& node, std::vector<YAML::Node>& enclosing, Budget& budget) const {
+  const int line = node.Mark().line + 1;
+  const auto fail = [&](const std::string& problem) { throw SpaceError(source_, line, "", problem); };
+  for (const YAML::Node& outer : enclosing) {
+    if (node.is(outer)) fail("an alias refers to a node that contains it");
+  }
+  if (static_cast<int>(enclosing.size()) >= kMaxNesting) {
+    fail("nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  }
+  if (++budget.nodes > kMaxSpaceNodes) {
+    fail("more than " + std::to_string(kMaxSpaceNodes) + " values with every alias expanded");
+  }
+  if (node.IsScalar()) {
+    budget.bytes += node.Scalar().size();
+    if (budget.bytes > kMaxSpaceBytes) {
+      fail("more than " + std::to_string(kMaxSpaceBytes) + " bytes of text with every alias expanded");
+    }
+    if (std::optional<std::string> problem = NumberProblem(node)) fail(*problem);
+    return;
+  }
+  enclosing.push_back(node);
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) CheckTree(item, enclosing, budget);
+  } else if (node.IsMap()) {
+    for (const auto& entry : node) {
+      if (entry.first.IsScalar() && entry.first.Scalar().size() > kMaxKeyBytes) {
+        throw SpaceError(source_, entry.first.Mark().line + 1, "",
+                         "a key of " + std::to_string(entry.first.Scalar().size()) + " bytes; at most " +
+                             std::to_string(kMaxKeyBytes));
+      }
+      CheckTree(entry.first, enclosing, budget);
+      CheckTree(entry.second, enclosing, budget);
+    }
+  }
+  enclosing.pop_back();
+}
 
 // Rejects duplicate and non-scalar keys, which the JSON model cannot hold.
 void SpaceParser::CheckKeys(const YAML::Node& node, const std::string& path) const {
@@ -354,12 +436,31 @@ int SpaceParser::Locate(const YAML::Node& node, std::string_view rest, int line)
 }
 
 SearchSpace SpaceParser::Parse(const std::string& text) {
+  // The bytes first: yaml-cpp takes seconds over a megabyte of brackets.
+  if (text.size() > kMaxSpaceBytes) {
+    throw SpaceError(source_, 0, "",
+                     "a search-space file of " + std::to_string(text.size()) + " bytes; the limit is 1 MiB");
+  }
+  const auto fail_at = [&](const InputFault& fault) {
+    throw SpaceError(source_, fault.line, "", "byte " + std::to_string(fault.offset) + ": " + fault.problem);
+  };
+  if (std::optional<InputFault> fault = FindEncodingFault(text)) fail_at(*fault);
+  if (std::optional<InputFault> fault = FindNestingFault(text, kMaxNesting, /*json_strings=*/false)) {
+    fail_at(*fault);
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw SpaceError(source_, e.mark.line + 1, "", "nested deeper than " + std::to_string(kMaxNesting) + " levels");
   } catch (const YAML::ParserException& e) {
     throw SpaceError(source_, e.mark.line + 1, "", "invalid YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw SpaceError(source_, e.mark.line + 1, "", "invalid YAML: " + e.msg);
   }
+  std::vector<YAML::Node> enclosing;
+  Budget budget;
+  CheckTree(root, enclosing, budget);
   if (!root.IsMap()) {
     throw SpaceError(source_, std::max(1, root.Mark().line + 1), "",
                      "expected a mapping of fields (name, task, baseline, space, objectives, ...)");
@@ -376,7 +477,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   top.Required("name");
   top.String("name", space.name);
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");
-  if (!std::regex_match(space.name, kName)) {
+  if (space.name.size() > 100 || !std::regex_match(space.name, kName)) {
     Fail("name", "'" + space.name + "' is not a valid name (letters, digits, '_', '.', '-'; at most 100)");
   }
   top.String("description", space.description);
@@ -749,8 +850,9 @@ json Apply(const SearchSpace& space, const Config& config, json spec) {
 
 SpaceError::SpaceError(const std::string& file, int line, const std::string& field,
                        const std::string& problem)
-    : std::runtime_error(file + (line > 0 ? ":" + std::to_string(line) : "") + ": " +
-                         (field.empty() ? "" : field + ": ") + problem),
+    : std::runtime_error(Abbreviated(file, kMaxQuotedBytes) + (line > 0 ? ":" + std::to_string(line) : "") +
+                         ": " + (field.empty() ? "" : Abbreviated(field, kMaxQuotedBytes) + ": ") +
+                         Abbreviated(problem, 4 * kMaxQuotedBytes)),
       file_(file),
       line_(line),
       field_(field) {}
@@ -763,13 +865,19 @@ SearchSpace ParseStoredSearchSpace(const std::string& yaml_text, const std::stri
   return SpaceParser(source, /*check_choices=*/false).Parse(yaml_text);
 }
 
-SearchSpace LoadSearchSpaceFile(const std::string& path) {
-  std::ifstream in(path);
+std::string ReadSearchSpaceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw SpaceError(path, 0, "", "cannot open the search-space file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseSearchSpace(ss.str(), path);
+  // One byte past the limit is enough to refuse a larger file without reading it all.
+  std::string text(kMaxSpaceBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw SpaceError(path, 0, "", "cannot read the search-space file");
+  if (text.size() > kMaxSpaceBytes) throw SpaceError(path, 0, "", "a search-space file over 1 MiB; the limit is 1 MiB");
+  return text;
 }
+
+SearchSpace LoadSearchSpaceFile(const std::string& path) { return ParseSearchSpace(ReadSearchSpaceFile(path), path); }
 
 json ApplyConfig(const SearchSpace& space, const Config& config) { return Apply(space, config, space.base); }
 

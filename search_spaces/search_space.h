@@ -96,9 +96,20 @@ struct SearchSpace {
   int max_attempts = 3;   // leases per trial before it fails for good
 };
 
+// The bounds of a search-space file (docs/hardening.md), besides
+// kMaxNesting (input_bounds.h): its size, and with every alias expanded, its
+// values and the bytes of its text; the length of one key.
+inline constexpr size_t kMaxSpaceBytes = size_t{1} << 20;
+inline constexpr size_t kMaxSpaceNodes = 100000;
+inline constexpr size_t kMaxKeyBytes = 256;
+
 // Parses and validates YAML text; `source` names the file in messages.
-// Throws SpaceError.
+// Text out of bounds (size, NUL or invalid UTF-8, nesting, aliases, a number
+// out of range) is refused before any other check. Throws SpaceError.
 SearchSpace ParseSearchSpace(const std::string& yaml_text, const std::string& source);
+// The text of a search-space file of at most kMaxSpaceBytes (a larger one is
+// not read to its end). Throws SpaceError.
+std::string ReadSearchSpaceFile(const std::string& path);
 SearchSpace LoadSearchSpaceFile(const std::string& path);
 // A space accepted at submission, read back from the store: parsed the same
 // way but without building a trial spec for every choice again (it passed

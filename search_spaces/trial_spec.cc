@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/input_bounds.h"
+
 namespace frontier {
 namespace {
 
@@ -83,6 +85,10 @@ class ObjectReader {
  private:
   int64_t CheckedInteger(const json& v, const std::string& key, int64_t min, int64_t max) const {
     if (!v.is_number_integer()) throw SpecError(Field(key), "expected an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      throw SpecError(Field(key), "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                                      "], got " + v.dump());
+    }
     int64_t i = v.get<int64_t>();
     if (i < min || i > max) {
       throw SpecError(Field(key), "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
@@ -200,7 +206,7 @@ void ParseBevArch(const json& j, BevArchSpec& b) {
   ObjectReader r(j, "arch.bev");
   b.enabled = true;
   r.Choice("view_transform", b.view_transform, {"lss", "ipm", "mean_lift"});
-  r.Choice("pooling", b.pooling, {"naive", "fused"});
+  r.Choice("pooling", b.pooling, {"naive", "fused", "depth_fused"});
   r.Int("depth_bins", b.depth_bins, 1, 512);
   r.Double("depth_min", b.depth_min, 0.1, 1000);
   r.Double("depth_max", b.depth_max, 0.1, 1000);
@@ -408,7 +414,8 @@ std::vector<ResolvedStage> ResolveStages(const std::vector<StageSpec>& stages, c
 }  // namespace
 
 SpecError::SpecError(std::string path, const std::string& problem)
-    : std::runtime_error(path.empty() ? problem : path + ": " + problem), path_(std::move(path)) {}
+    : std::runtime_error(Abbreviated(path.empty() ? problem : path + ": " + problem, 5 * kMaxQuotedBytes)),
+      path_(std::move(path)) {}
 
 TrialSpec ParseTrialSpec(const json& j) {
   TrialSpec spec;
@@ -437,9 +444,9 @@ TrialSpec ParseTrialSpec(const json& j) {
 TrialSpec ParseTrialSpecText(const std::string& text) {
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw SpecError("", std::string("not valid JSON: ") + e.what());
+    j = ParseBoundedJson(text, kMaxTrialSpecBytes);
+  } catch (const InputError& e) {
+    throw SpecError("", e.what());
   }
   return ParseTrialSpec(j);
 }

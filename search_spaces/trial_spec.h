@@ -28,6 +28,8 @@ class SpecError : public std::runtime_error {
 };
 
 inline constexpr int kTrialSpecSchema = 1;
+// The largest trial spec text ParseTrialSpecText reads (specs are a few KiB).
+inline constexpr size_t kMaxTrialSpecBytes = size_t{1} << 20;
 
 struct OptimizerSpec {
   std::string name = "sgd";  // sgd | adamw
@@ -225,6 +227,8 @@ struct ResolvedArch {
 // Parses and validates a trial spec. Unknown keys are errors (a typo must not
 // silently fall back to a default). Throws SpecError.
 TrialSpec ParseTrialSpec(const nlohmann::json& j);
+// The text must be JSON within the bounds of ParseBoundedJson
+// (input_bounds.h) and at most kMaxTrialSpecBytes.
 TrialSpec ParseTrialSpecText(const std::string& text);
 TrialSpec LoadTrialSpecFile(const std::string& path);
 
