@@ -390,7 +390,7 @@ TEST_F(AgentTest, CrashIsRetryableAndNamesTheSignalAndStderr) {
               Options());
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable());
-  EXPECT_THAT(failure.error(), HasSubstr("frontier-trial crashed: signal SIGSEGV"));
+  EXPECT_THAT(failure.error(), HasSubstr("frontier-trial ended without a result (signal SIGSEGV"));
   EXPECT_THAT(failure.error(), HasSubstr("stderr: CUDA error: an illegal memory access"));
   EXPECT_EQ(failure.result_json(), "");
 }
@@ -400,7 +400,7 @@ TEST_F(AgentTest, ExitWithoutResultIsACrash) {
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable());
   EXPECT_THAT(failure.error(),
-              HasSubstr("frontier-trial crashed: exit code 64; stderr: frontier-trial: bad flag"));
+              HasSubstr("frontier-trial ended without a result (exit code 64); stderr: frontier-trial: bad flag"));
 }
 
 TEST_F(AgentTest, ResultPrintedBeforeACrashAtExitStillCounts) {
@@ -428,7 +428,7 @@ TEST_F(AgentTest, HungTrialIsKilledWithItsProcessGroupAfterTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(5000));
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable());
-  EXPECT_EQ(failure.error(), "timed out after 0.5 s");
+  EXPECT_EQ(failure.error(), "frontier-trial timed out after 0.5 s");
   EXPECT_TRUE(ProcessGone("grandchild.pid"));
 }
 
@@ -475,7 +475,7 @@ TEST_F(AgentClockTest, HeartbeatsAndTheTrialTimeoutFollowTheInjectedClock) {
   ASSERT_TRUE(agent->Finished());
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable());
-  EXPECT_EQ(failure.error(), "timed out after 60 s");
+  EXPECT_EQ(failure.error(), "frontier-trial timed out after 60 s");
   EXPECT_THAT(coordinator_.Heartbeats(), SizeIs(1));
   EXPECT_TRUE(ProcessGone("trial.pid"));
 }
@@ -680,6 +680,120 @@ TEST_F(AgentTest, ArtifactDirIsPassedToTheTrial) {
       options);
   EXPECT_EQ(ReadFile("args"), "--artifact-dir " + dir_ + "/artifacts\n");
   EXPECT_THAT(coordinator_.Completions(), SizeIs(1));
+}
+
+// A command trial's spec (docs/trial-protocol.md) running `argv`.
+std::string CommandSpec(const nlohmann::json& argv, const nlohmann::json& extra = nlohmann::json::object()) {
+  nlohmann::json command = {{"argv", argv}};
+  if (extra.is_object()) command.update(extra);
+  return nlohmann::json{{"schema", 1},       {"protocol", 1},
+                        {"seed", 2},         {"params", {{"width", 48}, {"attention", "linear"}}},
+                        {"task", {{"steps", 20}}}, {"command", command}}
+      .dump();
+}
+
+TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
+  std::filesystem::create_directories(dir_ + "/project");
+  const std::string train = Script("train.sh",
+                                   "pwd > " + dir_ + "/cwd\n"
+                                   "echo \"$#\" > " + dir_ + "/argc\n"
+                                   "env | grep '^FRONTIER_' | sort > " + dir_ + "/env\n"
+                                   "cp \"$FRONTIER_TRIAL_SPEC\" " + dir_ + "/seen-spec.json\n"
+                                   "echo '" + std::string(kResultLine) + "'");
+  coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}, {{"workdir", dir_ + "/project"}}));
+  AgentOptions options = Options();
+  options.artifact_dir = dir_ + "/artifacts";
+  auto agent = Start(options, dir_ + "/frontier-trial-is-not-used");
+  ASSERT_TRUE(agent->Finished());
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(1)) << coordinator_.Failures()[0].error();
+  EXPECT_EQ(ReadFile("cwd"), dir_ + "/project\n");
+  EXPECT_EQ(ReadFile("argc"), "0\n") << "the worker adds no arguments to a command";
+  const std::string env = ReadFile("env");
+  EXPECT_THAT(env, HasSubstr("FRONTIER_PROTOCOL=1\n"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_TRIAL_ID=t1\n"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_SEED=2\n"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_DEVICE=cpu\n"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_THREADS=3\n"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_ARTIFACT_DIR=" + dir_ + "/artifacts/t1\n"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_STOP_FILE=" + dir_ + "/work/"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_TRIAL_SPEC=" + dir_ + "/work/"));
+  const auto spec = nlohmann::json::parse(ReadFile("seen-spec.json"));
+  EXPECT_EQ(spec["params"]["attention"], "linear");
+  EXPECT_EQ(spec["runtime"]["threads"], 3);
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/artifacts/t1"));
+}
+
+TEST_F(AgentTest, CommandTrialFailuresNameWhatHappened) {
+  const struct {
+    const char* name;
+    std::string body;
+    nlohmann::json extra;
+    const char* error;
+    bool retryable;
+  } cases[] = {
+      {"exit 0 without a result", "echo '{\"event\":\"start\"}'; exit 0", {},
+       "ended without a result (exit code 0)", true},
+      {"killed by a signal", "kill -KILL $$", {}, "ended without a result (signal SIGKILL", true},
+      {"a result of the wrong schema", "echo '{\"event\":\"result\",\"schema\":7,\"status\":\"completed\"}'", {},
+       "breaks the trial protocol: schema is 7, expected 1", false},
+      {"a completed result without step times",
+       "echo '{\"event\":\"result\",\"schema\":1,\"status\":\"completed\"}'", {},
+       "breaks the trial protocol: a completed result needs step_time_ms.median > 0", false},
+      {"hangs past its time limit", "trap '' TERM; while :; do sleep 0.05; done", {{"time_limit_s", 0.3}},
+       "timed out after 0.3 s", true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string script = Script("cmd.sh", c.body);
+    const std::string trial_id = std::string("t-") + std::to_string(&c - cases);
+    coordinator_.AddTrial(trial_id, CommandSpec({"/bin/sh", script}, c.extra));
+    auto agent = Start(Options(), dir_ + "/frontier-trial-is-not-used");
+    ASSERT_TRUE(agent->Finished());
+    const auto failures = coordinator_.Failures();
+    ASSERT_FALSE(failures.empty());
+    EXPECT_EQ(failures.back().trial_id(), trial_id);
+    EXPECT_THAT(failures.back().error(), HasSubstr(c.error));
+    EXPECT_THAT(failures.back().error(), HasSubstr("the command `/bin/sh " + script + "`"));
+    EXPECT_EQ(failures.back().retryable(), c.retryable);
+  }
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(0));
+}
+
+TEST_F(AgentTest, CommandNotFoundOrMalformedFailsWithTheReason) {
+  coordinator_.AddTrial("t-missing", CommandSpec({dir_ + "/no-such-train.py"}));
+  coordinator_.AddTrial("t-empty", CommandSpec(nlohmann::json::array()));
+  coordinator_.AddTrial("t-workdir", CommandSpec({"/bin/true"}, {{"workdir", dir_ + "/nowhere"}}));
+  AgentOptions options = Options();
+  options.max_trials = 3;
+  auto agent = Start(options, dir_ + "/frontier-trial-is-not-used");
+  ASSERT_TRUE(agent->Finished());
+  const auto failures = coordinator_.Failures();
+  ASSERT_THAT(failures, SizeIs(3));
+  EXPECT_THAT(failures[0].error(), HasSubstr("cannot start " + dir_ + "/no-such-train.py"));
+  EXPECT_EQ(failures[1].error(), "invalid command trial spec: command.argv: expected a non-empty list");
+  EXPECT_FALSE(failures[1].retryable());
+  EXPECT_EQ(failures[2].error(),
+            "invalid command trial spec: command.workdir: " + dir_ + "/nowhere is not a folder on this worker");
+}
+
+TEST_F(AgentTest, StoppedCommandTrialSeesTheStopFileAndIsKilledAfterTheGrace) {
+  coordinator_.StopOnProgress("asha: below the rung's top third");
+  // Ignores SIGTERM; records whether the stop file appeared before it was killed.
+  const std::string script = Script("stubborn.sh",
+                                    "trap 'echo term >> " + dir_ + "/seen' TERM\n"
+                                    "echo $$ > " + dir_ + "/trial.pid\n"
+                                    "echo '{\"event\":\"eval\",\"step\":1,\"val_accuracy\":0.1}'\n"
+                                    "while :; do [ -e \"$FRONTIER_STOP_FILE\" ] && echo stop-file >> " +
+                                        dir_ + "/seen; sleep 0.02; done");
+  coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", script}));
+  auto agent = Start(Options(), dir_ + "/frontier-trial-is-not-used");
+  ASSERT_TRUE(agent->Finished());
+  const auto failure = OnlyFailure();
+  EXPECT_EQ(failure.error(), "stopped: asha: below the rung's top third");
+  EXPECT_FALSE(failure.retryable());
+  EXPECT_THAT(ReadFile("seen"), HasSubstr("stop-file"));
+  EXPECT_THAT(ReadFile("seen"), HasSubstr("term"));
+  EXPECT_TRUE(ProcessGone("trial.pid"));
 }
 
 // Puts `dir` first on PATH (or replaces PATH) for the test's lifetime.

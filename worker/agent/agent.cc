@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -85,6 +86,54 @@ std::filesystem::path TrialArtifactDir(const std::string& artifact_dir, const st
   return (std::filesystem::absolute(artifact_dir.empty() ? "artifacts" : artifact_dir, ignored) /
           TrialFolderName(trial_id))
       .lexically_normal();
+}
+
+// A command trial's `command` section (docs/trial-protocol.md) into `command`;
+// the problem when it is malformed (the coordinator validated it, but the
+// worker does not trust what it leases).
+std::optional<std::string> ReadCommandSection(const json& section, TrialCommand* command, milliseconds* limit) {
+  if (!section.is_object()) return "command: expected an object";
+  const auto argv = section.find("argv");
+  if (argv == section.end() || !argv->is_array() || argv->empty()) return "command.argv: expected a non-empty list";
+  for (const json& arg : *argv) {
+    if (!arg.is_string() || arg.get<std::string>().empty()) return "command.argv: every entry must be a non-empty string";
+    command->program.push_back(arg.get<std::string>());
+  }
+  command->workdir = StringField(section, "workdir");
+  std::error_code error;
+  if (!command->workdir.empty() && !std::filesystem::is_directory(command->workdir, error)) {
+    return "command.workdir: " + command->workdir + " is not a folder on this worker";
+  }
+  const auto time_limit = section.find("time_limit_s");
+  if (time_limit != section.end() && time_limit->is_number() && time_limit->get<double>() > 0) {
+    *limit = milliseconds(static_cast<int64_t>(time_limit->get<double>() * 1000));
+  }
+  return std::nullopt;
+}
+
+std::string JoinArgs(const std::vector<std::string>& args) {
+  std::string text;
+  for (const std::string& arg : args) text += (text.empty() ? "" : " ") + arg;
+  return text;
+}
+
+// What breaks the result line's schema (docs/trial-protocol.md), or nullopt.
+// Statuses other than the three are left to the caller (unknown status).
+std::optional<std::string> ResultSchemaProblem(const json& result) {
+  const auto schema = result.find("schema");
+  if (schema == result.end() || *schema != 1) return "schema is " + (schema == result.end() ? std::string("missing") : schema->dump()) + ", expected 1";
+  const std::string status = StringField(result, "status");
+  if (status.empty()) return std::string("no status");
+  if (status == "completed") {
+    const json::json_pointer median("/step_time_ms/median");
+    if (!result.contains(median) || !result.at(median).is_number() || !(result.at(median).get<double>() > 0)) {
+      return std::string("a completed result needs step_time_ms.median > 0");
+    }
+  }
+  if ((status == "failed" || status == "diverged") && StringField(result, "error").empty()) {
+    return "a " + status + " result needs an error";
+  }
+  return std::nullopt;
 }
 
 // How a trial whose spec asks for profile.tool nsys or ncu is run.
@@ -174,6 +223,13 @@ struct Agent::Lease {
   std::string trial_id;
   int attempt = 0;
   std::string spec_json;
+};
+
+// How one trial runs: what to call it in messages, its stop file, its time limit.
+struct Agent::Launch {
+  std::string what;       // "frontier-trial" or "the command `python3 train.py`"
+  std::string stop_file;  // created when the trial is asked to stop
+  milliseconds timeout;
 };
 
 // How a trial ended, as the coordinator is to hear it.
@@ -412,7 +468,32 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   if (wrapping.profile.contains("error")) {
     spdlog::warn("trial {}: {}", lease.trial_id, wrapping.profile["error"].get<std::string>());
   }
-  TrialCommand command{spec_path, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper};
+  std::error_code ignored;
+  const std::string spec_file = std::filesystem::absolute(spec_path, ignored).string();
+  TrialCommand command{spec_file, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper, {}, {}};
+  Launch launch{"frontier-trial", spec_file + ".stop", options_.trial_timeout};
+  if (spec.contains("command")) {
+    if (std::optional<std::string> problem = ReadCommandSection(spec["command"], &command, &launch.timeout)) {
+      std::remove(spec_path.c_str());
+      Report(lease, Outcome{Outcome::Kind::kFail, "invalid command trial spec: " + *problem, /*retryable=*/false, ""});
+      return;
+    }
+    launch.what = "the command `" + JoinArgs(command.program) + "`";
+  }
+  const json& runtime = spec["runtime"];
+  const json threads = runtime.is_object() ? runtime.value("threads", json(0)) : json(0);
+  const std::filesystem::path artifacts = TrialArtifactDir(options_.artifact_dir, lease.trial_id);
+  std::filesystem::create_directories(artifacts, ignored);
+  command.environment = {{"FRONTIER_PROTOCOL", "1"},
+                         {"FRONTIER_TRIAL_SPEC", spec_file},
+                         {"FRONTIER_TRIAL_ID", lease.trial_id},
+                         {"FRONTIER_SEED", spec.value("seed", json(0)).dump()},
+                         {"FRONTIER_DEVICE", options_.device},
+                         {"FRONTIER_THREADS", threads.is_number_integer() ? threads.dump() : "0"},
+                         {"FRONTIER_ARTIFACT_DIR", artifacts.string()},
+                         {"FRONTIER_STOP_FILE", launch.stop_file},
+                         {"FRONTIER_PROGRESS_EVERY", std::to_string(options_.progress_every)}};
+  std::remove(launch.stop_file.c_str());
   if (options_.device == "cuda") {
     const size_t i = static_cast<size_t>(slot);
     command.environment.emplace_back("CUDA_VISIBLE_DEVICES", i < options_.visible_devices.size()
@@ -423,21 +504,22 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
   const bool started = process != nullptr;
   Outcome outcome =
-      started ? Supervise(lease, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
+      started ? Supervise(lease, launch, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
   outcome.result_json = WithProfile(outcome.result_json, wrapping);
   if (!wrapping.wrapper.empty() && outcome.kind == Outcome::Kind::kFail && outcome.result_json.empty()) {
     outcome.error += " (run under " + wrapping.profile.value("command", std::string()) + ")";
   }
   process.reset();
   std::remove(spec_path.c_str());
+  std::remove(launch.stop_file.c_str());
   Report(lease, outcome);
   // A trial binary that cannot start fails every trial: do not burn through the queue.
   if (!started) SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
 }
 
-Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
+Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialProcess& process) {
   const milliseconds started = Now();
-  const milliseconds timeout_at = started + options_.trial_timeout;
+  const milliseconds timeout_at = started + launch.timeout;
   milliseconds heartbeat_interval;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -449,6 +531,7 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
   bool reporting_failed = false;
   std::string result_line;
   const auto stopped = [&](const std::string& reason) {
+    std::ofstream(launch.stop_file) << reason << "\n";  // the protocol's polite request, then SIGTERM
     process.Terminate(options_.kill_grace);
     return Outcome{Outcome::Kind::kFail, "stopped: " + reason, /*retryable=*/false, ""};
   };
@@ -468,7 +551,7 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
     }
     if (now >= timeout_at) {
       process.Terminate(options_.kill_grace);
-      return Outcome{Outcome::Kind::kFail, "timed out after " + Seconds(options_.trial_timeout) + " s",
+      return Outcome{Outcome::Kind::kFail, launch.what + " timed out after " + Seconds(launch.timeout) + " s",
                      /*retryable=*/true, ""};
     }
     if (now >= next_heartbeat) {
@@ -497,10 +580,16 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
       if (std::optional<ProcessExit> exit = process.Wait(std::max(wait, milliseconds(0)))) {
         if (result_line.empty()) {
           return Outcome{Outcome::Kind::kFail,
-                         "frontier-trial crashed: " + exit->Describe() + "; stderr: " + process.StderrTail(),
+                         launch.what + " ended without a result (" + exit->Describe() +
+                             "); stderr: " + process.StderrTail(),
                          /*retryable=*/true, ""};
         }
         const json result = json::parse(result_line);
+        if (std::optional<std::string> problem = ResultSchemaProblem(result)) {
+          return Outcome{Outcome::Kind::kFail, launch.what + " printed a result that breaks the trial protocol: " +
+                                                   *problem + "; stderr: " + process.StderrTail(),
+                         /*retryable=*/false, ""};
+        }
         const std::string status = StringField(result, "status");
         if (status == "completed" || status == "diverged") {
           return Outcome{Outcome::Kind::kComplete, "", /*retryable=*/false, result_line};
@@ -510,8 +599,7 @@ Agent::Outcome Agent::Supervise(const Lease& lease, TrialProcess& process) {
           return Outcome{Outcome::Kind::kFail, StringField(result, "error"),
                          /*retryable=*/kind != "spec" && kind != "precision", result_line};
         }
-        return Outcome{Outcome::Kind::kFail,
-                       "frontier-trial printed a result with unknown status '" + status + "'",
+        return Outcome{Outcome::Kind::kFail, launch.what + " printed a result with unknown status '" + status + "'",
                        /*retryable=*/true, result_line};
       }
       continue;

@@ -106,6 +106,7 @@ class Agent {
  private:
   struct Lease;
   struct Outcome;
+  struct Launch;
   enum class Retry;
 
   // Calls `rpc(context, worker_id)` with a fresh context whose deadline is
@@ -130,7 +131,7 @@ class Agent {
   void ReleaseTrial();
   void RunTrial(int slot, const Lease& lease);
   // Streams the trial's output until it exits, is killed or times out.
-  Outcome Supervise(const Lease& lease, TrialProcess& process);
+  Outcome Supervise(const Lease& lease, const Launch& launch, TrialProcess& process);
   void Report(const Lease& lease, const Outcome& outcome);
   void Fail(const Lease& lease, const std::string& error, bool retryable, const std::string& result_json);
   std::chrono::milliseconds Now() const;  // clock_'s time

@@ -264,14 +264,19 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
   posix_spawnattr_setsigdefault(&attributes, &signals);
 
   std::vector<std::string> args = command.wrapper;
-  for (std::string arg : {trial_binary_, std::string("--spec"), command.spec_path,
-                          std::string("--progress-every"), std::to_string(command.progress_every)}) {
-    args.push_back(std::move(arg));
+  if (!command.program.empty()) {
+    args.insert(args.end(), command.program.begin(), command.program.end());
+  } else {
+    for (std::string arg : {trial_binary_, std::string("--spec"), command.spec_path,
+                            std::string("--progress-every"), std::to_string(command.progress_every)}) {
+      args.push_back(std::move(arg));
+    }
+    if (!command.artifact_dir.empty()) {
+      args.push_back("--artifact-dir");
+      args.push_back(command.artifact_dir);
+    }
   }
-  if (!command.artifact_dir.empty()) {
-    args.push_back("--artifact-dir");
-    args.push_back(command.artifact_dir);
-  }
+  if (!command.workdir.empty()) posix_spawn_file_actions_addchdir_np(&actions, command.workdir.c_str());
   const std::string& program = args.front();
   std::vector<std::string> env = ChildEnvironment(command.environment);
   std::vector<char*> argv = NullTerminated(args);

@@ -14,7 +14,8 @@
 namespace frontier {
 
 // What to run: `[wrapper...] <trial binary> --spec <spec_path> --progress-every
-// <progress_every> [--artifact-dir <artifact_dir>]`.
+// <progress_every> [--artifact-dir <artifact_dir>]`, or for a command trial
+// (docs/trial-protocol.md) `[wrapper...] <program...>` in `workdir`.
 struct TrialCommand {
   std::string spec_path;    // trial spec file (docs/trial-spec.md)
   int progress_every = 10;  // a progress event every this many steps; 0: none
@@ -26,6 +27,10 @@ struct TrialCommand {
   // "profile", "-o", "..."}; empty: the trial binary runs directly. The
   // wrapper must run the command that follows its own arguments.
   std::vector<std::string> wrapper;
+  // A command trial's argv, run as given instead of the trial binary and its
+  // flags (the spec reaches it through FRONTIER_TRIAL_SPEC); empty: frontier-trial.
+  std::vector<std::string> program;
+  std::string workdir;  // the child's working directory; empty: the worker's
 };
 
 // How a child process ended.
