@@ -9,6 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,11 @@ TEST(ProcessTrialLauncherTest, StreamsLinesAndKeepsTheStderrTail) {
   chmod(script.c_str(), 0755);
   ProcessTrialLauncher launcher(script);
   std::string error;
-  auto process = launcher.Start(TrialCommand{"spec.json", 7, {{"FRONTIER_TEST_VAR", "x"}}, "", {}}, &error);
+  TrialCommand command;
+  command.spec_path = "spec.json";
+  command.progress_every = 7;
+  command.environment = {{"FRONTIER_TEST_VAR", "x"}};
+  auto process = launcher.Start(command, &error);
   ASSERT_NE(process, nullptr) << error;
   std::vector<std::string> lines;
   std::string line;
@@ -54,6 +60,87 @@ TEST(ProcessTrialLauncherTest, StreamsLinesAndKeepsTheStderrTail) {
             "warning 13 | warning 14 | warning 15 | warning 16 | warning 17 | warning 18 | warning 19 | "
             "warning 20");
   std::filesystem::remove_all(pattern);
+}
+
+// A trial binary that runs `body` (shell), in a folder of its own.
+class ScriptTrial {
+ public:
+  explicit ScriptTrial(const std::string& body) {
+    dir_ = (std::filesystem::temp_directory_path() / "frontier-bounds-test-XXXXXX").string();
+    if (mkdtemp(dir_.data()) == nullptr) ADD_FAILURE() << "mkdtemp";
+    const std::string script = dir_ + "/trial.sh";
+    std::ofstream(script) << "#!/bin/sh\n" << body;
+    chmod(script.c_str(), 0755);
+    ProcessTrialLauncher launcher(script);
+    std::string error;
+    TrialCommand command;
+    command.spec_path = "spec.json";
+    process_ = launcher.Start(command, &error);
+    if (process_ == nullptr) ADD_FAILURE() << error;
+  }
+  ~ScriptTrial() { std::filesystem::remove_all(dir_); }
+
+  TrialProcess& process() { return *process_; }
+
+  // Every line until the end of the output (at most 60 s).
+  std::vector<std::string> Lines() {
+    std::vector<std::string> lines;
+    std::string line;
+    while (process_->ReadLine(milliseconds(60000), &line) == TrialProcess::ReadStatus::kLine) lines.push_back(line);
+    return lines;
+  }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<TrialProcess> process_;
+};
+
+// A line over the bound, even one that never ends, stops the trial with a
+// failed result naming the line; the worker holds at most the bound.
+TEST(TrialOutputBoundsTest, AHugeLineEndsTheTrialWithAReason) {
+  ScriptTrial trial("echo '{\"event\": \"start\"}'\n"
+                    "head -c 3000000 /dev/zero | tr '\\0' x\n"
+                    "sleep 600\n");
+  const std::vector<std::string> lines = trial.Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "{\"event\": \"start\"}");
+  EXPECT_EQ(lines[1],
+            "{\"error\":\"the worker stopped the trial: line 2 of its output is longer than 1048576 bytes\","
+            "\"error_kind\":\"output\",\"event\":\"result\",\"schema\":1,\"status\":\"failed\"}");
+  const std::optional<ProcessExit> exit = trial.process().Wait(milliseconds(10000));
+  ASSERT_TRUE(exit.has_value()) << "the trial was not killed";
+  EXPECT_EQ(exit->Describe(), "signal SIGKILL (Killed)");
+}
+
+TEST(TrialOutputBoundsTest, ALineAtTheBoundIsRead) {
+  ScriptTrial trial("head -c 1048576 /dev/zero | tr '\\0' x; echo\necho done\n");
+  const std::vector<std::string> lines = trial.Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], std::string(kMaxOutputLineBytes, 'x'));
+  EXPECT_EQ(lines[1], "done");
+}
+
+TEST(TrialOutputBoundsTest, ADeeplyNestedLineEndsTheTrial) {
+  ScriptTrial trial("echo '\"[[[[ in a string do not count\"'\n"
+                    "head -c 100 /dev/zero | tr '\\0' '['; echo\n"
+                    "echo never read\n");
+  const std::vector<std::string> lines = trial.Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "\"[[[[ in a string do not count\"");
+  EXPECT_NE(lines[1].find("line 2 of its output is nested deeper than 64 levels"), std::string::npos) << lines[1];
+}
+
+// Binary garbage and a flood of empty lines are lines like any other (the
+// agent ignores what is not a JSON object), read in order.
+TEST(TrialOutputBoundsTest, GarbageAndFloodsOfLinesPassThrough) {
+  ScriptTrial trial("printf 'a\\377\\000b\\n'\n"
+                    "head -c 300000 /dev/zero | tr '\\0' '\\n'\n"
+                    "echo last\n");
+  const std::vector<std::string> lines = trial.Lines();
+  ASSERT_EQ(lines.size(), 300002u);
+  EXPECT_EQ(lines[0], std::string("a\377\0b", 4));
+  EXPECT_EQ(lines[1], "");
+  EXPECT_EQ(lines.back(), "last");
 }
 
 }  // namespace

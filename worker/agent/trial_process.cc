@@ -12,6 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 extern char** environ;
 
 namespace frontier {
@@ -127,18 +129,64 @@ class ChildProcess final : public TrialProcess {
   }
 
   // Moves the next complete line (or, once standard output is closed, the
-  // unterminated rest) from the buffer into *line.
+  // unterminated rest) from the buffer into *line; a line out of bounds ends
+  // the trial instead (Refuse).
   bool TakeLine(std::string* line) {
-    const size_t newline = stdout_buffer_.find('\n');
-    if (newline != std::string::npos) {
-      line->assign(stdout_buffer_, 0, newline);
-      stdout_buffer_.erase(0, newline + 1);
-      return true;
+    const size_t newline = stdout_buffer_.find('\n', line_begin_);
+    const size_t end = newline != std::string::npos ? newline : stdout_buffer_.size();
+    if (end - line_begin_ > kMaxOutputLineBytes) {
+      return Refuse("line " + std::to_string(lines_ + 1) + " of its output is longer than " +
+                        std::to_string(kMaxOutputLineBytes) + " bytes",
+                    line);
     }
-    if (stdout_fd_ < 0 && !stdout_buffer_.empty()) {
-      line->swap(stdout_buffer_);
-      stdout_buffer_.clear();
-      return true;
+    if (newline == std::string::npos && (stdout_fd_ >= 0 || line_begin_ == stdout_buffer_.size())) return false;
+    line->assign(stdout_buffer_, line_begin_, end - line_begin_);
+    ++lines_;
+    line_begin_ = newline != std::string::npos ? newline + 1 : end;
+    if (line_begin_ * 2 > stdout_buffer_.size()) {  // drop what was read, seldom enough to stay linear
+      stdout_buffer_.erase(0, line_begin_);
+      line_begin_ = 0;
+    }
+    if (NestedTooDeep(*line)) {
+      return Refuse("line " + std::to_string(lines_) + " of its output is nested deeper than " +
+                        std::to_string(kMaxOutputLineNesting) + " levels",
+                    line);
+    }
+    return true;
+  }
+
+  // Ends the trial over a line out of bounds: kills it, stops reading its
+  // output and puts a failed result line naming the problem in *line.
+  bool Refuse(const std::string& problem, std::string* line) {
+    kill(-pid_, SIGKILL);
+    CloseFd(&stdout_fd_);
+    stdout_buffer_.clear();
+    line_begin_ = 0;
+    *line = nlohmann::json{{"event", "result"},
+                           {"schema", 1},
+                           {"status", "failed"},
+                           {"error_kind", "output"},
+                           {"error", "the worker stopped the trial: " + problem}}
+                .dump();
+    return true;
+  }
+
+  // More than kMaxOutputLineNesting brackets open at once outside JSON strings.
+  static bool NestedTooDeep(const std::string& line) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (in_string) {
+        if (c == '\\') ++i;
+        if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if ((c == '[' || c == '{') && ++depth > kMaxOutputLineNesting) {
+        return true;
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
     }
     return false;
   }
@@ -192,6 +240,8 @@ class ChildProcess final : public TrialProcess {
   int stdout_fd_;
   int stderr_fd_;
   std::string stdout_buffer_;
+  size_t line_begin_ = 0;  // where the next line starts in stdout_buffer_
+  int lines_ = 0;          // lines taken so far
   std::string stderr_tail_;
   std::optional<ProcessExit> exit_;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,11 @@ struct ProcessExit {
   std::string Describe() const;
 };
 
+// The bounds on one line of a trial's standard output (docs/hardening.md): a
+// longer line, or one nested deeper, ends the trial (see ReadLine).
+inline constexpr size_t kMaxOutputLineBytes = size_t{1} << 20;
+inline constexpr int kMaxOutputLineNesting = 64;
+
 // One running frontier-trial. Not thread-safe: one thread supervises it.
 // The destructor kills the process (its whole process group) if it has not
 // been reaped yet, so a TrialProcess never leaks a child.
@@ -57,7 +63,12 @@ class TrialProcess {
   virtual ~TrialProcess() = default;
 
   // Waits up to `timeout` for the next line of the child's standard output.
-  // Standard error is collected meanwhile (see StderrTail).
+  // Standard error is collected meanwhile (see StderrTail). A line longer
+  // than kMaxOutputLineBytes or nested deeper than kMaxOutputLineNesting
+  // (brackets outside JSON strings) kills the child and stops the reading: that
+  // line reads as a failed result, {"event": "result", "status": "failed",
+  // "error_kind": "output", "error": "the worker stopped the trial: line N of
+  // its output is longer than ..."}, and the next read is kEnd.
   virtual ReadStatus ReadLine(std::chrono::milliseconds timeout, std::string* line) = 0;
 
   // Waits up to `timeout` for the child to exit and reaps it; nullopt if it
