@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -323,6 +324,7 @@ class SpaceParser {
   void CheckTree(const YAML::Node& node, std::vector<YAML::Node>& enclosing, Budget& budget) const;
   void CheckKeys(const YAML::Node& node, const std::string& path) const;
   void ParseBaseline(const Fields& top, SearchSpace& space);
+  void ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space);
   void CheckBaseline(const SearchSpace& space) const;
   void ParseDimensions(const YAML::Node& node, SearchSpace& space) const;
   std::vector<std::string> ExpandPath(const std::string& field, const std::string& name,
@@ -472,7 +474,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   SearchSpace space;
   space.source = source_;
   Fields top(*this, root, "",
-             {"name", "description", "task", "baseline", "space", "objectives", "constraints", "repeats",
+             {"name", "description", "task", "baseline", "trial", "space", "objectives", "constraints", "repeats",
               "parity", "strategy", "max_attempts", "profile"});
   top.Required("name");
   top.String("name", space.name);
@@ -513,6 +515,13 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
       Fail("task", "expected a mapping of trial-spec task fields, got " + Describe(task));
     }
   }
+  if (top.Has("trial") && top.Has("baseline")) {
+    Fail("trial", "a space has either a baseline (frontier-trial's networks) or a trial command, not both");
+  }
+  if (top.Has("trial")) {
+    ParseCommandTrial(top, task, space);
+    return;
+  }
   Fields baseline(*this, top.Required("baseline"), "baseline", {"arch", "runtime"});
   json arch = YamlToJson(baseline.Required("arch"));
   json runtime = baseline.Has("runtime") ? baseline.Value("runtime") : json::object();
@@ -525,13 +534,42 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
   }
 }
 
+// A command trial (docs/byo-model.md): `trial: {command: [argv...], workdir,
+// params, time_limit_s, runtime}`; the workdir is resolved against the space
+// file's folder.
+void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space) {
+  if (top.Has("profile")) Fail("profile", "profiling applies to frontier-trial's networks, not to a trial command");
+  Fields trial(*this, top.Get("trial"), "trial", {"command", "workdir", "params", "time_limit_s", "runtime"});
+  const json argv = YamlToJson(trial.Required("command"));
+  if (!argv.is_array() || argv.empty()) {
+    Fail("trial.command", "expected the program and its arguments as a list, e.g. [/usr/bin/python3, train.py]");
+  }
+  std::string workdir = ".";
+  trial.String("workdir", workdir);
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::path folder = fs::path(source_).parent_path();
+  const fs::path resolved = fs::path(workdir).is_absolute() ? fs::path(workdir) : folder / workdir;
+  json params = trial.Has("params") ? trial.Value("params") : json::object();
+  if (!params.is_object()) Fail("trial.params", "expected a mapping of the program's parameters, got " + Describe(params));
+  std::string absolute = fs::absolute(resolved, ignored).lexically_normal().string();
+  if (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+  json command = {{"argv", argv}, {"workdir", absolute}};
+  if (std::optional<double> limit = trial.Number("time_limit_s")) command["time_limit_s"] = *limit;
+  json runtime = trial.Has("runtime") ? trial.Value("runtime") : json::object();
+  space.base = {{"schema", kTrialSpecSchema}, {"protocol", kTrialProtocol}, {"params", params},
+                {"task", task},               {"runtime", runtime},           {"command", command}};
+}
+
 // The baseline must be a valid trial spec; its errors point at the field in
-// the file (task fields live at the top level, arch and runtime under baseline).
+// the file (task fields live at the top level, arch and runtime under baseline,
+// or for a command trial params, command and runtime under trial).
 void SpaceParser::CheckBaseline(const SearchSpace& space) const {
   try {
     ParseTrialSpec(space.base);
   } catch (const SpecError& e) {
-    std::string field = StartsWith(e.path(), "task") ? e.path() : ChildPath("baseline", e.path());
+    const std::string section = space.base.contains("command") ? "trial" : "baseline";
+    std::string field = StartsWith(e.path(), "task") ? e.path() : ChildPath(section, e.path());
     Fail(field, Problem(e));
   }
 }
@@ -576,7 +614,12 @@ std::vector<std::string> SpaceParser::ExpandPath(const std::string& field, const
                     ") or a field path like stages[1].attention.kind");
   }
   const std::string& first = steps->front().key;
-  if (first != "arch" && first != "runtime" && first != "task") {
+  if (normalized.contains("command")) {  // a command trial varies its params (and task/runtime fields)
+    if (first != "params" && first != "runtime" && first != "task") {
+      Fail(field, "a trial command's dimensions are params.NAME (or task./runtime. fields); '" + name +
+                      "' names a field of frontier-trial's networks");
+    }
+  } else if (first != "arch" && first != "runtime" && first != "task") {
     steps->insert(steps->begin(), PathStep{"arch"});
   }
 
@@ -618,8 +661,20 @@ std::vector<std::string> SpaceParser::ExpandPath(const std::string& field, const
 // are combinations (the coordinator filters those with WhyInvalid).
 void SpaceParser::CheckChoices(const SearchSpace& space, const Dimension& dim) const {
   const std::string field = ChildPath("space", dim.name);
+  json normalized = NormalizedBaseline(space);
   for (size_t i = 0; i < dim.choices.size(); ++i) {
     const json& choice = dim.choices[i];
+    // A program's parameter keeps the type of its baseline value (numbers of any kind are one type).
+    for (const std::string& path : dim.paths) {
+      if (!StartsWith(path, "params.")) continue;
+      const json& base_value = FieldAt(normalized, *SplitPath(path));
+      const auto kind = [](const json& v) { return v.is_number() ? std::string("number") : std::string(v.type_name()); };
+      if (!base_value.is_null() && kind(choice) != kind(base_value)) {
+        FailAt(ElementPath(field, i), field,
+               "'" + Show(choice) + "' is a " + kind(choice) + "; the baseline's " + path + " (" + Show(base_value) +
+                   ") is a " + kind(base_value));
+      }
+    }
     json spec = space.base;
     for (const std::string& path : dim.paths) SetField(spec, path, choice);
     try {

@@ -76,10 +76,16 @@ class ObjectReader {
   }
 
   // Call after reading every known field.
-  void RejectUnknown() const {
+  // The first key not read so far, or "".
+  std::string Unknown() const {
     for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (!seen_.count(it.key())) throw SpecError(Field(it.key()), "unknown field");
+      if (!seen_.count(it.key())) return it.key();
     }
+    return "";
+  }
+  void RejectUnknown() const {
+    const std::string key = Unknown();
+    if (!key.empty()) throw SpecError(Field(key), "unknown field");
   }
 
  private:
@@ -123,6 +129,15 @@ void ParseOptimizer(const json& j, const std::string& path, OptimizerSpec& o) {
 
 void ParseBevTask(const json& j, BevTaskSpec& b);
 
+TargetSpec ParseTarget(const json& j) {
+  TargetSpec target;
+  ObjectReader r(j, "task.target");
+  r.Choice("metric", target.metric, {"val_accuracy", "val_iou", "val_loss"});
+  r.Double("value", target.value, -1e9, 1e9);
+  r.RejectUnknown();
+  return target;
+}
+
 void ParseTask(const json& j, TaskSpec& t) {
   ObjectReader r(j, "task");
   r.Choice("dataset", t.dataset, {"fashion-mnist", "synthetic", "bev-synthetic"});
@@ -160,14 +175,7 @@ void ParseTask(const json& j, TaskSpec& t) {
     sr.RejectUnknown();
   }
   r.Double("grad_clip", t.grad_clip, 0, 1e9);
-  if (const json* g = r.Get("target")) {
-    TargetSpec target;
-    ObjectReader gr(*g, "task.target");
-    gr.Choice("metric", target.metric, {"val_accuracy", "val_iou", "val_loss"});
-    gr.Double("value", target.value, -1e9, 1e9);
-    gr.RejectUnknown();
-    t.target = target;
-  }
+  if (const json* g = r.Get("target")) t.target = ParseTarget(*g);
   r.RejectUnknown();
   const bool bev = t.dataset == "bev-synthetic";
   if (bev && (t.augment.flip || t.augment.crop_padding > 0)) {
@@ -417,7 +425,66 @@ SpecError::SpecError(std::string path, const std::string& problem)
     : std::runtime_error(Abbreviated(path.empty() ? problem : path + ": " + problem, 5 * kMaxQuotedBytes)),
       path_(std::move(path)) {}
 
+namespace {
+
+// A command trial's spec: {schema, protocol, trial_id, seed, params, task:
+// {steps, eval_every, warmup_steps, target}, runtime, command: {argv, workdir,
+// time_limit_s}}.
+TrialSpec ParseCommandTrialSpec(const json& j) {
+  TrialSpec spec;
+  ObjectReader r(j, "");
+  r.Int("schema", spec.schema, kTrialSpecSchema, kTrialSpecSchema);
+  int protocol = kTrialProtocol;
+  r.Int("protocol", protocol, kTrialProtocol, kTrialProtocol);
+  r.String("trial_id", spec.trial_id);
+  r.Int64("seed", spec.seed, 0, INT64_MAX);
+  if (const json* p = r.Get("params")) {
+    if (!p->is_object()) throw SpecError("params", "expected an object of the program's parameters");
+    spec.params = *p;
+  }
+  if (const json* t = r.Get("task")) {
+    ObjectReader tr(*t, "task");
+    tr.Int("steps", spec.task.steps, 1, kMaxInt);
+    tr.Int("eval_every", spec.task.eval_every, 0, kMaxInt);
+    tr.Int("warmup_steps", spec.task.warmup_steps, 0, kMaxInt);
+    if (const json* g = tr.Get("target")) spec.task.target = ParseTarget(*g);
+    if (!tr.Unknown().empty()) {
+      throw SpecError("task." + tr.Unknown(), "a command trial's task has steps, eval_every, warmup_steps and "
+                                              "target only; put the program's own settings in params");
+    }
+  }
+  if (spec.task.warmup_steps >= spec.task.steps) {
+    throw SpecError("task.warmup_steps", "must be below task.steps (" + std::to_string(spec.task.steps) +
+                                             ") so that some steps are measured");
+  }
+  if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
+  ObjectReader cr(*r.Get("command"), "command");
+  spec.command.enabled = true;
+  const json* argv = cr.Get("argv");
+  if (argv == nullptr || !argv->is_array() || argv->empty()) {
+    throw SpecError("command.argv", "expected a non-empty list of strings (the program and its arguments)");
+  }
+  for (size_t i = 0; i < argv->size(); ++i) {
+    const json& arg = (*argv)[i];
+    if (!arg.is_string() || arg.get<std::string>().empty() || arg.get<std::string>().find('\0') != std::string::npos) {
+      throw SpecError("command.argv[" + std::to_string(i) + "]", "expected a non-empty string");
+    }
+    spec.command.argv.push_back(arg.get<std::string>());
+  }
+  cr.String("workdir", spec.command.workdir);
+  if (!spec.command.workdir.empty() && spec.command.workdir.front() != '/') {
+    throw SpecError("command.workdir", "must be an absolute path (the space file's folder is resolved at submission)");
+  }
+  cr.Double("time_limit_s", spec.command.time_limit_s, 0, 1e7);
+  cr.RejectUnknown();
+  r.RejectUnknown();
+  return spec;
+}
+
+}  // namespace
+
 TrialSpec ParseTrialSpec(const json& j) {
+  if (j.is_object() && j.contains("command")) return ParseCommandTrialSpec(j);
   TrialSpec spec;
   ObjectReader r(j, "");
   r.Int("schema", spec.schema, 1, 1000);
@@ -548,6 +615,24 @@ static json StagesJson(const std::vector<StageSpec>& list) {
 }
 
 json ToJson(const TrialSpec& s) {
+  if (s.command.enabled) {
+    json task = {{"steps", s.task.steps}, {"eval_every", s.task.eval_every}, {"warmup_steps", s.task.warmup_steps}};
+    if (s.task.target) task["target"] = {{"metric", s.task.target->metric}, {"value", s.task.target->value}};
+    json command = {{"argv", s.command.argv}, {"time_limit_s", s.command.time_limit_s}};
+    if (!s.command.workdir.empty()) command["workdir"] = s.command.workdir;
+    return {{"schema", s.schema},
+            {"protocol", kTrialProtocol},
+            {"trial_id", s.trial_id},
+            {"seed", s.seed},
+            {"params", s.params},
+            {"task", task},
+            {"runtime",
+             {{"precision", s.runtime.precision},
+              {"memory_format", s.runtime.memory_format},
+              {"threads", s.runtime.threads},
+              {"device", s.runtime.device}}},
+            {"command", command}};
+  }
   const json stages = StagesJson(s.arch.stages);
   const TaskSpec& t = s.task;
   json task = {{"dataset", t.dataset},

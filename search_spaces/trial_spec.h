@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace frontier {
 
@@ -28,6 +28,8 @@ class SpecError : public std::runtime_error {
 };
 
 inline constexpr int kTrialSpecSchema = 1;
+// The version of the trial protocol command trials speak (docs/trial-protocol.md).
+inline constexpr int kTrialProtocol = 1;
 // The largest trial spec text ParseTrialSpecText reads (specs are a few KiB).
 inline constexpr size_t kMaxTrialSpecBytes = size_t{1} << 20;
 
@@ -173,14 +175,25 @@ struct ProfileSpec {
   std::string tool = "libtorch";  // libtorch (in-process trace) | nsys | ncu (wrap the trial process)
 };
 
+// A command trial (docs/trial-protocol.md): the user's own training program
+// instead of frontier-trial. Its configuration is the free-form `params`.
+struct CommandSpec {
+  bool enabled = false;           // true when the spec has a command section
+  std::vector<std::string> argv;  // run as given, no arguments added
+  std::string workdir;            // absolute; empty: the worker's working directory
+  double time_limit_s = 0;        // 0: the worker's --trial-timeout
+};
+
 struct TrialSpec {
   int schema = kTrialSpecSchema;
   std::string trial_id;
   int64_t seed = 0;
-  TaskSpec task;
-  ArchSpec arch;
+  TaskSpec task;       // command trials use steps, eval_every, warmup_steps and target only
+  ArchSpec arch;       // built-in trials only
   RuntimeSpec runtime;
-  ProfileSpec profile;
+  ProfileSpec profile; // built-in trials only
+  CommandSpec command;
+  nlohmann::json params = nlohmann::json::object();  // command trials: stored and passed exactly as given
 };
 
 // One stage after width_mult/depth_mult and defaults are applied, with the

@@ -1,0 +1,139 @@
+// Command trials in the spec model (docs/byo-model.md, docs/trial-protocol.md):
+// a search space naming a training command varies its free-form params, and
+// the coordinator checks what it can before any worker sees a trial.
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/search_space.h"
+#include "search_spaces/trial_spec.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr char kSpace[] = R"(name: byo
+task: {steps: 40, eval_every: 10, warmup_steps: 5}
+trial:
+  command: [/usr/bin/python3, train.py, --fast]
+  params: {lr: 0.1, attention: none, width: 64, bf16: false, layers: [2, 2], opt: {name: sgd}}
+space:
+  params.attention: [none, window, linear]
+  params.width: [48, 64, 96.5]
+  params.layers: [[2, 2], [3, 4, 3]]
+objectives: [{metric: val_accuracy}, {metric: throughput}]
+)";
+
+std::string ErrorOf(const std::string& yaml) {
+  try {
+    ParseSearchSpace(yaml, "/spaces/byo/space.yaml");
+  } catch (const SpaceError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+TEST(CommandTrialTest, SpaceBuildsCommandSpecsWithTheParamsExactlyAsGiven) {
+  const SearchSpace space = ParseSearchSpace(kSpace, "/spaces/byo/space.yaml");
+  ASSERT_EQ(space.dimensions.size(), 3u);
+  EXPECT_EQ(space.dimensions[0].paths, std::vector<std::string>{"params.attention"});
+  EXPECT_EQ(GridSize(space), 3u * 3u * 2u);
+
+  const json config = {{"params.attention", "linear"}, {"params.width", 96.5}, {"params.layers", {3, 4, 3}}};
+  const TrialSpec spec = MakeTrialSpec(space, config, 2, "exp-1-t7");
+  ASSERT_TRUE(spec.command.enabled);
+  EXPECT_EQ(spec.command.argv, (std::vector<std::string>{"/usr/bin/python3", "train.py", "--fast"}));
+  EXPECT_EQ(spec.command.workdir, "/spaces/byo") << "the space file's folder";
+  EXPECT_EQ(spec.task.steps, 40);
+  EXPECT_EQ(spec.task.eval_every, 10);
+
+  const json out = ToJson(spec);
+  EXPECT_EQ(out["params"], json::parse(R"({"lr": 0.1, "attention": "linear", "width": 96.5, "bf16": false,
+                                           "layers": [3, 4, 3], "opt": {"name": "sgd"}})"));
+  EXPECT_EQ(out["protocol"], 1);
+  EXPECT_EQ(out["seed"], 2);
+  EXPECT_EQ(out["trial_id"], "exp-1-t7");
+  EXPECT_FALSE(out.contains("arch"));
+  // What the worker leases parses back to the same spec.
+  EXPECT_EQ(ToJson(ParseTrialSpec(out)), out);
+}
+
+TEST(CommandTrialTest, BaselineIsTheTrialsOwnParams) {
+  const SearchSpace space = ParseSearchSpace(kSpace, "/spaces/byo/space.yaml");
+  EXPECT_TRUE(IsBaseline(space, json::object()));
+  EXPECT_TRUE(IsBaseline(space, {{"params.attention", "none"}, {"params.width", 64}}));
+  EXPECT_FALSE(IsBaseline(space, {{"params.width", 48}}));
+}
+
+TEST(CommandTrialTest, WorkdirIsResolvedAgainstTheSpaceFile) {
+  const SearchSpace relative =
+      ParseSearchSpace(Replace(kSpace, "  params: {", "  workdir: ../code\n  params: {"), "/spaces/byo/space.yaml");
+  EXPECT_EQ(MakeTrialSpec(relative, json::object(), 1, "t").command.workdir, "/spaces/code");
+  const SearchSpace absolute =
+      ParseSearchSpace(Replace(kSpace, "  params: {", "  workdir: /opt/model\n  params: {"), "/spaces/space.yaml");
+  EXPECT_EQ(MakeTrialSpec(absolute, json::object(), 1, "t").command.workdir, "/opt/model");
+}
+
+TEST(CommandTrialTest, ChoicesKeepTheTypeOfTheBaselineValue) {
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "[48, 64, 96.5]", "[48, wide]")),
+              HasSubstr("space.params.width: 'wide' is a string; the baseline's params.width (64) is a number"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "params.width: [48, 64, 96.5]", "params.bf16: [false, 1]")),
+              HasSubstr("'1' is a number; the baseline's params.bf16 (false) is a boolean"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "[48, 64, 96.5]", "[48, 48]")), HasSubstr("duplicate choice '48'"));
+}
+
+TEST(CommandTrialTest, RefusesWhatCannotRun) {
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "params.width:", "params.depth:")),
+              HasSubstr("unknown field 'depth' in params"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "params.width:", "block:")), HasSubstr("a trial command's dimensions are params.NAME"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "[]")),
+              HasSubstr("trial.command: expected the program and its arguments as a list"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "python3 train.py")),
+              HasSubstr("trial.command: expected the program and its arguments as a list"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "[python3, 7]")),
+              HasSubstr("trial.command.argv[1]: expected a non-empty string"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "task: {steps: 40,", "task: {dataset: fashion-mnist, steps: 40,")),
+              HasSubstr("task.dataset: a command trial's task has steps, eval_every, warmup_steps and target only"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "  params: {", "  params: 3\n  x: {")), HasSubstr("trial.x: unknown field; expected one of command, workdir, params"));
+  EXPECT_THAT(ErrorOf(Replace(kSpace, "  params: {lr", "  time_limit_s: -1\n  params: {lr")),
+              HasSubstr("trial.command.time_limit_s: must be in [0, 1e+07]"));
+  EXPECT_THAT(ErrorOf(std::string(kSpace) + "baseline: {arch: {stages: [{}]}}\n"),
+              HasSubstr("either a baseline (frontier-trial's networks) or a trial command, not both"));
+  EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: {steps: 3}\n"),
+              HasSubstr("profiling applies to frontier-trial's networks"));
+}
+
+TEST(CommandTrialTest, ParsedSpecRefusesMalformedCommandSections) {
+  const json good = json::parse(R"({"schema": 1, "protocol": 1, "seed": 1, "params": {"a": 1},
+                                    "task": {"steps": 20}, "command": {"argv": ["/bin/true"]}})");
+  EXPECT_NO_THROW(ParseTrialSpec(good));
+  const auto error = [&](const std::string& pointer, const json& value) {
+    json spec = good;
+    spec[json::json_pointer(pointer)] = value;
+    try {
+      ParseTrialSpec(spec);
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_THAT(error("/command/argv", json::array()), HasSubstr("command.argv: expected a non-empty list"));
+  EXPECT_THAT(error("/command/workdir", "relative/dir"), HasSubstr("command.workdir: must be an absolute path"));
+  EXPECT_THAT(error("/command/shell", true), HasSubstr("command.shell: unknown field"));
+  EXPECT_THAT(error("/protocol", 2), HasSubstr("protocol: must be in [1, 1]"));
+  EXPECT_THAT(error("/params", "x"), HasSubstr("params: expected an object"));
+  EXPECT_THAT(error("/task/warmup_steps", 20), HasSubstr("task.warmup_steps: must be below task.steps (20)"));
+}
+
+}  // namespace
+}  // namespace frontier
