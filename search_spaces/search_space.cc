@@ -781,13 +781,14 @@ const std::map<std::string, std::vector<std::string>>& StrategyFields() {
       {"random", {"trials", "seed"}},
       {"sobol", {"trials", "seed"}},
       {"nsga2", {"trials", "seed", "population", "generations"}},
+      {"tpe", {"trials", "seed"}},
       {"asha", {"proposer", "min_steps", "eta", "trials", "seed", "population", "generations"}},
       {"ablation", {"cumulative", "metric"}}};
   return fields;
 }
 
 void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) const {
-  const std::vector<std::string> names = {"grid", "random", "sobol", "nsga2", "asha", "ablation"};
+  const std::vector<std::string> names = {"grid", "random", "sobol", "nsga2", "tpe", "asha", "ablation"};
   StrategySpec& strategy = space.strategy;
   if (node.IsMap() && node["name"]) {
     const json name = YamlToJson(node["name"]);

@@ -9,6 +9,7 @@
 #include "search_spaces/metric_catalog.h"
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
+#include "server/search/tpe.h"
 
 namespace frontier {
 namespace {
@@ -202,23 +203,27 @@ std::vector<Config> SobolOrder(SpaceDomain& domain, int trials, int64_t seed) {
   return configs;
 }
 
-// NSGA-II over the space's dimensions. The baseline joins the selection
-// when its values are choices of every dimension; then no generation after
-// the first is bred before the baseline's evaluation is in.
-class Nsga2Strategy final : public Strategy {
+// A genome algorithm (Nsga2, Tpe: Ask, Tell, Finished) over the space's
+// dimensions. The baseline joins the algorithm's model when its values are
+// choices of every dimension; then nothing after the first round is proposed
+// before the baseline's evaluation is in, so that a replay (which tells the
+// baseline first) sees the same evaluations at every Ask.
+template <typename Algorithm, typename Options>
+class GenomeStrategy final : public Strategy {
  public:
-  Nsga2Strategy(const SearchSpace& space, int steps)
+  GenomeStrategy(const SearchSpace& space, int steps, Options options)
       : space_(space),
         steps_(steps),
         domain_(space_),
         baseline_genome_(domain_.GenomeOf(json::object())),
-        nsga2_(domain_.genes(), Options(space_),
-               [this](const Genome& g) { return domain_.Runnable(domain_.ConfigOf(g)); }) {}
+        algorithm_(domain_.genes(), options,
+                   [this](const Genome& g) { return domain_.Runnable(domain_.ConfigOf(g)); }) {}
 
   std::vector<Proposal> Ask() override {
-    if (nsga2_.generation() > 0 && baseline_genome_ && !baseline_told_) return {};
+    if (asked_ && baseline_genome_ && !baseline_told_) return {};
     std::vector<Proposal> out;
-    for (const Genome& genome : nsga2_.Ask()) out.push_back({domain_.ConfigOf(genome), steps_});
+    for (const Genome& genome : algorithm_.Ask()) out.push_back({domain_.ConfigOf(genome), steps_});
+    asked_ = asked_ || !out.empty();
     return out;
   }
 
@@ -226,29 +231,46 @@ class Nsga2Strategy final : public Strategy {
     const bool baseline = evaluation.config.empty();
     if (baseline) baseline_told_ = true;
     const std::optional<Genome> genome = domain_.GenomeOf(evaluation.config);
-    if (genome) nsga2_.Tell(*genome, FitnessOf(space_, evaluation));
+    if (genome) algorithm_.Tell(*genome, FitnessOf(space_, evaluation));
   }
 
-  bool Finished() const override { return nsga2_.Finished(); }
+  bool Finished() const override { return algorithm_.Finished(); }
   const std::vector<std::string>& Skipped() const override { return domain_.skipped(); }
 
  private:
-  static Nsga2Options Options(const SearchSpace& space) {
-    Nsga2Options options;
-    options.population = static_cast<size_t>(space.strategy.population);
-    options.generations = static_cast<size_t>(space.strategy.generations);
-    options.max_evaluations = static_cast<size_t>(space.strategy.trials);
-    options.seed = static_cast<uint64_t>(space.strategy.seed);
-    return options;
-  }
-
   const SearchSpace space_;
   int steps_;
   SpaceDomain domain_;
   std::optional<Genome> baseline_genome_;
-  Nsga2 nsga2_;
+  Algorithm algorithm_;
+  bool asked_ = false;  // a round was proposed
   bool baseline_told_ = false;
 };
+
+Nsga2Options Nsga2OptionsOf(const StrategySpec& spec) {
+  Nsga2Options options;
+  options.population = static_cast<size_t>(spec.population);
+  options.generations = static_cast<size_t>(spec.generations);
+  options.max_evaluations = static_cast<size_t>(spec.trials);
+  options.seed = static_cast<uint64_t>(spec.seed);
+  return options;
+}
+
+TpeOptions TpeOptionsOf(const StrategySpec& spec) {
+  TpeOptions options;
+  if (spec.trials > 0) options.max_evaluations = static_cast<size_t>(spec.trials);
+  options.seed = static_cast<uint64_t>(spec.seed);
+  return options;
+}
+
+// Sobol' (and the genome stream that nsga2 and tpe start from) has a largest dimension.
+void CheckSobolDimensions(const SearchSpace& space, const std::string& strategy) {
+  if (space.dimensions.size() > SobolSequence::kMaxDimensions) {
+    throw SpaceError(
+        space.source, 0, "space",
+        strategy + " supports at most " + std::to_string(SobolSequence::kMaxDimensions) + " dimensions");
+  }
+}
 
 // One factor at a time: every choice of every dimension with everything else
 // at the base (first the baseline). Cumulative: once a round and the base's
@@ -355,12 +377,12 @@ std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space) {
   const int steps = FullSteps(space);
   const std::string proposer = spec.name == "asha" ? spec.proposer : spec.name;
   if (proposer == "nsga2") {
-    if (space.dimensions.size() > SobolSequence::kMaxDimensions) {
-      throw SpaceError(
-          space.source, 0, "space",
-          "nsga2 supports at most " + std::to_string(SobolSequence::kMaxDimensions) + " dimensions");
-    }
-    return std::make_unique<Nsga2Strategy>(space, steps);
+    CheckSobolDimensions(space, proposer);
+    return std::make_unique<GenomeStrategy<Nsga2, Nsga2Options>>(space, steps, Nsga2OptionsOf(spec));
+  }
+  if (proposer == "tpe") {
+    CheckSobolDimensions(space, proposer);
+    return std::make_unique<GenomeStrategy<Tpe, TpeOptions>>(space, steps, TpeOptionsOf(spec));
   }
   if (proposer == "ablation") return std::make_unique<AblationStrategy>(space, steps);
   SpaceDomain domain(space);
@@ -370,11 +392,7 @@ std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space) {
   } else if (proposer == "random") {
     configs = RandomOrder(domain, spec.trials, spec.seed);
   } else if (proposer == "sobol") {
-    if (space.dimensions.size() > SobolSequence::kMaxDimensions) {
-      throw SpaceError(
-          space.source, 0, "space",
-          "sobol supports at most " + std::to_string(SobolSequence::kMaxDimensions) + " dimensions");
-    }
+    CheckSobolDimensions(space, proposer);
     configs = SobolOrder(domain, spec.trials, spec.seed);
   } else {
     throw SpaceError(space.source, 0, "strategy.name", "unknown strategy '" + spec.name + "'");

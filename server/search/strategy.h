@@ -60,7 +60,7 @@ class Strategy {
   virtual const std::vector<std::string>& Skipped() const = 0;
 };
 
-// The space's strategy (space.strategy): grid, random, sobol, nsga2, asha
+// The space's strategy (space.strategy): grid, random, sobol, nsga2, tpe, asha
 // (its proposer's configurations; the stopping is MakeEarlyStopping's) or
 // ablation. Every proposal runs at FullSteps(space). Throws SpaceError for a
 // space the strategy cannot search (e.g. more dimensions than Sobol' has).

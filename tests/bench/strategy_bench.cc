@@ -26,6 +26,7 @@
 
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
+#include "server/search/tpe.h"
 
 namespace frontier {
 namespace {
@@ -85,6 +86,23 @@ std::vector<double> Decode(const Genome& genome, int levels) {
 
 using Objectives = std::vector<std::vector<double>>;
 
+// Ask a round, evaluate it, tell it, until the algorithm proposes nothing.
+template <typename Algorithm>
+Objectives RunRounds(Algorithm& algorithm, const Problem& problem, const Encoding& encoding) {
+  Objectives out;
+  for (std::vector<Genome> round = algorithm.Ask(); !round.empty(); round = algorithm.Ask()) {
+    for (const Genome& genome : round) {
+      out.push_back(problem.evaluate(Decode(genome, encoding.levels)));
+      algorithm.Tell(genome, Fitness{out.back(), 0});
+    }
+  }
+  return out;
+}
+
+std::vector<GeneSpec> Genes(const Problem& problem, const Encoding& encoding) {
+  return std::vector<GeneSpec>(problem.variables, GeneSpec{encoding.levels, encoding.ordinal});
+}
+
 Objectives RunNsga2(const Problem& problem, const Encoding& encoding, uint64_t seed, size_t evaluations,
                     size_t population) {
   Nsga2Options options;
@@ -92,21 +110,21 @@ Objectives RunNsga2(const Problem& problem, const Encoding& encoding, uint64_t s
   options.generations = evaluations;  // bounded by max_evaluations
   options.max_evaluations = evaluations;
   options.seed = seed;
-  Nsga2 nsga2(std::vector<GeneSpec>(problem.variables, GeneSpec{encoding.levels, encoding.ordinal}), options,
-              [](const Genome&) { return true; });
-  Objectives out;
-  for (std::vector<Genome> batch = nsga2.Ask(); !batch.empty(); batch = nsga2.Ask()) {
-    for (const Genome& genome : batch) {
-      out.push_back(problem.evaluate(Decode(genome, encoding.levels)));
-      nsga2.Tell(genome, Fitness{out.back(), 0});
-    }
-  }
-  return out;
+  Nsga2 nsga2(Genes(problem, encoding), options, [](const Genome&) { return true; });
+  return RunRounds(nsga2, problem, encoding);
+}
+
+Objectives RunTpe(const Problem& problem, const Encoding& encoding, uint64_t seed, size_t evaluations,
+                  const TpeOptions& defaults) {
+  TpeOptions options = defaults;
+  options.max_evaluations = evaluations;
+  options.seed = seed;
+  Tpe tpe(Genes(problem, encoding), options, [](const Genome&) { return true; });
+  return RunRounds(tpe, problem, encoding);
 }
 
 Objectives RunSobol(const Problem& problem, const Encoding& encoding, uint64_t seed, size_t evaluations) {
-  GenomeStream stream(std::vector<GeneSpec>(problem.variables, GeneSpec{encoding.levels, encoding.ordinal}),
-                      seed);
+  GenomeStream stream(Genes(problem, encoding), seed);
   std::set<Genome> drawn;
   Objectives out;
   while (out.size() < evaluations) {
@@ -131,6 +149,11 @@ Objectives RunRandom(const Problem& problem, const Encoding& encoding, uint64_t 
 
 int Main(int argc, char** argv) {
   size_t seeds = 10, evaluations = 500, population = 16;
+  TpeOptions tpe;
+  std::string only;  // one algorithm's runs alone (tuning), e.g. frontier-tpe
+  const std::string usage =
+      "usage: strategy_bench [--seeds N] [--evaluations N] [--population N] [--tpe-batch N]\n"
+      "                      [--tpe-startup N] [--tpe-candidates N] [--only ALGORITHM]\n";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const size_t value = std::strtoul(argv[i + 1], nullptr, 10);
@@ -140,35 +163,57 @@ int Main(int argc, char** argv) {
       evaluations = value;
     } else if (flag == "--population") {
       population = value;
+    } else if (flag == "--tpe-batch") {
+      tpe.batch = value;
+    } else if (flag == "--tpe-startup") {
+      tpe.startup = value;
+    } else if (flag == "--tpe-candidates") {
+      tpe.candidates = value;
+    } else if (flag == "--only") {
+      only = argv[i + 1];
     } else {
-      std::cerr << "usage: strategy_bench [--seeds N] [--evaluations N] [--population N]\n";
+      std::cerr << usage;
       return 64;
     }
   }
+  if (argc % 2 == 0) {
+    std::cerr << usage;
+    return 64;
+  }
+  using Run = std::function<Objectives(const Problem&, const Encoding&, uint64_t)>;
+  const std::vector<std::pair<std::string, Run>> algorithms = {
+      {"frontier-tpe", [&](const Problem& p, const Encoding& e,
+                           uint64_t seed) { return RunTpe(p, e, seed, evaluations, tpe); }},
+      {"frontier-nsga2", [&](const Problem& p, const Encoding& e,
+                             uint64_t seed) { return RunNsga2(p, e, seed, evaluations, population); }},
+      {"frontier-sobol",
+       [&](const Problem& p, const Encoding& e, uint64_t seed) { return RunSobol(p, e, seed, evaluations); }},
+      {"frontier-random", [&](const Problem& p, const Encoding& e,
+                              uint64_t seed) { return RunRandom(p, e, seed, evaluations); }},
+  };
   const std::vector<Encoding> encodings = {{"ordinal", 101, true}, {"categorical", 21, false}};
   nlohmann::json runs = nlohmann::json::array();
   for (const Problem& problem : Problems()) {
     for (const Encoding& encoding : encodings) {
       for (uint64_t seed = 0; seed < seeds; ++seed) {
-        runs.push_back({{"problem", problem.name},
-                        {"encoding", encoding.name},
-                        {"algorithm", "frontier-nsga2"},
-                        {"seed", seed},
-                        {"objectives", RunNsga2(problem, encoding, seed, evaluations, population)}});
-        runs.push_back({{"problem", problem.name},
-                        {"encoding", encoding.name},
-                        {"algorithm", "frontier-sobol"},
-                        {"seed", seed},
-                        {"objectives", RunSobol(problem, encoding, seed, evaluations)}});
-        runs.push_back({{"problem", problem.name},
-                        {"encoding", encoding.name},
-                        {"algorithm", "frontier-random"},
-                        {"seed", seed},
-                        {"objectives", RunRandom(problem, encoding, seed, evaluations)}});
+        for (const auto& [name, run] : algorithms) {
+          if (!only.empty() && name != only) continue;
+          runs.push_back({{"problem", problem.name},
+                          {"encoding", encoding.name},
+                          {"algorithm", name},
+                          {"seed", seed},
+                          {"objectives", run(problem, encoding, seed)}});
+        }
       }
     }
   }
-  std::cout << nlohmann::json{{"population", population}, {"runs", runs}}.dump() << "\n";
+  std::cout
+      << nlohmann::json{{"population", population},
+                        {"tpe",
+                         {{"batch", tpe.batch}, {"startup", tpe.startup}, {"candidates", tpe.candidates}}},
+                        {"runs", runs}}
+             .dump()
+      << "\n";
   return 0;
 }
 

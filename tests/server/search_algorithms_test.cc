@@ -1,7 +1,8 @@
 // The search algorithms on hand-made inputs with known answers, driven
 // directly (no store, no gRPC): constraint-dominance ranking fixtures, Sobol'
-// against reference values, genome streams, NSGA-II invariants and ASHA on
-// scripted results. Strategies over a search space: strategy_test.cc.
+// against reference values, genome streams, NSGA-II invariants, TPE on
+// spaces with a known front or constraint, and ASHA on scripted results. Strategies over a search space:
+// strategy_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
 #include "server/search/sobol.h"
+#include "server/search/tpe.h"
 
 namespace frontier {
 namespace {
@@ -280,6 +282,174 @@ TEST(Nsga2Test, SelectionPrefersFeasibleParents) {
   ASSERT_FALSE(nsga2.Ask().empty());
   ASSERT_EQ(nsga2.parents().size(), 4u);
   for (const Genome& parent : nsga2.parents()) EXPECT_EQ(infeasible.count(parent), 0u);
+}
+
+// ---------------------------------------------------------------- TPE
+
+template <typename Objective>
+std::vector<Genome> RunTpe(Tpe& tpe, const Objective& objective, bool reverse_tells) {
+  std::vector<Genome> all;
+  for (std::vector<Genome> round = tpe.Ask(); !round.empty(); round = tpe.Ask()) {
+    all.insert(all.end(), round.begin(), round.end());
+    if (reverse_tells) std::reverse(round.begin(), round.end());
+    for (const Genome& g : round) tpe.Tell(g, objective(g));
+  }
+  return all;
+}
+
+const auto kAlwaysAdmissible = [](const Genome&) { return true; };
+
+TEST(TpeTest, DeterministicIndependentOfTellOrderAndNeverRepeats) {
+  const std::vector<GeneSpec> genes = {{11, true}, {11, true}, {5, false}, {11, true}, {3, false}};
+  auto objective = [](const Genome& g) {
+    return Point(
+        {static_cast<double>(g[0] + g[2]), static_cast<double>(10 - g[0] + g[1] + g[3] + (g[4] != 1))});
+  };
+  TpeOptions options;
+  options.startup = 6;
+  options.batch = 3;
+  options.max_evaluations = 45;
+  options.seed = 42;
+  Tpe a(genes, options, kAlwaysAdmissible);
+  Tpe b(genes, options, kAlwaysAdmissible);
+  const std::vector<Genome> run_a = RunTpe(a, objective, false);
+  EXPECT_EQ(run_a, RunTpe(b, objective, true));
+  EXPECT_EQ(run_a.size(), 45u);
+  EXPECT_EQ(std::set<Genome>(run_a.begin(), run_a.end()).size(), run_a.size());
+  EXPECT_TRUE(a.Finished());
+  EXPECT_EQ(a.rounds(), 1u + (45u - 6u) / 3u);
+  options.seed = 43;
+  Tpe c(genes, options, kAlwaysAdmissible);
+  EXPECT_NE(RunTpe(c, objective, false), run_a);
+}
+
+TEST(TpeTest, ProposalsStayWithinEveryDimensionsChoices) {
+  const std::vector<GeneSpec> genes = {{2, true}, {3, false}, {5, true}, {7, false}, {1, false}, {4, true}};
+  TpeOptions options;
+  options.startup = 5;
+  options.batch = 4;
+  options.max_evaluations = 200;
+  options.seed = 2;
+  Tpe tpe(genes, options, kAlwaysAdmissible);
+  const std::vector<Genome> all = RunTpe(
+      tpe,
+      [](const Genome& g) {
+        return Point({static_cast<double>(g[0] + g[1]), static_cast<double>(g[2] - g[3] + g[5])});
+      },
+      false);
+  for (const Genome& g : all) {
+    ASSERT_EQ(g.size(), genes.size());
+    for (size_t d = 0; d < genes.size(); ++d) {
+      EXPECT_GE(g[d], 0);
+      EXPECT_LT(g[d], genes[d].levels);
+    }
+  }
+  EXPECT_EQ(std::set<Genome>(all.begin(), all.end()).size(), all.size());
+  EXPECT_EQ(all.size(), 200u);
+}
+
+// A hand-made space with a known front: ordinal x and y in 0..20 and a
+// categorical c of 5 choices; f1 = x, f2 = 20 - x + 4 y + 10 [c != 3]
+// (both minimized). The front is y = 0, c = 3, every x: 21 of 2205 genomes.
+Fitness KnownFront(const Genome& g) {
+  return Point({static_cast<double>(g[0]), 20.0 - g[0] + 4.0 * g[1] + (g[2] != 3 ? 10.0 : 0.0)});
+}
+
+TEST(TpeTest, FindsMostOfAKnownFront) {
+  // 120 uniform draws would hold about 1.1 front genomes (21 / 2205 each).
+  const std::vector<GeneSpec> genes = {{21, true}, {21, true}, {5, false}};
+  for (uint64_t seed : {1, 2, 3}) {
+    SCOPED_TRACE(seed);
+    TpeOptions options;
+    options.max_evaluations = 120;
+    options.seed = seed;
+    Tpe tpe(genes, options, kAlwaysAdmissible);
+    const std::vector<Genome> all = RunTpe(tpe, KnownFront, false);
+    std::set<int> front_x;
+    for (const Genome& g : all) {
+      if (g[1] == 0 && g[2] == 3) front_x.insert(g[0]);
+    }
+    EXPECT_GE(front_x.size(), 14u);
+  }
+}
+
+TEST(TpeTest, ConstraintsSteerProposalsToTheFeasibleOptimum) {
+  // Larger x is better in both objectives but infeasible beyond 10 (violation
+  // x - 10): the feasible optimum is x = 10, y = 0, one of 961 genomes (60
+  // uniform draws hold it with probability 0.06). Uniform draws are feasible
+  // with probability 11 / 31 = 0.355; the model's proposals measured 0.48.
+  const std::vector<GeneSpec> genes = {{31, true}, {31, true}};
+  auto objective = [](const Genome& g) {
+    return Point({-static_cast<double>(g[0]) + g[1], -static_cast<double>(g[0]) + 2.0 * g[1]},
+                 std::max(0, g[0] - 10));
+  };
+  size_t feasible = 0, modelled = 0;
+  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+    SCOPED_TRACE(seed);
+    TpeOptions options;
+    options.max_evaluations = 60;
+    options.seed = seed;
+    Tpe tpe(genes, options, kAlwaysAdmissible);
+    const std::vector<Genome> all = RunTpe(tpe, objective, false);
+    ASSERT_EQ(all.size(), 60u);
+    EXPECT_NE(std::find(all.begin(), all.end(), Genome{10, 0}), all.end());
+    for (size_t i = options.startup; i < all.size(); ++i) {
+      ++modelled;
+      feasible += all[i][0] <= 10;
+    }
+  }
+  EXPECT_GE(static_cast<double>(feasible) / modelled, 0.42);
+}
+
+TEST(TpeTest, ExhaustsASmallSpaceOnceAndSkipsInadmissibleGenomes) {
+  // 3 x 3 = 9 genomes; {0, 0} is the baseline and {2, 2} cannot run: 7 to propose.
+  const std::vector<GeneSpec> genes = {{3, false}, {3, true}};
+  TpeOptions options;
+  options.startup = 2;
+  options.max_evaluations = 50;
+  int asked = 0;
+  Tpe tpe(genes, options, [&](const Genome& g) {
+    ++asked;
+    return g != Genome{0, 0} && g != Genome{2, 2};
+  });
+  const std::vector<Genome> all = RunTpe(
+      tpe,
+      [](const Genome& g) {
+        return Point({1.0 * g[0], 1.0 * g[1]});
+      },
+      false);
+  EXPECT_EQ(std::set<Genome>(all.begin(), all.end()).size(), 7u);
+  EXPECT_EQ(all.size(), 7u);
+  EXPECT_TRUE(tpe.Finished());
+  EXPECT_LE(asked, 9);  // admissibility asked once per genome
+}
+
+TEST(TpeTest, ARoundWaitsForEveryTellAndTheBaselineJoinsTheModel) {
+  const std::vector<GeneSpec> genes(3, GeneSpec{9, true});
+  TpeOptions options;
+  options.startup = 4;
+  options.batch = 2;
+  options.max_evaluations = 20;
+  Tpe tpe(genes, options, kAlwaysAdmissible);
+  const std::vector<Genome> first = tpe.Ask();
+  ASSERT_EQ(first.size(), 4u);
+  for (size_t i = 0; i + 1 < first.size(); ++i) tpe.Tell(first[i], KnownFront({first[i][0], first[i][1], 3}));
+  EXPECT_TRUE(tpe.Ask().empty());
+  tpe.Tell(first.back(), Point({1, 1}));
+  // A genome told without being proposed (the baseline) is never proposed.
+  Genome baseline = {0, 0, 0};
+  if (std::find(first.begin(), first.end(), baseline) != first.end()) baseline = {8, 8, 8};
+  tpe.Tell(baseline, Point({0, 0}));
+  std::set<Genome> seen(first.begin(), first.end());
+  seen.insert(baseline);
+  for (std::vector<Genome> round = tpe.Ask(); !round.empty(); round = tpe.Ask()) {
+    EXPECT_LE(round.size(), 2u);
+    for (const Genome& g : round) {
+      EXPECT_TRUE(seen.insert(g).second);
+      tpe.Tell(g, Point({1.0 * g[0], 1.0 * g[1]}));
+    }
+  }
+  EXPECT_EQ(tpe.proposed(), 20u);
 }
 
 // ---------------------------------------------------------------- ASHA

@@ -1,6 +1,6 @@
 // Strategies over a search space, driven directly (no store, no gRPC):
 // space files naming strategies, ablation's one-factor set, grid/random/
-// Sobol'/NSGA-II proposals, fitness over seeds, restart reconstruction by
+// Sobol'/NSGA-II/TPE proposals, fitness over seeds, restart reconstruction by
 // replay and ASHA's early stopping from events. The algorithms alone:
 // search_algorithms_test.cc.
 #include "server/search/strategy.h"
@@ -127,8 +127,11 @@ TEST(StrategyTest, SpaceFilesNameStrategiesAndTheirFields) {
   EXPECT_TRUE(Space("{name: ablation, cumulative: true, metric: throughput}").strategy.cumulative);
   const std::vector<std::pair<std::string, std::string>> errors = {
       {"{name: bayes}",
-       "strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, asha, ablation"},
-      {"{name: grid, trials: 5}", "strategy.trials: applies to strategies asha, nsga2, random, sobol only"},
+       "strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, tpe, asha, "
+       "ablation"},
+      {"{name: grid, trials: 5}",
+       "strategy.trials: applies to strategies asha, nsga2, random, sobol, tpe only"},
+      {"{name: tpe, population: 4}", "strategy.population: applies to strategies asha, nsga2 only"},
       {"{name: random, population: 5}", "strategy.population: applies to strategies asha, nsga2 only"},
       {"{name: random, budget: 5}", "strategy.budget: unknown field; expected one of name, trials, seed"},
       {"{name: asha, population: 8}", "strategy.population: applies to proposer nsga2 only"},
@@ -242,6 +245,33 @@ TEST(StrategyTest, Nsga2WaitsForItsGenerationAndTheBaseline) {
   for (const Proposal& p : second) EXPECT_TRUE(keys.insert(ConfigKey(p.config)).second);
 }
 
+TEST(StrategyTest, TpeWaitsForItsRoundAndTheBaseline) {
+  const SearchSpace space = WideSpace("{name: tpe, trials: 13, seed: 1}");
+  EXPECT_EQ(Space("{name: tpe, trials: 5, seed: 2}").strategy.trials, 5);
+  auto strategy = MakeStrategy(space);
+  const std::vector<Proposal> first = strategy->Ask();
+  ASSERT_EQ(first.size(), 10u);  // the startup round
+  for (const Proposal& p : first) {
+    EXPECT_EQ(p.config.size(), 5u);
+    EXPECT_FALSE(IsBaseline(space, p.config));
+  }
+  for (size_t i = 0; i + 1 < first.size(); ++i) strategy->Tell(Evaluate(space, first[i].config));
+  EXPECT_TRUE(strategy->Ask().empty());  // one of the round is out
+  strategy->Tell(Evaluate(space, first.back().config));
+  EXPECT_TRUE(strategy->Ask().empty());  // the baseline is out
+  strategy->Tell(Evaluate(space, Config::object()));
+  std::set<std::string> keys = Keys(first);
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<Proposal> next = strategy->Ask();
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_TRUE(keys.insert(ConfigKey(next[0].config)).second);
+    EXPECT_FALSE(strategy->Finished());
+    strategy->Tell(Evaluate(space, next[0].config));
+  }
+  EXPECT_TRUE(strategy->Ask().empty());
+  EXPECT_TRUE(strategy->Finished());  // trials: 13
+}
+
 TEST(StrategyTest, FitnessAveragesCompletedSeedsAndMeasuresViolation) {
   const SearchSpace space = WideSpace("{name: nsga2}");
   Evaluation e{Config::object(), 40, {}};
@@ -282,8 +312,9 @@ std::vector<Proposal> Drive(const SearchSpace& space, Strategy& strategy, int ba
 }
 
 TEST(ReplayTest, RebuildingFromTheHistoryGivesTheSameProposals) {
-  for (const char* name : {"{name: nsga2, population: 6, generations: 6, seed: 3}",
-                           "{name: ablation, cumulative: true}", "{name: sobol, trials: 10, seed: 2}"}) {
+  for (const char* name :
+       {"{name: nsga2, population: 6, generations: 6, seed: 3}", "{name: ablation, cumulative: true}",
+        "{name: sobol, trials: 10, seed: 2}", "{name: tpe, trials: 24, seed: 4}"}) {
     SCOPED_TRACE(name);
     const SearchSpace space = WideSpace(name);
     auto original = MakeStrategy(space);
