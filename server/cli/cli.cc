@@ -1,6 +1,7 @@
 #include "server/cli/cli.h"
 
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,8 @@
 
 #include "server/cli/client.h"
 #include "server/cli/commands.h"
+#include "server/cli/experiment_source.h"
+#include "server/cli/read_commands.h"
 #include "server/cli/run_command.h"
 
 namespace frontier {
@@ -33,6 +36,13 @@ int RunCli(int argc, char** argv) {
         ->check(CLI::IsMember(formats))
         ->capture_default_str();
   };
+  // The read commands can read a store instead of asking a coordinator.
+  std::string db, store;
+  auto add_store = [&](CLI::App* cmd) {
+    auto* db_option = cmd->add_option("--db", db, "read this SQLite store directly (no server), e.g. runs/quickstart/frontier.db");
+    cmd->add_option("--store", store, "read this store directly (no server): postgresql://USER@HOST:PORT/DB or a SQLite path")
+        ->excludes(db_option);
+  };
 
   RunOptions run;
   auto* run_cmd =
@@ -52,6 +62,11 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--output,-o", run.output, "report format: table, json or csv")
       ->check(CLI::IsMember(formats))
       ->capture_default_str();
+  run_cmd->add_option("--device", run.device, "cpu or cuda (cuda: one worker, a slot per GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  run_cmd->add_option("--slots", run.slots, "trials each local worker runs at once (on cuda: one per GPU)")
+      ->capture_default_str();
 
   std::string space_file;
   auto* submit = app.add_subcommand("submit", "submit a search-space file to a coordinator");
@@ -68,20 +83,36 @@ int RunCli(int argc, char** argv) {
   };
   auto* status = experiment_cmd("status", "an experiment's state and trial counts");
   add_output(status);
+  add_store(status);
   auto* watch = experiment_cmd("watch", "follow an experiment until it ends");
   auto* cancel = experiment_cmd("cancel", "cancel an experiment");
   auto* trials = experiment_cmd("trials", "an experiment's trials with their metrics");
   add_output(trials);
+  add_store(trials);
+  ReportOptions report_options;
   auto* pareto = experiment_cmd("pareto", "the Pareto front and the baseline, with parity verdicts");
   add_output(pareto);
-  std::string html;
+  add_store(pareto);
+  pareto->add_flag("--wide", report_options.wide, "every column of the table, labels never cut");
   auto* report = experiment_cmd("report", "the full report: statistics over seeds, front, parity");
   add_output(report);
-  report->add_option("--html", html, "write the self-contained HTML report to this file");
+  add_store(report);
+  report->add_option("--html", report_options.html, "write the self-contained HTML report to this file");
+  report->add_flag("--wide", report_options.wide, "every column of the table, labels never cut");
+  std::vector<std::string> compared(2);
+  auto* compare = experiment_cmd("compare", "two configs side by side: every metric, intervals, parity");
+  compare->add_option("config_a", compared[0], "a config: baseline, its row in the report, its label or key")
+      ->required();
+  compare->add_option("config_b", compared[1], "the config A is compared with (the reference)")->required();
+  compare->add_option("--output,-o", output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  add_store(compare);
   int limit = 100;
   auto* list = app.add_subcommand("list", "experiments, newest first");
   add_server(list);
   add_output(list);
+  add_store(list);
   list->add_option("--limit", limit, "at most this many")->capture_default_str();
 
   try {
@@ -93,15 +124,26 @@ int RunCli(int argc, char** argv) {
 
   try {
     if (run_cmd->parsed()) return Run(run);
-    security.token = ReadToken(token_file, "FRONTIER_TOKEN");
-    Client client(server, security);
-    if (submit->parsed()) return Submit(client, space_file, output);
-    if (status->parsed() || cancel->parsed()) return ShowExperiment(client, id, cancel->parsed(), output);
-    if (list->parsed()) return ListExperiments(client, limit, output);
-    if (watch->parsed()) return Watch(client, id);
-    if (trials->parsed()) return ListTrials(client, id, output);
-    if (pareto->parsed()) return Report(client, id, output, true, "");
-    if (report->parsed()) return Report(client, id, output, false, html);
+    // A store named on the command line is read directly; otherwise the coordinator answers.
+    std::unique_ptr<ExperimentSource> source;
+    std::unique_ptr<Client> client;
+    if (!db.empty() || !store.empty()) {
+      source = StoreSource(db.empty() ? store : db);
+    } else {
+      security.token = ReadToken(token_file, "FRONTIER_TOKEN");
+      client = std::make_unique<Client>(server, security);
+      source = ServerSource(*client);
+    }
+    report_options.format = output;
+    if (submit->parsed()) return Submit(*client, space_file, output);
+    if (cancel->parsed()) return ShowExperiment(*client, id, true, output);
+    if (watch->parsed()) return Watch(*client, id);
+    if (status->parsed()) return ShowStatus(*source, id, output);
+    if (list->parsed()) return ListExperiments(*source, limit, output);
+    if (trials->parsed()) return ListTrials(*source, id, output);
+    if (pareto->parsed()) report_options.front_only = true;
+    if (compare->parsed()) report_options.compare = compared;
+    if (pareto->parsed() || report->parsed() || compare->parsed()) return ShowReport(*source, id, report_options);
   } catch (const std::exception& e) {
     std::cerr << "frontier: " << e.what() << "\n";
     return kCliFailed;

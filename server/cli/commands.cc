@@ -57,22 +57,6 @@ int ShowExperiment(Client& client, const std::string& id, bool cancel, const std
   return kCliOk;
 }
 
-int ListExperiments(Client& client, int limit, const std::string& output) {
-  v1::ListExperimentsRequest req;
-  req.set_limit(limit);
-  v1::ListExperimentsResponse resp;
-  const grpc::Status s = client.stub().ListExperiments(client.Context().get(), req, &resp);
-  if (!s.ok()) return client.Failure(s, "list");
-  if (output == "json") {
-    nlohmann::json all = nlohmann::json::array();
-    for (const auto& e : resp.experiments()) all.push_back(ExperimentJson(e));
-    std::cout << all.dump(2) << "\n";
-  } else {
-    for (const auto& e : resp.experiments()) std::cout << ExperimentLine(e) << "\n";
-  }
-  return kCliOk;
-}
-
 int Watch(Client& client, const std::string& id) {
   v1::WatchExperimentRequest req;
   req.set_experiment_id(id);
@@ -88,39 +72,6 @@ int Watch(Client& client, const std::string& id) {
   const grpc::Status s = reader->Finish();
   if (!s.ok()) return client.Failure(s, "watch " + id);
   return last == v1::EXPERIMENT_COMPLETED ? kCliOk : kCliFailed;
-}
-
-int ListTrials(Client& client, const std::string& id, const std::string& output) {
-  v1::ListTrialsRequest req;
-  req.set_experiment_id(id);
-  v1::ListTrialsResponse resp;
-  const grpc::Status s = client.stub().ListTrials(client.Context().get(), req, &resp);
-  if (!s.ok()) return client.Failure(s, "trials of " + id);
-  PrintTrials(resp, output);
-  return kCliOk;
-}
-
-int Report(Client& client, const std::string& id, const std::string& format, bool front_only,
-           const std::string& html) {
-  v1::GetReportRequest req;
-  req.set_experiment_id(id);
-  req.set_format(html.empty() ? format : "html");
-  req.set_front_only(front_only);
-  v1::GetReportResponse resp;
-  const grpc::Status s = client.stub().GetReport(client.Context(120).get(), req, &resp);
-  if (!s.ok()) return client.Failure(s, "report of " + id);
-  if (!html.empty()) {
-    std::ofstream out(html);
-    out << resp.content();
-    if (!out) {
-      std::cerr << "frontier: cannot write " << html << "\n";
-      return kCliFailed;
-    }
-    std::cout << "wrote " << html << "\n";
-  } else {
-    std::cout << resp.content() << (resp.content().empty() || resp.content().back() != '\n' ? "\n" : "");
-  }
-  return kCliOk;
 }
 
 }  // namespace frontier

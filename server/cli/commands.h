@@ -15,17 +15,9 @@ std::string ReadFile(const std::string& path);
 
 // `frontier submit SPACE`: the experiment id (table) or its JSON.
 int Submit(Client& client, const std::string& space_file, const std::string& output);
-// `frontier status EXP`, or with `cancel` `frontier cancel EXP`: the experiment line or its JSON.
+// `frontier status EXP`, or with `cancel` `frontier cancel EXP`: the experiment line or its JSON
+// (read_commands.h has status from any source; this one is cancel's).
 int ShowExperiment(Client& client, const std::string& id, bool cancel, const std::string& output);
-// `frontier list`: the newest `limit` experiments, a line (or JSON object) each.
-int ListExperiments(Client& client, int limit, const std::string& output);
 // `frontier watch EXP`: one line per event until the experiment ends; OK when it completed.
 int Watch(Client& client, const std::string& id);
-// `frontier trials EXP`: the trials with their metrics (output.h).
-int ListTrials(Client& client, const std::string& id, const std::string& output);
-// `frontier pareto EXP` (front_only) and `frontier report EXP`: the report
-// in `format`, or written as HTML to `html` when that is set.
-int Report(Client& client, const std::string& id, const std::string& format, bool front_only,
-           const std::string& html);
-
 }  // namespace frontier

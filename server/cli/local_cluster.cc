@@ -31,11 +31,14 @@ std::string SiblingBinary(const std::string& name) {
 
 LocalWorkers::~LocalWorkers() { Stop(std::chrono::seconds(5)); }
 
-void LocalWorkers::Start(int count, const std::string& coordinator, const fs::path& log_dir,
-                         const std::string& metrics_listen) {
+void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& coordinator,
+                         const fs::path& log_dir, const std::string& metrics_listen) {
   const std::string binary = SiblingBinary("frontier-worker");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(count)));
+  const int count = options.count;
+  const std::string threads =
+      std::to_string(std::max(1u, cores / static_cast<unsigned>(count * options.slots)));
+  const std::string slots = std::to_string(options.slots);
   fs::create_directories(log_dir);
   const std::string artifacts = fs::absolute(log_dir / "artifacts").string();  // profiles (docs/profiling.md)
   for (int i = 0; i < count; ++i) {
@@ -53,12 +56,14 @@ void LocalWorkers::Start(int count, const std::string& coordinator, const fs::pa
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       setpgid(0, 0);  // Ctrl-C reaches the CLI, which stops the workers itself
-      execl(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
-            threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
-            "--artifact-dir", artifacts.c_str(), static_cast<char*>(nullptr));
-      execlp(binary.c_str(), binary.c_str(), "--coordinator", coordinator.c_str(), "--threads-per-trial",
-             threads.c_str(), "--name", name.c_str(), "--metrics-listen", metrics_listen.c_str(),
-             "--artifact-dir", artifacts.c_str(), static_cast<char*>(nullptr));
+      const char* argv[] = {binary.c_str(),  "--coordinator",     coordinator.c_str(),
+                            "--slots",       slots.c_str(),       "--device",
+                            options.device.c_str(), "--threads-per-trial", threads.c_str(),
+                            "--name",        name.c_str(),        "--metrics-listen",
+                            metrics_listen.c_str(), "--artifact-dir", artifacts.c_str(),
+                            nullptr};
+      execv(binary.c_str(), const_cast<char* const*>(argv));
+      execvp(binary.c_str(), const_cast<char* const*>(argv));
       std::fprintf(stderr, "cannot execute %s\n", binary.c_str());
       _exit(127);
     }

@@ -13,6 +13,12 @@
 
 namespace frontier {
 
+struct LocalWorkerOptions {
+  int count = 1;              // worker processes
+  int slots = 1;              // each worker's --slots: trials at once (on cuda: slot i on GPU i)
+  std::string device = "cpu";  // each worker's --device
+};
+
 class LocalWorkers {
  public:
   LocalWorkers() = default;
@@ -22,12 +28,14 @@ class LocalWorkers {
   LocalWorkers(const LocalWorkers&) = delete;
   LocalWorkers& operator=(const LocalWorkers&) = delete;
 
-  // Starts `count` workers "local-0".. against `coordinator` (host:port),
-  // logging to LOG_DIR/worker-I.log, profiles under LOG_DIR/artifacts.
-  // `metrics_listen` is each worker's --metrics-listen (HOST:0 gives each a
-  // free port; "0": none). Throws std::runtime_error when fork fails.
-  void Start(int count, const std::string& coordinator, const std::filesystem::path& log_dir,
-             const std::string& metrics_listen);
+  // Starts `options.count` workers "local-0".. against `coordinator`
+  // (host:port), each with the options' slots and device and the cores
+  // shared out over every slot, logging to LOG_DIR/worker-I.log, profiles
+  // under LOG_DIR/artifacts. `metrics_listen` is each worker's
+  // --metrics-listen (HOST:0 gives each a free port; "0": none). Throws
+  // std::runtime_error when fork fails.
+  void Start(const LocalWorkerOptions& options, const std::string& coordinator,
+             const std::filesystem::path& log_dir, const std::string& metrics_listen);
 
   // Workers that exited on their own (e.g. a missing binary), reaped.
   int Exited();

@@ -103,7 +103,7 @@ json TrialJson(const v1::Trial& t) {
   return j;
 }
 
-void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output) {
+void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output, const ConfigLabeler* labeler) {
   if (output == "json") {
     json all = json::array();
     for (const auto& t : trials.trials()) all.push_back(TrialJson(t));
@@ -127,7 +127,9 @@ void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output
     const double val_iou = metric("val_iou"), test_iou = metric("test_iou");
     const double step = metric("step_time_ms"), tput = metric("throughput");
     const double mfu = metric("mfu"), mem = metric("peak_memory_mb");
-    const std::string config = t.is_baseline() ? "baseline" : t.config_json();
+    const std::string config = t.is_baseline() ? "baseline"
+                               : labeler    ? JoinLabel(labeler->Changes(json::parse(t.config_json())))
+                                            : t.config_json();
     if (csv) {
       std::cout << t.id() << "," << CsvField(t.config_json()) << "," << t.seed() << ","
                 << TrialStateName(t.state()) << "," << t.attempt() << "," << val << "," << test << "," << step

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.pb.h"
+#include "server/report/labels.h"
 
 namespace frontier {
 
@@ -26,7 +27,9 @@ nlohmann::json ExperimentJson(const v1::Experiment& experiment);
 std::string ExperimentLine(const v1::Experiment& experiment);
 // One trial of `trials --output json`; its config and result parsed.
 nlohmann::json TrialJson(const v1::Trial& trial);
-// `frontier trials` in `output` (table, json or csv) on stdout.
-void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output);
+// `frontier trials` in `output` (table, json or csv) on stdout; the table
+// names configs by `labeler`'s labels when given (CSV and JSON keep the config JSON).
+void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output,
+                 const ConfigLabeler* labeler = nullptr);
 
 }  // namespace frontier

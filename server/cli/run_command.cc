@@ -76,8 +76,13 @@ int Run(const RunOptions& o) {
     std::cerr << "frontier run: give a search-space file, or --resume EXPERIMENT (with --db)\n";
     return kCliUsage;
   }
-  if (o.workers < 1) {
-    std::cerr << "frontier run: --workers must be at least 1\n";
+  if (o.workers < 1 || o.slots < 1) {
+    std::cerr << "frontier run: --workers and --slots must be at least 1\n";
+    return kCliUsage;
+  }
+  if (o.device == "cuda" && o.workers != 1) {
+    std::cerr << "frontier run: with --device cuda one worker drives the GPUs: give --slots N (one per GPU), "
+                 "not --workers\n";
     return kCliUsage;
   }
   fs::create_directories(o.runs_dir);
@@ -105,15 +110,17 @@ int Run(const RunOptions& o) {
   if (id.empty()) {
     if (const int code = SubmitSpace(client, o, id); code != kCliOk) return code;
   }
-  std::cout << "store " << db << ", coordinator " << address << ", " << o.workers
-            << " local workers (logs in " << (fs::path(o.runs_dir) / id).string() << ")\n";
+  std::cout << "store " << db << ", coordinator " << address << ", " << o.workers << " local workers"
+            << (o.slots > 1 || o.device != "cpu" ? " of " + std::to_string(o.slots) + " " + o.device + " slots" : "")
+            << " (logs in " << (fs::path(o.runs_dir) / id).string() << ")\n";
   if (!coordinator.metrics_url().empty()) {
     std::cout << "metrics: coordinator " << coordinator.metrics_url()
               << ", each worker's /metrics address is in its log\n";
   }
 
   LocalWorkers workers;
-  workers.Start(o.workers, address, fs::path(o.runs_dir) / id, workers_metrics);
+  workers.Start(LocalWorkerOptions{o.workers, o.slots, o.device}, address, fs::path(o.runs_dir) / id,
+                workers_metrics);
   struct sigaction sa = {};
   sa.sa_handler = [](int) { g_interrupted = true; };
   sigaction(SIGINT, &sa, nullptr);

@@ -19,11 +19,14 @@ struct RunOptions {
   std::string html;                            // HTML report; empty: RUNS_DIR/EXP.html
   std::string output = "table";                // the printed report's format: table, json or csv
   std::string metrics_listen = "127.0.0.1:0";  // the embedded coordinator's /metrics; "0": none
+  std::string device = "cpu";                  // the workers' --device: cpu or cuda
+  int slots = 1;                               // each worker's --slots (cuda: one per GPU)
 };
 
 // The exit code (cli.h): kCliOk when the experiment completed, kCliFailed
 // when it did not or every worker exited, kCliInterrupted on Ctrl-C,
-// kCliUsage for a bad combination of options. Throws StoreError and
+// kCliUsage for a bad combination of options (--device cuda with more than
+// one worker: one worker drives every GPU, a slot each). Throws StoreError and
 // std::runtime_error (an unreadable file, an address that cannot be bound).
 int Run(const RunOptions& options);
 

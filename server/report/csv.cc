@@ -37,6 +37,7 @@ std::string RenderCsv(const Report& report) {
     }
   }
   header.push_back("parity");
+  header.push_back("label");
 
   auto join = [](const std::vector<std::string>& fields) {
     std::string out;
@@ -73,6 +74,7 @@ std::string RenderCsv(const Report& report) {
                              std::to_string(interval->n_variant), std::to_string(interval->n_baseline)});
     }
     row.push_back(c.parity);
+    row.push_back(c.label);
     out += join(row);
   }
   return out;

@@ -1,3 +1,4 @@
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "server/report/report.h"
 #include "server/report/svg.h"
 #include "server/report/table.h"
+#include "server/report/views.h"
 
 namespace frontier {
 namespace {
@@ -41,16 +43,36 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.baseline td { font-weight: 600; }
 tr.infeasible td { color: #8c959f; }
 ul.notes { color: #57606a; padding-left: 20px; }
+h2 { font-size: 17px; margin: 28px 0 6px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 16px 0 4px; }
+p.explain, p.empty { color: #57606a; margin: 4px 0 8px; max-width: 70em; }
+div.scroll { overflow-x: auto; max-width: 100%; }
+table { font-size: 13px; }
+td.label details summary { cursor: pointer; }
+td.label code { display: block; white-space: pre-wrap; max-width: 40em; font-size: 12px; color: #57606a; }
+td.effect.gain { color: #1a7f37; }
+td.effect.loss { color: #cf222e; }
+tr.total td { font-weight: 600; border-top: 2px solid #8c959f; }
+svg .point-label { font-size: 12px; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+svg line.leader { stroke: #8c959f; stroke-width: 0.8; }
+svg path.clipped { fill: #57606a; }
+svg polyline.curve { fill: none; stroke-width: 2; }
+svg line.target { stroke: #cf222e; stroke-width: 1.5; stroke-dasharray: 5 4; }
+svg text.target-label { fill: #cf222e; }
+svg circle.ttt { fill: #fff; stroke-width: 2.5; }
+svg rect.spread { fill: #9ec5fe; stroke: #0969da; }
+svg line.median { stroke: #0a3069; stroke-width: 2.5; }
+svg .row-label { fill: #1b1f24; }
 )";
 
-// "Where the step time goes": each config's verdict and summary, and the
-// profiled seeds' traces and top operators (docs/profiling.md).
+// Each config's bottleneck verdict and summary, and the profiled seeds'
+// traces and top operators (docs/profiling.md).
 std::string BottleneckSection(const Report& report) {
   std::string html;
   for (const ConfigSummary& c : report.configs) {
     if (c.bottleneck_verdicts.empty() && c.profiles.empty()) continue;
     html += "<li class=\"bottleneck\" data-config=\"" + EscapeHtml(c.config_key) + "\"><b>" +
-            EscapeHtml(c.is_baseline ? "baseline" : c.config_key) +
+            EscapeHtml(c.label) +
             "</b>: " + EscapeHtml(BottleneckLabel(c)) +
             (c.bottleneck_summary.empty() ? "" : " &mdash; " + EscapeHtml(c.bottleneck_summary));
     for (const json& p : c.profiles) {
@@ -68,7 +90,145 @@ std::string BottleneckSection(const Report& report) {
     html += "</li>\n";
   }
   if (html.empty()) return "";
-  return "<h2>Where the step time goes</h2>\n<ul class=\"bottlenecks\">\n" + html + "</ul>\n";
+  return "<ul class=\"bottlenecks\">\n" + html + "</ul>\n";
+}
+
+// "+12.3% [+5.0%, +19.6%]" or "+0.0123 [-0.0020, +0.0266]", in a cell whose
+// class says whether the interval shows a gain, a loss or neither.
+std::string EffectCell(const Report& report, const std::optional<Effect>& effect) {
+  if (!effect) return "<td class=\"num\">-</td>";
+  const Interval& i = effect->interval;
+  const bool lower = LowerIsBetter(effect->metric, report.objectives);
+  const bool spread = i.n_variant >= 2 && i.n_baseline >= 2;
+  const char* verdict = !spread                            ? "unclear"
+                        : (lower ? i.high < 0 : i.low > 0) ? "gain"
+                        : (lower ? i.low > 0 : i.high < 0) ? "loss"
+                                                           : "unclear";
+  const double scale = effect->relative ? 100 : 1;
+  const char* format = effect->relative ? "%+.1f%%" : "%+.4f";
+  std::string text = Printf(format, i.value * scale);
+  if (spread) text += " [" + Printf(format, i.low * scale) + ", " + Printf(format, i.high * scale) + "]";
+  return std::string("<td class=\"num effect ") + verdict + "\">" + EscapeHtml(text) + "</td>";
+}
+
+std::string EffectHeader(const Report& report, const std::string& metric) {
+  const bool quality = metric == report.parity.metric || (FindMetric(metric) && FindMetric(metric)->quality);
+  return "<th>" + EscapeHtml((quality ? "\u0394 " : "change of ") + metric) + " [95% CI]</th>";
+}
+
+std::string ConfigCell(const ConfigSummary& c) {
+  return "<td class=\"label\"><details><summary title=\"" + EscapeHtml(c.config_key) + "\">" +
+         EscapeHtml(c.label) + "</summary><code>" + EscapeHtml(c.config.dump()) + "</code></details></td>";
+}
+
+std::string MainEffectsSection(const Report& report) {
+  const std::vector<MainEffect> effects = MainEffects(report);
+  std::string html =
+      "<section id=\"main-effects\" class=\"view\">\n<h2>Main effects: what each choice changes</h2>\n"
+      "<p class=\"explain\">For each choice of each dimension, the change of each objective against the "
+      "baseline's choice: the mean over pairs of configs equal in every other dimension (Student-t over the "
+      "pairs), or for a single pair its seeds' Welch interval. Green: the interval shows a gain, red: a "
+      "loss.</p>\n";
+  if (effects.empty()) {
+    return html + "<p class=\"empty\">no pair of configs differs in exactly one dimension.</p>\n</section>\n";
+  }
+  const std::vector<std::string> metrics = EffectMetrics(report);
+  html += "<table class=\"effects\">\n<thead><tr><th>dimension</th><th>choice</th><th>pairs</th>";
+  for (const std::string& m : metrics) html += EffectHeader(report, m);
+  html += "</tr></thead>\n<tbody>\n";
+  for (const MainEffect& e : effects) {
+    html += "<tr><td>" + EscapeHtml(e.short_name) + "</td><td>" + EscapeHtml(e.choice) +
+            Printf("</td><td class=\"num\">%d</td>", e.pairs);
+    for (const std::string& m : metrics) {
+      std::optional<Effect> found;
+      for (const Effect& effect : e.effects) {
+        if (effect.metric == m) found = effect;
+      }
+      html += EffectCell(report, found);
+    }
+    html += "</tr>\n";
+  }
+  return html + "</tbody>\n</table>\n</section>\n";
+}
+
+std::string AblationSection(const Report& report) {
+  const std::vector<const ConfigSummary*> one_factor = OneFactorConfigs(report);
+  std::string html =
+      "<section id=\"ablation\" class=\"view\">\n<h2>Ablation: one change at a time</h2>\n"
+      "<p class=\"explain\">Every config that differs from the baseline in exactly one dimension, against "
+      "the baseline (seeds' intervals).</p>\n";
+  if (one_factor.empty() || report.configs.empty() || !report.configs.front().is_baseline) {
+    return html + "<p class=\"empty\">no one-factor configs in this experiment.</p>\n</section>\n";
+  }
+  const ConfigSummary& baseline = report.configs.front();
+  const std::vector<std::string> metrics = EffectMetrics(report);
+  // One row per config, each against its reference.
+  auto table = [&](const std::vector<const ConfigSummary*>& rows,
+                   const std::vector<const ConfigSummary*>& references) {
+    std::string out = "<table class=\"ablation\">\n<thead><tr><th>change</th><th>seeds</th>";
+    for (const std::string& m : metrics) out += EffectHeader(report, m);
+    out += "<th>parity</th></tr></thead>\n<tbody>\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const ConfigSummary& c = *rows[i];
+      out += "<tr>" + ConfigCell(c) + Printf("<td class=\"num\">%d</td>", c.seeds_completed);
+      for (const std::string& m : metrics) out += EffectCell(report, ChangeOf(c, *references[i], m));
+      out += "<td>" + EscapeHtml(c.parity) + "</td></tr>\n";
+    }
+    return out + "</tbody>\n</table>\n";
+  };
+  html += table(one_factor, std::vector<const ConfigSummary*>(one_factor.size(), &baseline));
+  const std::vector<const ConfigSummary*> path = CumulativePath(report);
+  if (!path.empty()) {
+    html += "<h3>The cumulative path</h3>\n<p class=\"explain\">Each step keeps the best change so far and "
+            "adds one more; changes against the step before (parity against the baseline).</p>\n";
+    html += table(std::vector<const ConfigSummary*>(path.begin() + 1, path.end()),
+                  std::vector<const ConfigSummary*>(path.begin(), path.end() - 1));
+  }
+  return html + "</section>\n";
+}
+
+std::string CostSection(const Report& report) {
+  const CostTotals totals = TotalCost(report);
+  std::string html =
+      "<section id=\"cost\" class=\"view\">\n<h2>What the search cost</h2>\n"
+      "<p class=\"explain\">Device-seconds each config's trials held a device (lease start to the "
+      "attempt's end), split into the summed training step time, the profiled steps, the rest of completed "
+      "trials (start-up, data, evaluations) and trials stopped early or failed.</p>\n"
+      "<table class=\"cost\">\n<thead><tr><th>config</th><th>trials run</th><th>device-s</th><th>training</th>"
+      "<th>profiling</th><th>start-up, data, evaluation</th><th>stopped early</th><th>failed</th></tr></thead>\n"
+      "<tbody>\n";
+  auto cells = [](const SearchCost& s) {
+    return Printf("<td class=\"num\">%d</td><td class=\"num\">%.1f</td><td class=\"num\">%.1f</td><td "
+                  "class=\"num\">%.1f</td><td class=\"num\">%.1f</td><td class=\"num\">%.1f</td><td "
+                  "class=\"num\">%.1f</td>",
+                  s.trials_run, s.device_s, s.train_s, s.profile_s, s.other_s, s.stopped_s, s.failed_s);
+  };
+  for (const ConfigSummary& c : report.configs) {
+    html += "<tr>" + ConfigCell(c) + cells(c.cost) + "</tr>\n";
+  }
+  html += "<tr class=\"total\"><td>total</td>" + cells(totals.total) + "</tr>\n</tbody>\n</table>\n<ul class=\"notes\">\n";
+  html += "<li>" +
+          EscapeHtml(Printf("%d trials completed, %.1f device-s each on average; %.1f device-s in all (%.2f device-h)",
+                            totals.trials_completed, totals.mean_completed_s, totals.total.device_s,
+                            totals.total.device_s / 3600)) +
+          "</li>\n";
+  if (totals.trials_stopped > 0) {
+    html += "<li>" +
+            EscapeHtml(Printf("early stopping: %d trials stopped after %.1f device-s; run to the end they would "
+                              "have taken about %.1f device-s more (estimated at their config's mean completed "
+                              "trial, else the experiment's)",
+                              totals.trials_stopped, totals.total.stopped_s, totals.early_stopping_saved_s)) +
+            "</li>\n";
+  }
+  if (totals.full_grid_s > 0) {
+    html += "<li>" +
+            EscapeHtml(Printf("the full grid, %zu configs x %d seeds, would take about %.1f device-s at the mean "
+                              "completed trial (estimated): this search used %.0f%% of it",
+                              report.grid_size, std::max(1, report.repeats), totals.full_grid_s,
+                              100 * totals.total.device_s / totals.full_grid_s)) +
+            "</li>\n";
+  }
+  return html + "</ul>\n</section>\n";
 }
 
 }  // namespace
@@ -93,13 +253,16 @@ std::string RenderHtml(const Report& report) {
                      DescribeObjectives(report.objectives) +
                      "; constraints: " + DescribeConstraints(report.constraints)) +
           "</p>\n";
-  html += "<figure>\n" + RenderSvg(report, points) + "<figcaption>" +
+  html += "<section id=\"front\" class=\"view\">\n<h2>Throughput against " + EscapeHtml(report.parity.metric) +
+          "</h2>\n<figure>\n" + RenderSvg(report, points) + "<figcaption>" +
           EscapeHtml("Mean throughput versus mean " + report.parity.metric +
-                     " per config, with 95% intervals of both means; numbers are table rows.") +
-          "</figcaption>\n</figure>\n";
+                     " per config, with 95% intervals of both means. The front and the baseline are labelled; "
+                     "hover a point for every metric, its interval and its parity verdict.") +
+          "</figcaption>\n</figure>\n</section>\n";
 
-  const TextTable table = BuildTextTable(report);
-  html += "<table>\n<thead><tr><th>#</th>";
+  const TextTable table = BuildTextTable(report, true);
+  html += "<section id=\"configs\" class=\"view\">\n<h2>Every config</h2>\n<div class=\"scroll\"><table "
+          "class=\"configs\">\n<thead><tr>";
   for (const std::string& cell : table.header) html += "<th>" + EscapeHtml(cell) + "</th>";
   html += "</tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < table.rows.size(); ++i) {
@@ -107,16 +270,45 @@ std::string RenderHtml(const Report& report) {
     const char* row_class = c.is_baseline ? " class=\"baseline\""
                             : !c.feasible ? " class=\"infeasible\""
                                           : "";
-    html += Printf("<tr%s><td class=\"num\">%zu</td>", row_class, i + 1);
+    html += Printf("<tr%s data-row=\"%zu\">", row_class, i + 1);
     for (size_t j = 0; j < table.rows[i].size(); ++j) {
-      html += std::string(table.right_aligned[j] ? "<td class=\"num\">" : "<td>") +
-              EscapeHtml(table.rows[i][j]) + "</td>";
+      if (table.header[j] == "config") {
+        html += ConfigCell(c);
+        continue;
+      }
+      html += std::string(table.right_aligned[j] ? "<td class=\"num\"" : "<td") + " data-column=\"" +
+              EscapeHtml(table.header[j]) + "\">" + EscapeHtml(table.rows[i][j]) + "</td>";
     }
     html += "</tr>\n";
   }
-  html += "</tbody>\n</table>\n<ul class=\"notes\">\n";
+  html += "</tbody>\n</table></div>\n<ul class=\"notes\">\n";
   for (const std::string& note : ReportNotes(report)) html += "<li>" + EscapeHtml(note) + "</li>\n";
-  html += "</ul>\n" + BottleneckSection(report) + "</body>\n</html>\n";
+  html += "</ul>\n</section>\n";
+
+  html += MainEffectsSection(report);
+  const std::string curves = RenderLearningCurves(report);
+  html += "<section id=\"learning-curves\" class=\"view\">\n<h2>Learning curves</h2>\n<p class=\"explain\">" +
+          EscapeHtml(report.parity.metric +
+                     " at each evaluation against the summed step time so far, for the front configs and the "
+                     "baseline (means over seeds); the dashed line is the target, a ring marks each config's "
+                     "mean time to target.") +
+          "</p>\n" + (curves.empty() ? "<p class=\"empty\">no evaluations recorded.</p>\n" : "<figure>" + curves + "</figure>\n") +
+          "</section>\n";
+  html += AblationSection(report);
+  const std::string steps = RenderStepTimes(report);
+  html += "<section id=\"step-time\" class=\"view\">\n<h2>Step time distribution</h2>\n<p class=\"explain\">Each "
+          "config's p10, median and p90 step time (means over its seeds), fastest first.</p>\n" +
+          (steps.empty() ? "<p class=\"empty\">no step times recorded.</p>\n" : "<figure>" + steps + "</figure>\n") +
+          "</section>\n";
+  const std::string bars = RenderProfileBars(report);
+  html += "<section id=\"profile\" class=\"view\">\n<h2>Where the step time goes</h2>\n";
+  html += bars.empty() ? "<p class=\"empty\">no seed was profiled (a trial spec's <code>profile.steps</code> "
+                         "turns it on, docs/profiling.md); the verdicts below come from the measurements.</p>\n"
+                       : "<p class=\"explain\">Share of the profiled steps' time by operator class (means over "
+                         "the profiled seeds).</p>\n<figure>" + bars + "</figure>\n";
+  html += BottleneckSection(report) + "</section>\n";
+  html += CostSection(report);
+  html += "</body>\n</html>\n";
   return html;
 }
 

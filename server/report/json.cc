@@ -39,8 +39,23 @@ nlohmann::json ReportToJson(const Report& report) {
       metrics[name] = {
           {"n", s.n}, {"mean", s.mean}, {"std", s.std}, {"ci_low", s.ci_low}, {"ci_high", s.ci_high}};
     }
+    json curve = json::array();
+    for (const CurvePoint& p : c.curve) {
+      curve.push_back({{"train_time_s", p.train_time_s}, {"value", p.value}, {"n", p.n}});
+    }
     configs.push_back({{"config_key", c.config_key},
                        {"config", c.config},
+                       {"label", c.label},
+                       {"learning_curve", curve},
+                       {"profile_shares", c.profile_shares},
+                       {"cost",
+                        {{"trials_run", c.cost.trials_run},
+                         {"device_s", c.cost.device_s},
+                         {"train_s", c.cost.train_s},
+                         {"profile_s", c.cost.profile_s},
+                         {"other_s", c.cost.other_s},
+                         {"stopped_s", c.cost.stopped_s},
+                         {"failed_s", c.cost.failed_s}}},
                        {"is_baseline", c.is_baseline},
                        {"seeds_completed", c.seeds_completed},
                        {"trials_total", c.trials_total},

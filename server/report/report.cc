@@ -17,6 +17,24 @@ namespace {
 
 using nlohmann::json;
 
+// Read of every result beside the reported metrics, for the views (the step
+// time's spread, the profile by operator class, what the trials cost); only
+// the step-time quantiles stay in ConfigSummary::metrics.
+const std::vector<std::string> kInternalMetrics = {
+    "step_time_ms.p10",
+    "step_time_ms.p90",
+    "train_time_s",
+    "profile.window_ms",
+    "profile.by_class.compute.share",
+    "profile.by_class.normalization.share",
+    "profile.by_class.elementwise.share",
+    "profile.by_class.reduction.share",
+    "profile.by_class.data_movement.share",
+    "profile.by_class.view.share",
+    "profile.by_class.autograd.share",
+    "profile.by_class.other.share",
+};
+
 // Feasible when the config has completed trials and every constraint holds on
 // the metric's mean; otherwise the reasons, joined by "; ".
 void CheckConstraints(const std::vector<Constraint>& constraints, ConfigSummary& summary) {
@@ -234,16 +252,18 @@ std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string
 }
 
 struct ReportBuilder::State {
+  explicit State(const SearchSpace& space) : labeler(space) {}
   // What the report keeps of one trial; its metric values are in `values`.
   struct Trial {
     int64_t seed = 0;
+    double device_s = 0;  // lease start to the attempt's end; 0 when it never ran
     bool completed = false;
     bool failed = false;   // failed or diverged
     bool stopped = false;  // stopped early by the strategy
     // Completed without a time_to_target_s of its own: its evaluations of the
     // parity metric, (train_time_s, value), are evals[evals_begin, evals_end).
     bool needs_time_to_target = false;
-    uint32_t evals_begin = 0, evals_end = 0;
+    uint32_t evals_begin = 0, evals_end = 0;  // its evaluations of the parity metric in `evals`
   };
   struct Group {
     Config config;  // null until Build when the trials came without one
@@ -259,9 +279,11 @@ struct ReportBuilder::State {
   std::vector<Objective> objectives;
   std::vector<Constraint> constraints;
   ParityRule parity;
-  std::vector<std::string> metrics;             // SummarizedMetrics
+  std::vector<std::string> metrics;             // SummarizedMetrics, then kInternalMetrics
   std::vector<std::vector<std::string>> paths;  // MetricPath of each
   size_t parity_index = 0, time_to_target_index = 0;
+  ConfigLabeler labeler;
+  SearchSpace space_facts;  // the strategy, repeats and grid size, for Report
 
   std::vector<Trial> trials;
   std::vector<double> values;  // trial-major, metrics.size() per trial; NaN where absent
@@ -305,6 +327,71 @@ struct ReportBuilder::State {
     summary.bottleneck_verdicts = std::move(group.verdicts);
     summary.bottleneck_summary = std::move(group.bottleneck_summary);
     summary.profiles = std::move(group.profiles);
+    summary.changes = labeler.Changes(summary.config);
+    summary.label = summary.is_baseline ? "baseline" : JoinLabel(summary.changes);
+    summary.choices = labeler.EffectiveChoices(summary.config);
+    summary.curve = Curve(group);
+    summary.cost = Cost(group);
+    // The internal metrics leave `metrics` for the fields they feed.
+    for (const std::string& metric : kInternalMetrics) {
+      auto it = summary.metrics.find(metric);
+      if (it == summary.metrics.end()) continue;
+      const std::string prefix = "profile.by_class.";
+      if (metric.rfind(prefix, 0) == 0) {
+        summary.profile_shares[metric.substr(prefix.size(), metric.size() - prefix.size() - 6)] =
+            it->second.mean;
+      }
+      if (metric.rfind("step_time_ms.", 0) != 0) summary.metrics.erase(it);
+    }
+  }
+
+  // The seeds' evaluations averaged by their position.
+  std::vector<CurvePoint> Curve(const Group& group) const {
+    std::vector<CurvePoint> curve;
+    for (uint32_t t : group.trials) {
+      if (!trials[t].completed) continue;
+      for (uint32_t e = trials[t].evals_begin; e < trials[t].evals_end; ++e) {
+        const size_t i = e - trials[t].evals_begin;
+        if (curve.size() <= i) curve.resize(i + 1);
+        curve[i].train_time_s += evals[e].first;
+        curve[i].value += evals[e].second;
+        ++curve[i].n;
+      }
+    }
+    for (CurvePoint& p : curve) {
+      p.train_time_s /= p.n;
+      p.value /= p.n;
+    }
+    return curve;
+  }
+
+  SearchCost Cost(const Group& group) {
+    SearchCost cost;
+    const size_t train = Index("train_time_s"), profile = Index("profile.window_ms");
+    for (uint32_t t : group.trials) {
+      const Trial& trial = trials[t];
+      if (trial.device_s <= 0) continue;
+      ++cost.trials_run;
+      cost.device_s += trial.device_s;
+      if (trial.stopped) {
+        cost.stopped_s += trial.device_s;
+      } else if (trial.failed) {
+        cost.failed_s += trial.device_s;
+      } else if (trial.completed) {
+        const double train_s = std::isnan(Value(t, train)) ? 0 : Value(t, train);
+        const double profile_s = std::isnan(Value(t, profile)) ? 0 : Value(t, profile) / 1000;
+        cost.train_s += train_s;
+        cost.profile_s += profile_s;
+        cost.other_s += std::max(0.0, trial.device_s - train_s - profile_s);
+      } else {
+        cost.other_s += trial.device_s;  // cancelled while running
+      }
+    }
+    return cost;
+  }
+
+  size_t Index(const std::string& metric) const {
+    return static_cast<size_t>(std::find(metrics.begin(), metrics.end(), metric) - metrics.begin());
   }
 
   // Time to target of the trials without their own, against the baseline's
@@ -325,14 +412,21 @@ struct ReportBuilder::State {
   }
 };
 
-ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space) : state_(new State) {
+ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space)
+    : state_(new State(space)) {
   State& s = *state_;
+  s.space_facts.strategy = space.strategy;
+  s.space_facts.repeats = space.repeats;
+  s.space_facts.dimensions = space.dimensions;
   s.experiment_id = std::move(experiment_id);
   s.name = space.name;
   s.objectives = space.objectives;
   s.constraints = space.constraints;
   s.parity = space.parity;
   s.metrics = SummarizedMetrics(space.objectives, space.constraints, space.parity);
+  for (const std::string& metric : kInternalMetrics) {
+    if (std::find(s.metrics.begin(), s.metrics.end(), metric) == s.metrics.end()) s.metrics.push_back(metric);
+  }
   for (const std::string& metric : s.metrics) s.paths.push_back(MetricPath(metric));
   auto index_of = [&s](const std::string& metric) {
     return static_cast<size_t>(std::find(s.metrics.begin(), s.metrics.end(), metric) - s.metrics.begin());
@@ -370,6 +464,9 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   t.completed = trial.state == "completed";
   t.failed = trial.state == "failed" || trial.state == "diverged";
   t.stopped = trial.state == "stopped";
+  if (trial.started_ms > 0 && trial.finished_ms >= trial.started_ms) {
+    t.device_s = (trial.finished_ms - trial.started_ms) / 1000.0;
+  }
   auto [it, inserted] = s.groups.try_emplace(std::move(trial.config_key));
   State::Group& group = it->second;
   if (inserted) group.config = std::move(trial.config);
@@ -379,8 +476,8 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   if (t.completed) {
     const double parity = s.Value(index, s.parity_index);
     if (trial.is_baseline && !std::isnan(parity)) s.baseline_parity.push_back(parity);
-    if (std::isnan(s.Value(index, s.time_to_target_index)) && facts.has_evals) {
-      t.needs_time_to_target = true;
+    if (facts.has_evals) {
+      t.needs_time_to_target = std::isnan(s.Value(index, s.time_to_target_index));
       t.evals_begin = static_cast<uint32_t>(s.evals.size());
       s.evals.insert(s.evals.end(), facts.evals.begin(), facts.evals.end());
       t.evals_end = static_cast<uint32_t>(s.evals.size());
@@ -403,6 +500,10 @@ Report ReportBuilder::Build(bool front_only) {
   report.constraints = s.constraints;
   report.parity = s.parity;
   report.time_to_target_goal = s.AddTimeToTarget();
+  report.dimensions = s.labeler.dimensions();
+  report.strategy = s.space_facts.strategy;
+  report.repeats = s.space_facts.repeats;
+  report.grid_size = s.space_facts.dimensions.empty() ? 0 : GridSize(s.space_facts);
 
   // The baseline (the first group, by key, with a flagged trial) first, then by key.
   std::vector<std::pair<const std::string*, State::Group*>> order;

@@ -19,6 +19,7 @@
 #include "search_spaces/metric_catalog.h"
 #include "search_spaces/search_space.h"
 #include "server/analysis/statistics.h"
+#include "server/report/labels.h"
 
 namespace frontier {
 
@@ -31,11 +32,37 @@ struct TrialRecord {
   int64_t seed = 0;
   std::string state;      // "completed", "diverged", "failed", "pending", "running", "stopped", "cancelled"
   nlohmann::json result;  // the trial result (docs/trial-output.md) when completed or diverged
+  // When the trial's lease began and its attempt ended (Unix ms; 0 when it
+  // never ran): the device time it cost, for "what the search cost".
+  int64_t started_ms = 0, finished_ms = 0;
+};
+
+// One point of a config's learning curve: its seeds' evaluation number i,
+// averaged over the seeds that have it.
+struct CurvePoint {
+  double train_time_s = 0;  // summed step time until the evaluation
+  double value = 0;         // the parity metric
+  int n = 0;                // seeds averaged
+};
+
+// Device-seconds a config's trials held a device (lease start to the
+// attempt's end, every state), and how they were spent.
+struct SearchCost {
+  int trials_run = 0;
+  double device_s = 0;   // all of it
+  double train_s = 0;    // summed step time of completed trials
+  double profile_s = 0;  // their profiled steps
+  double other_s = 0;    // the rest of completed trials: start-up, data, evaluations
+  double stopped_s = 0;  // trials stopped early by the strategy
+  double failed_s = 0;   // failed and diverged trials
 };
 
 struct ConfigSummary {
   std::string config_key;
   Config config;
+  std::string label;                  // what differs from the baseline (labels.h); "baseline" for it
+  std::vector<ConfigChange> changes;  // the same, one entry per dimension
+  nlohmann::json choices;             // every dimension's choice, the baseline's where unset
   bool is_baseline = false;
   int seeds_completed = 0;
   int trials_total = 0;
@@ -60,6 +87,11 @@ struct ConfigSummary {
   std::map<std::string, int> bottleneck_verdicts;
   std::string bottleneck_summary;
   nlohmann::json profiles = nlohmann::json::array();
+  // The completed seeds' mean share of profiled time by operator class
+  // (profile.by_class[*].share), for the stacked bar; empty when none was profiled.
+  std::map<std::string, double> profile_shares;
+  std::vector<CurvePoint> curve;  // the parity metric against summed step time
+  SearchCost cost;
 };
 
 // The bottleneck column: the verdict all completed seeds share, or the counts
@@ -81,6 +113,12 @@ struct Report {
   // minus the margin, plus it for a loss), from the evaluations each result
   // carries; trials that never reached it are left out (see the metric's n).
   std::optional<double> time_to_target_goal;
+  // The space as the views need it: its dimensions (empty for a space read
+  // back from goals only), the strategy, seeds per config and the full grid's size.
+  std::vector<ReportDimension> dimensions;
+  StrategySpec strategy;
+  int repeats = 0;
+  size_t grid_size = 0;  // 0 when the space has no dimensions
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:
@@ -150,8 +188,14 @@ std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string
 // Every field of the report; absent intervals and constraint bounds are null.
 nlohmann::json ReportToJson(const Report& report);
 // An aligned plain-text table, one row per config, followed by notes (rules,
-// hypervolume, infeasible configs).
-std::string RenderTable(const Report& report);
+// hypervolume, infeasible configs). By default the columns that matter, the
+// config label cut to fit `width` columns (the full labels listed below);
+// `wide`: every column, nothing cut.
+struct TableOptions {
+  bool wide = false;
+  size_t width = 120;
+};
+std::string RenderTable(const Report& report, const TableOptions& options = {});
 // One row per config after a header; RFC 4180 (CRLF line ends, quoted fields
 // where needed); numbers round-trip; empty cells where a value is absent.
 std::string RenderCsv(const Report& report);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "server/report/format.h"
 
@@ -38,7 +39,7 @@ std::string FormatSpeedup(const ConfigSummary& config) {
   if (!config.speedup) return "-";
   const Interval& s = *config.speedup;
   if (config.is_baseline || !HasSpread(s)) return Printf("%.2fx", s.value);
-  return Printf("%.2fx [%.2f, %.2f]", s.value, s.low, s.high);
+  return Printf("%.2fx [%.2f,%.2f]", s.value, s.low, s.high);
 }
 
 std::string FormatQualityDelta(const ConfigSummary& config) {
@@ -79,33 +80,59 @@ size_t DisplayWidth(const std::string& text) {
                        [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; });
 }
 
+// `text` cut to `width` code points, the last one an ellipsis when cut.
+std::string Truncate(const std::string& text, size_t width) {
+  if (DisplayWidth(text) <= width || width == 0) return text;
+  std::string out;
+  size_t points = 0;
+  for (char ch : text) {
+    const bool starts = (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    if (starts && ++points == width) break;
+    out += ch;
+  }
+  return out + "\u2026";
+}
+
 }  // namespace
 
-TextTable BuildTextTable(const Report& report) {
+TextTable BuildTextTable(const Report& report, bool wide) {
   TextTable table;
   const QualityColumns quality = QualityColumnsOf(report);
-  table.header = {"config",
-                  "seeds",
-                  quality.val_label,
-                  quality.test_label,
-                  "step ms",
-                  "samples/s",
-                  "MFU %",
-                  "peak MB",
-                  "params",
-                  "bottleneck",
-                  "speed-up [95% CI]",
-                  "\u0394 " + report.parity.metric,
-                  "parity",
-                  "front"};
-  table.right_aligned = {false, true, true, true, true, true, true, true, false, true, true, false, false};
-  for (const ConfigSummary& c : report.configs) {
-    table.rows.push_back({c.is_baseline ? "baseline" : c.config_key, FormatSeeds(c),
-                          FormatMeanAndHalfWidth(c, quality.val), FormatMetric(c, quality.test, "%.4f"),
-                          FormatMetric(c, "step_time_ms", "%.2f"), FormatMetric(c, "throughput", "%.1f"),
-                          FormatMetric(c, "mfu", "%.1f", 100), FormatMetric(c, "peak_memory_mb", "%.1f"),
-                          FormatCount(c, "params"), BottleneckLabel(c), FormatSpeedup(c),
-                          FormatQualityDelta(c), c.parity, FrontMarker(c)});
+  // Each column: its header, right-aligned, shown in the narrow table, and its cell.
+  struct Column {
+    std::string header;
+    bool right, narrow;
+    std::function<std::string(const ConfigSummary&)> cell;
+  };
+  const std::vector<Column> columns = {
+      {"config", false, true, [](const ConfigSummary& c) { return c.label; }},
+      {"seeds", true, true, FormatSeeds},
+      {quality.val_label, true, true, [&](const ConfigSummary& c) { return FormatMeanAndHalfWidth(c, quality.val); }},
+      {quality.test_label, true, false, [&](const ConfigSummary& c) { return FormatMetric(c, quality.test, "%.4f"); }},
+      {"step ms", true, false, [](const ConfigSummary& c) { return FormatMetric(c, "step_time_ms", "%.2f"); }},
+      {"samples/s", true, true, [](const ConfigSummary& c) { return FormatMetric(c, "throughput", "%.1f"); }},
+      {"MFU %", true, false, [](const ConfigSummary& c) { return FormatMetric(c, "mfu", "%.1f", 100); }},
+      {"peak MB", true, false, [](const ConfigSummary& c) { return FormatMetric(c, "peak_memory_mb", "%.1f"); }},
+      {"params", true, false, [](const ConfigSummary& c) { return FormatCount(c, "params"); }},
+      {"bottleneck", false, false, BottleneckLabel},
+      {"speed-up [95% CI]", true, true, FormatSpeedup},
+      {"\u0394 " + report.parity.metric, true, true, FormatQualityDelta},
+      {"parity", false, true, [](const ConfigSummary& c) { return c.parity; }},
+      {"front", false, true, FrontMarker},
+  };
+  table.header.push_back("#");
+  table.right_aligned.push_back(true);
+  for (const Column& column : columns) {
+    if (!wide && !column.narrow) continue;
+    table.header.push_back(column.header);
+    table.right_aligned.push_back(column.right);
+  }
+  for (size_t i = 0; i < report.configs.size(); ++i) {
+    std::vector<std::string> row = {std::to_string(i + 1)};
+    for (const Column& column : columns) {
+      if (wide || column.narrow) row.push_back(column.cell(report.configs[i]));
+    }
+    table.rows.push_back(std::move(row));
   }
   return table;
 }
@@ -157,38 +184,60 @@ std::vector<std::string> ReportNotes(const Report& report) {
                report.parity.metric.c_str(), *report.time_to_target_goal));
   }
   for (const ConfigSummary& c : report.configs) {
-    if (!c.feasible) notes.push_back("infeasible: " + c.config_key + ": " + c.infeasible_reason);
+    if (!c.feasible) notes.push_back("infeasible: " + c.label + ": " + c.infeasible_reason);
   }
   return notes;
 }
 
-std::string RenderTable(const Report& report) {
-  const TextTable table = BuildTextTable(report);
+std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible) {
   std::vector<size_t> widths;
   for (const std::string& cell : table.header) widths.push_back(DisplayWidth(cell));
   for (const auto& row : table.rows) {
     for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(row[i]));
   }
+  if (max_width > 0 && flexible < widths.size()) {
+    size_t others = 2 * (widths.size() - 1);
+    for (size_t i = 0; i < widths.size(); ++i) others += i == flexible ? 0 : widths[i];
+    const size_t room = max_width > others ? max_width - others : 0;
+    widths[flexible] = std::min(widths[flexible], std::max<size_t>(room, 12));
+  }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (size_t i = 0; i < cells.size(); ++i) {
-      const std::string pad(widths[i] - DisplayWidth(cells[i]), ' ');
-      std::string cell = table.right_aligned[i] ? pad + cells[i] : cells[i] + pad;
-      out += (i == 0 ? "" : "  ") + cell;
+      const std::string text = Truncate(cells[i], widths[i]);
+      const std::string pad(widths[i] - DisplayWidth(text), ' ');
+      out += (i == 0 ? "" : "  ") + (table.right_aligned[i] ? pad + text : text + pad);
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";
   };
-  std::string out = "experiment " + report.experiment_id +
-                    (report.name.empty() ? "" : " (" + report.name + ")") +
-                    Printf(": %zu configs\n\n", report.configs.size());
-  out += line(table.header);
+  std::string out = line(table.header);
   std::string rule;
   for (size_t i = 0; i < widths.size(); ++i) rule += (i == 0 ? "" : "  ") + std::string(widths[i], '-');
   out += rule + "\n";
   for (const auto& row : table.rows) out += line(row);
+  return out;
+}
+
+std::string RenderTable(const Report& report, const TableOptions& options) {
+  const TextTable table = BuildTextTable(report, options.wide);
+  const size_t max_width = options.wide ? 0 : options.width;
+  std::string out = "experiment " + report.experiment_id +
+                    (report.name.empty() ? "" : " (" + report.name + ")") +
+                    Printf(": %zu configs\n\n", report.configs.size());
+  out += RenderTextTable(table, max_width, 1);
+  // Labels the narrow table had to shorten, in full.
+  std::string shortened;
+  const std::string rendered = out;
+  for (const ConfigSummary& c : report.configs) {
+    if (max_width > 0 && rendered.find(c.label) == std::string::npos) {
+      shortened += Printf("%4zu  %s\n", static_cast<size_t>(&c - report.configs.data()) + 1, c.label.c_str());
+    }
+  }
+  if (!shortened.empty()) out += "\nconfigs in full:\n" + shortened;
   out += "\n";
   for (const std::string& note : ReportNotes(report)) out += note + "\n";
+  if (!options.wide) out += "(--wide: every column)\n";
   return out;
 }
 

@@ -16,7 +16,15 @@ struct TextTable {
   std::vector<std::vector<std::string>> rows;  // one per config, in the report's order
 };
 
-TextTable BuildTextTable(const Report& report);
+// One row per config, its number first: the columns that matter (config
+// label, seeds, quality, throughput, speed-up, quality delta, parity, front),
+// or with `wide` every column.
+TextTable BuildTextTable(const Report& report, bool wide);
+
+// The table as aligned text: a header, a rule and the rows, two spaces
+// between columns. With `max_width` > 0 the `flexible` column is cut (with an
+// ellipsis) until the lines fit, but never below 12 columns.
+std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible = 0);
 
 // "val_accuracy (maximize), ..." or "none".
 std::string DescribeObjectives(const std::vector<Objective>& objectives);

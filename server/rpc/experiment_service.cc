@@ -1,17 +1,17 @@
 #include "server/rpc/experiment_service.h"
 
-#include <chrono>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
-#include "server/report/report.h"
 #include "server/rpc/proto_conversion.h"
 #include "server/rpc/rpc_status.h"
+#include "server/rpc/stored_report.h"
 
 namespace frontier {
 using grpc::Status;
@@ -132,59 +132,21 @@ Status ExperimentServiceImpl::GetReport(grpc::ServerContext* ctx, const v1::GetR
                                         v1::GetReportResponse* resp) {
   if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
   return Guarded("GetReport", [&] {
-    auto e = store_.GetExperiment(req->experiment_id());
-    if (!e) return NotFound(req->experiment_id());
-    using Clock = std::chrono::steady_clock;
-    const auto t0 = Clock::now();
-    // The goals stored at submission are all a report needs; older experiments parse their space.
-    std::optional<SearchSpace> goals;
-    if (e->goals_json != "{}") goals = GoalsOnlySpace(e->name, nlohmann::json::parse(e->goals_json));
-    const SearchSpace space =
-        goals ? std::move(*goals) : ParseStoredSearchSpace(e->space_yaml, e->source_name);
-    const auto t1 = Clock::now();
-    // Each row is read for what the report needs and released in turn.
-    ReportBuilder builder(e->id, space);
-    std::vector<TrialRow> rows = store_.ListTrialOutcomes(e->id);
-    const auto t2 = Clock::now();
-    for (TrialRow& row : rows) {
-      TrialRecord r;
-      r.trial_id = std::move(row.id);
-      r.config_key = std::move(row.config_json);  // stored as ConfigKey(config)
-      r.is_baseline = row.is_baseline;
-      r.seed = row.seed;
-      r.state = std::move(row.state);
-      builder.Add(std::move(r), row.result_json);
-      row = TrialRow();
+    ReportRequest request;
+    request.experiment_id = req->experiment_id();
+    request.format = req->format();
+    request.front_only = req->front_only();
+    request.wide = req->wide();
+    request.compare.assign(req->compare().begin(), req->compare().end());
+    std::optional<RenderedReport> rendered;
+    try {
+      rendered = RenderStoredReport(store_, request);
+    } catch (const std::invalid_argument& e) {
+      return Status(StatusCode::INVALID_ARGUMENT, e.what());
     }
-    rows.clear();
-    rows.shrink_to_fit();
-    const auto t3 = Clock::now();
-    Report report = builder.Build(req->front_only());
-    const auto t4 = Clock::now();
-    const auto ms = [](Clock::time_point a, Clock::time_point b) {
-      return std::chrono::duration<double, std::milli>(b - a).count();
-    };
-    spdlog::info(
-        "report {}: {} configs; space {:.0f} ms, trials read {:.0f} ms, parsed {:.0f} ms, summarized {:.0f} "
-        "ms",
-        e->id, report.configs.size(), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4));
-    const std::string& format = req->format();
-    if (format.empty() || format == "json") {
-      resp->set_content(ReportToJson(report).dump(2));
-      resp->set_content_type("application/json");
-    } else if (format == "table") {
-      resp->set_content(RenderTable(report));
-      resp->set_content_type("text/plain");
-    } else if (format == "csv") {
-      resp->set_content(RenderCsv(report));
-      resp->set_content_type("text/csv");
-    } else if (format == "html") {
-      resp->set_content(RenderHtml(report));
-      resp->set_content_type("text/html");
-    } else {
-      return Status(StatusCode::INVALID_ARGUMENT,
-                    "unknown report format '" + format + "'; expected json, table, csv or html");
-    }
+    if (!rendered) return NotFound(req->experiment_id());
+    resp->set_content(std::move(rendered->content));
+    resp->set_content_type(std::move(rendered->content_type));
     return Status::OK;
   });
 }

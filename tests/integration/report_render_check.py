@@ -8,6 +8,11 @@
   report_render_check.py hide-marks REPORT.html OUT.html
       writes OUT.html: the report with its circle.config markers and polyline.front hidden (the reference
       picture: what the markers and the front add to the page)
+  report_render_check.py views DOM.html [--quality-column "val acc"]
+      every view of the page is laid out; the points span most of the plot area (not squashed); no point
+      label overlaps another label or a point, and the baseline is labelled; each point sits where its
+      table values put it on the scale its tick labels give; each point's tooltip has the metrics and the
+      parity verdict
   report_render_check.py check DOM.html SCREENSHOT.png --configs N --without-marks SCREENSHOT2.png
       DOM.html is `chromium --dump-dom` of PROBE.html, SCREENSHOT.png `chromium --screenshot` of REPORT.html
       and SCREENSHOT2.png of the hide-marks page, all at the same window size: one circle.config per
@@ -45,6 +50,41 @@ PROBE = r"""
     var s = getComputedStyle(p);
     out.front = {points: pts, stroke: rgb(s.stroke), width: parseFloat(s.strokeWidth), visibility: s.visibility,
                  display: s.display};
+  }
+  // The views, the plot area, tick labels, point labels and the table's cells (report_render_check.py views).
+  function box(e) { var r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }
+  out.views = {};
+  document.querySelectorAll('section.view').forEach(function (s) { out.views[s.id] = box(s); });
+  var plot = document.querySelector('svg.front-plot');
+  if (plot) {
+    var area = plot.querySelector('g.plot-area'), m = plot.getScreenCTM();
+    function at(x, y) { var p = plot.createSVGPoint(); p.x = x; p.y = y; p = p.matrixTransform(m); return [p.x, p.y]; }
+    var a = at(+area.getAttribute('data-left'), +area.getAttribute('data-top'));
+    var b = at(+area.getAttribute('data-right'), +area.getAttribute('data-bottom'));
+    out.area = [a[0], a[1], b[0], b[1]];
+    out.ticks = {x: [], y: []};
+    plot.querySelectorAll('text.tick-label').forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      var axis = t.classList.contains('x') ? 'x' : 'y';
+      out.ticks[axis].push({text: t.textContent, x: r.left + r.width / 2, y: r.top + r.height / 2});
+    });
+    out.labels = [];
+    plot.querySelectorAll('text.point-label').forEach(function (t) {
+      out.labels.push({text: t.textContent, row: t.getAttribute('data-row'), box: box(t)});
+    });
+    out.rows = {};
+    plot.querySelectorAll('circle.config').forEach(function (c) { out.rows[c.getAttribute('data-row')] = null; });
+    document.querySelectorAll('table.configs tbody tr').forEach(function (tr) {
+      var cells = {};
+      tr.querySelectorAll('td[data-column]').forEach(function (td) { cells[td.getAttribute('data-column')] = td.textContent; });
+      out.rows[tr.getAttribute('data-row')] = cells;
+    });
+    out.circle_rows = [];
+    plot.querySelectorAll('circle.config').forEach(function (c) {
+      var r = c.getBoundingClientRect();
+      out.circle_rows.push({row: c.getAttribute('data-row'), x: r.left + r.width / 2, y: r.top + r.height / 2,
+                            r: r.width / 2, title: (c.querySelector('title') || {}).textContent || ''});
+    });
   }
   var node = document.createElement('script');
   node.type = 'application/json';
@@ -226,6 +266,109 @@ def cmd_check(a):
     finish()
 
 
+VIEWS = ["front", "configs", "main-effects", "learning-curves", "ablation", "step-time", "profile", "cost"]
+
+
+def number(text):
+    match = re.search(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)
+    return float(match.group(0)) if match else None
+
+
+def fit(points):
+    """Least squares pixel = a + b * value over (value, pixel) pairs; (a, b) or None."""
+    if len(points) < 2:
+        return None
+    n = len(points)
+    mv = sum(v for v, _ in points) / n
+    mp = sum(p for _, p in points) / n
+    var = sum((v - mv) ** 2 for v, _ in points)
+    if var == 0:
+        return None
+    b = sum((v - mv) * (p - mp) for v, p in points) / var
+    return mp - b * mv, b
+
+
+def overlap(a, b, slack=0.5):
+    return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
+
+
+def cmd_views(a):
+    """Every view is there; the points fill the plot; labels overlap nothing; points sit at their values."""
+    dom = open(a.dom).read()
+    match = re.search(r'<script type="application/json" id="frontier-layout">(.*?)</script>', dom, re.S)
+    if not match:
+        fail("the probe script did not run (no layout in the dumped DOM)")
+        return finish()
+    layout = json.loads(match.group(1))
+    for view in VIEWS:
+        b = layout["views"].get(view)
+        if not b:
+            fail(f"view #{view} is missing")
+        elif b[3] - b[1] < 20 or b[2] - b[0] < 100:
+            fail(f"view #{view} is not laid out: {b}")
+        else:
+            ok(f"view #{view}: {b[2] - b[0]:.0f}x{b[3] - b[1]:.0f} px")
+    circles = layout.get("circle_rows", [])
+    area = layout.get("area")
+    if not circles or not area:
+        fail("no points or no plot area in the front plot")
+        return finish()
+    # Not squashed: where the values differ, the points span most of the plot area on each axis.
+    xs, ys = [c["x"] for c in circles], [c["y"] for c in circles]
+    for name, values, lo, hi in (("x", xs, area[0], area[2]), ("y", ys, area[1], area[3])):
+        span, size = max(values) - min(values), hi - lo
+        if len({round(v, 1) for v in values}) < 2:
+            ok(f"{name}: all points at one value")
+        elif span < a.min_span * size:
+            fail(f"points squashed on {name}: they span {span:.0f} of {size:.0f} px ({span / size:.0%})")
+        else:
+            ok(f"points span {span / size:.0%} of the plot on {name}")
+        if min(values) < lo - 1 or max(values) > hi + 1:
+            fail(f"a point lies outside the plot area on {name}")
+    # Labels: inside the picture, overlapping no other label and no other point.
+    labels = layout.get("labels", [])
+    for i, l in enumerate(labels):
+        for other in labels[i + 1:]:
+            if overlap(l["box"], other["box"]):
+                fail(f"labels overlap: {l['text']!r} {l['box']} and {other['text']!r} {other['box']}")
+        for c in circles:
+            disk = [c["x"] - c["r"], c["y"] - c["r"], c["x"] + c["r"], c["y"] + c["r"]]
+            if overlap(l["box"], disk, slack=1.5):
+                fail(f"label {l['text']!r} covers the point of row {c['row']}")
+    ok(f"{len(labels)} labels, none overlapping another label or a point")
+    if not any(l["text"] == "baseline" for l in labels):
+        fail("the baseline is not labelled")
+    # Positions: the tick labels give the scale; each point must sit where the table's values put it.
+    scales = {}
+    for axis, coordinate in (("x", "x"), ("y", "y")):
+        pairs = [(number(t["text"]), t[coordinate]) for t in layout["ticks"][axis] if number(t["text"]) is not None]
+        scales[axis] = fit(pairs)
+        if scales[axis] is None:
+            fail(f"fewer than two {axis} tick labels to read the scale from")
+    if scales["x"] and scales["y"]:
+        checked = 0
+        for c in circles:
+            cells = layout["rows"].get(c["row"]) or {}
+            x_value = number(cells.get("samples/s", ""))
+            y_value = number(cells.get(a.quality_column, ""))
+            if x_value is None or y_value is None:
+                fail(f"row {c['row']} has no samples/s or {a.quality_column} in the table")
+                continue
+            ex = scales["x"][0] + scales["x"][1] * x_value
+            ey = scales["y"][0] + scales["y"][1] * y_value
+            # The table rounds to 0.1 samples/s and 0.0001 quality: allow for it, plus 1.5 px.
+            tx = 1.5 + abs(scales["x"][1]) * 0.05
+            ty = 1.5 + abs(scales["y"][1]) * 0.00005
+            if abs(c["x"] - ex) > tx or abs(c["y"] - ey) > ty:
+                fail(f"row {c['row']} is drawn at ({c['x']:.1f}, {c['y']:.1f}), its values {x_value}, {y_value} "
+                     f"put it at ({ex:.1f}, {ey:.1f})")
+            checked += 1
+            if "parity:" not in c["title"] or "throughput:" not in c["title"]:
+                fail(f"row {c['row']}'s tooltip lacks the metrics or the parity verdict: {c['title'][:80]!r}")
+        ok(f"{checked} points at the positions their table values give on the drawn scales")
+    finish()
+
+
 def finish():
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", file=sys.stderr)
@@ -248,8 +391,12 @@ def main():
     p.add_argument("--configs", type=int, required=True)
     p.add_argument("--without-marks", required=True,
                    help="screenshot of the hide-marks page: the report without its circles and front")
+    p = sub.add_parser("views", help=cmd_views.__doc__)
+    p.add_argument("dom")
+    p.add_argument("--quality-column", default="val acc", help="the table column plotted on y")
+    p.add_argument("--min-span", type=float, default=0.6, help="least share of the plot the points must span")
     a = parser.parse_args()
-    {"probe": cmd_probe, "hide-marks": cmd_hide_marks, "check": cmd_check}[a.command](a)
+    {"probe": cmd_probe, "hide-marks": cmd_hide_marks, "check": cmd_check, "views": cmd_views}[a.command](a)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,15 @@
 # after layout. The plot must be there: one circle.config per configuration
 # with data, the Pareto front drawn through the front's circles, and in the
 # picture every circle at its place in its color and the front line
-# (report_render_check.py). The screenshot is kept at
-# BUILD_DIR/Testing/report_render/report.png.
+# (report_render_check.py); every view of the page laid out, the points
+# spread over the plot, no label over another label or a point, each point
+# where its table values put it on the drawn scales. Then the read commands
+# straight from the store, with no server. The screenshots (the window and
+# the whole page) are kept at BUILD_DIR/Testing/report_render/.
 #   report_render_test.sh BUILD_DIR SOURCE_DIR
-# FRONTIER_TRIAL_BINARY: a frontier-trial to use when BUILD_DIR has none; KEEP_WORK=1 keeps the temporary folder.
+# FRONTIER_TRIAL_BINARY: a frontier-trial to use when BUILD_DIR has none; KEEP_WORK=1 keeps the temporary folder;
+# REPORT_STORE=FILE [REPORT_EXPERIMENT=EXP]: also check (and keep screenshots of) that store's report, e.g. the
+# quickstart's runs/quickstart/frontier.db.
 set -euo pipefail
 build="$1"; src="$2"
 work="$(mktemp -d)"
@@ -56,4 +61,52 @@ cp report.png without-marks.png dom.html "$artifacts/"; cp "$html" "$artifacts/r
 echo "screenshot: $artifacts/report.png (report: $artifacts/report.html)"
 "${check[@]}" check dom.html report.png --configs "$configs" --without-marks without-marks.png ||
   fail "the rendered report"
-echo "report renders in Chromium ok"
+# Every view is there, the points fill the plot, labels overlap nothing, points sit at their values (issue 21).
+"${check[@]}" views dom.html || fail "the report's views"
+size=1440,5600 browse profile-full --screenshot="$work/report-full.png" "file://$html" > chromium-full.log 2>&1 ||
+  fail "chromium --screenshot of the whole page failed"
+cp report-full.png "$artifacts/"
+echo "report renders in Chromium ok (whole page: $artifacts/report-full.png)"
+
+# Reads without a server (issue 21): the coordinator of `frontier run` is gone; the store answers, through
+# the code the coordinator answers with.
+frontier="$build/server/frontier"; db="$work/runs/frontier.db"
+"$frontier" status "$exp" --db "$db" > status.txt 2>&1 || fail "status --db: $(cat status.txt)"
+grep -q "^$exp  tiny-e2e  completed  6/6 done" status.txt || fail "status --db printed: $(cat status.txt)"
+"$frontier" list --db "$db" | grep -q "^$exp  tiny-e2e" || fail "list --db does not list $exp"
+[[ $("$frontier" trials "$exp" --db "$db" -o csv | wc -l) == 7 ]] || fail "trials --db -o csv: not a header and 6 trials"
+"$frontier" report "$exp" --db "$db" > report.txt 2>&1 || fail "report --db: $(cat report.txt)"
+grep -q "^experiment $exp (tiny-e2e): 3 configs" report.txt || fail "report --db printed: $(head -3 report.txt)"
+wide=$(awk '{ if (length($0) > 120) n++ } END { print n + 0 }' report.txt)
+[[ "$wide" == 0 ]] || fail "$wide lines of the terminal report are wider than 120 columns"
+"$frontier" pareto "$exp" --store "sqlite:$db" -o json > pareto.json || fail "pareto --store sqlite:"
+"$frontier" report "$exp" --db "$db" --html "$work/report-db.html" > /dev/null || fail "report --db --html"
+cmp -s "$html" "$work/report-db.html" || fail "the HTML report read from the store differs from the coordinator's"
+"$frontier" compare "$exp" 2 baseline --db "$db" > compare.txt 2>&1 || fail "compare --db: $(cat compare.txt)"
+grep -q "parity of A against B" compare.txt || fail "compare printed: $(cat compare.txt)"
+code=0; "$frontier" report "$exp" --db "$work/no-such.db" > missing.txt 2>&1 || code=$?
+[[ $code == 1 ]] && grep -q "no store at" missing.txt && [[ ! -e "$work/no-such.db" ]] ||
+  fail "report --db of a missing file: exit $code, $(cat missing.txt)"
+code=0; "$frontier" compare "$exp" 2 nothing --db "$db" > nothing.txt 2>&1 || code=$?
+[[ $code == 2 ]] && grep -q "names no config" nothing.txt || fail "compare of an unknown config: exit $code, $(cat nothing.txt)"
+cp report.txt compare.txt "$artifacts/"
+echo "reads without a server ok: status, list, trials, report, pareto, compare"
+
+# A store of one's own (REPORT_STORE=runs/quickstart/frontier.db, REPORT_EXPERIMENT defaults to
+# exp-000001): its report through the same checks, its screenshots kept as quickstart-*.png.
+if [[ -n "${REPORT_STORE:-}" ]]; then
+  other="${REPORT_EXPERIMENT:-exp-000001}"
+  "$frontier" report "$other" --db "$REPORT_STORE" --html "$work/quickstart.html" > /dev/null ||
+    fail "report $other --db $REPORT_STORE"
+  "${check[@]}" probe "$work/quickstart.html" "$work/quickstart-probe.html"
+  browse profile-q --dump-dom "file://$work/quickstart-probe.html" > quickstart-dom.html 2> chromium-q.log ||
+    fail "chromium --dump-dom of the $other report failed"
+  browse profile-q1 --screenshot="$work/quickstart-report.png" "file://$work/quickstart.html" > /dev/null 2>&1
+  size=1440,5600 browse profile-q2 --screenshot="$work/quickstart-report-full.png" "file://$work/quickstart.html" \
+    > /dev/null 2>&1
+  cp quickstart-report.png quickstart-report-full.png quickstart.html "$artifacts/"
+  "$frontier" report "$other" --db "$REPORT_STORE" > "$artifacts/quickstart-report.txt"
+  quality=$(grep -q '<th>val IoU</th>' "$work/quickstart.html" && echo "val IoU" || echo "val acc")
+  "${check[@]}" views quickstart-dom.html --quality-column "$quality" || fail "the views of the $other report"
+  echo "the $other report of $REPORT_STORE renders ok: $artifacts/quickstart-report-full.png"
+fi

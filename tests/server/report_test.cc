@@ -94,7 +94,7 @@ TEST(ReportTest, ShowsEachConfigsBottleneckAndProfiles) {
   ASSERT_EQ(report.configs[0].profiles.size(), 1u);
   EXPECT_EQ(report.configs[0].profiles[0]["host"], "node7");
   EXPECT_EQ(BottleneckLabel(report.configs[1]), "input-bound");
-  const std::string table = RenderTable(report);
+  const std::string table = RenderTable(report, TableOptions{true});
   EXPECT_NE(table.find("bottleneck"), std::string::npos) << table;
   EXPECT_NE(table.find("input-bound"), std::string::npos) << table;
   const std::string html = RenderHtml(report);
@@ -512,10 +512,9 @@ TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
   const std::string table = RenderTable(BuildReport("exp-1", TestSpace(), TestTrials()));
   EXPECT_NE(table.find("experiment exp-1 (quickstart)"), std::string::npos);
   for (const char* text :
-       {"config", "seeds", "val acc", "speed-up [95% CI]", "parity", "front", "baseline", kPatchify, kBf16,
-        kConvnext, "3 (1 failed)", "0 (3 failed)", "2.00x [1.77, 2.23]", "-0.0010\u00b1", "at parity",
-        "no data", "0.9010\u00b10.0025",
-        "infeasible: {\"runtime.precision\":\"bf16\"}: peak_memory_mb mean 5000 > max 4096",
+       {"config", "seeds", "val acc", "speed-up [95% CI]", "parity", "front", "baseline", "stem=patchify",
+        "prec=bf16", "block=convnext", "3 (1 failed)", "0 (3 failed)", "2.00x [1.77,2.23]", "-0.0010\u00b1",
+        "at parity", "no data", "0.9010\u00b10.0025", "infeasible: prec=bf16: peak_memory_mb mean 5000 > max 4096",
         "hypervolume: 1.99889"}) {
     EXPECT_NE(table.find(text), std::string::npos) << text;
   }
@@ -546,12 +545,12 @@ TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
 TEST(ReportOutputTest, HtmlIsSelfContainedWithOneCirclePerConfigWithData) {
   const std::string html = RenderHtml(BuildReport("exp-1", TestSpace(), TestTrials()));
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_EQ(Count(html, "<svg"), 1u);
+  EXPECT_EQ(Count(html, "<svg class=\"plot front-plot\""), 1u);
   EXPECT_EQ(Count(html, "<circle class=\"config\""), 3u);  // convnext has no data
   EXPECT_EQ(Count(html, "<polyline class=\"front\""), 1u);
   EXPECT_EQ(Count(html, "<circle class=\"baseline\""), 1u);
   EXPECT_NE(html.find("data-config=\"{&quot;stem.kind&quot;:&quot;patchify&quot;}\""), std::string::npos);
-  EXPECT_NE(html.find("<table>"), std::string::npos);
+  EXPECT_NE(html.find("<table class=\"configs\">"), std::string::npos);
   EXPECT_NE(html.find("throughput (samples/s)"), std::string::npos);
   EXPECT_NE(html.find("class=\"legend\""), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);

@@ -1,0 +1,124 @@
+#include "server/cli/experiment_source.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "server/cli/cli.h"
+#include "server/rpc/proto_conversion.h"
+#include "server/rpc/rpc_status.h"
+#include "server/rpc/stored_report.h"
+#include "server/store/open_store.h"
+
+namespace frontier {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+class Server final : public ExperimentSource {
+ public:
+  explicit Server(Client& client) : client_(client) {}
+  Status GetExperiment(const v1::GetExperimentRequest& req, v1::Experiment* out) override {
+    return client_.stub().GetExperiment(client_.Context().get(), req, out);
+  }
+  Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* out) override {
+    return client_.stub().ListExperiments(client_.Context().get(), req, out);
+  }
+  Status ListTrials(const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out) override {
+    return client_.stub().ListTrials(client_.Context(120).get(), req, out);
+  }
+  Status GetReport(const v1::GetReportRequest& req, v1::GetReportResponse* out) override {
+    return client_.stub().GetReport(client_.Context(120).get(), req, out);
+  }
+  int Failure(const Status& status, const std::string& what) const override {
+    return client_.Failure(status, what);
+  }
+
+ private:
+  Client& client_;
+};
+
+Status NotFound(const std::string& id) { return Status(StatusCode::NOT_FOUND, "no experiment '" + id + "'"); }
+
+// The ExperimentService's read calls answered from the store itself.
+class Stored final : public ExperimentSource {
+ public:
+  Stored(std::string url, std::unique_ptr<Store> store) : url_(std::move(url)), store_(std::move(store)) {}
+  Status GetExperiment(const v1::GetExperimentRequest& req, v1::Experiment* out) override {
+    return Guarded("GetExperiment", [&] {
+      auto e = store_->GetExperiment(req.experiment_id());
+      if (!e) return NotFound(req.experiment_id());
+      FillExperiment(*store_, *e, out, true);
+      return Status::OK;
+    });
+  }
+  Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* out) override {
+    return Guarded("ListExperiments", [&] {
+      for (const auto& e : store_->ListExperiments(req.limit() > 0 ? req.limit() : 100)) {
+        FillExperiment(*store_, e, out->add_experiments(), false);
+      }
+      return Status::OK;
+    });
+  }
+  Status ListTrials(const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out) override {
+    return Guarded("ListTrials", [&] {
+      if (!store_->GetExperiment(req.experiment_id())) return NotFound(req.experiment_id());
+      for (const TrialRow& t : store_->ListTrials(req.experiment_id())) FillTrial(t, out->add_trials(), true);
+      return Status::OK;
+    });
+  }
+  Status GetReport(const v1::GetReportRequest& req, v1::GetReportResponse* out) override {
+    return Guarded("GetReport", [&] {
+      ReportRequest request;
+      request.experiment_id = req.experiment_id();
+      request.format = req.format();
+      request.front_only = req.front_only();
+      request.wide = req.wide();
+      request.compare.assign(req.compare().begin(), req.compare().end());
+      std::optional<RenderedReport> rendered;
+      try {
+        rendered = RenderStoredReport(*store_, request);
+      } catch (const std::invalid_argument& e) {
+        return Status(StatusCode::INVALID_ARGUMENT, e.what());
+      }
+      if (!rendered) return NotFound(req.experiment_id());
+      out->set_content(std::move(rendered->content));
+      out->set_content_type(std::move(rendered->content_type));
+      return Status::OK;
+    });
+  }
+  int Failure(const Status& s, const std::string& what) const override {
+    std::cerr << "frontier: " << what << ": " << s.error_message() << " (store " << url_ << ")\n";
+    if (s.error_code() == StatusCode::INVALID_ARGUMENT) return kCliInvalid;
+    if (s.error_code() == StatusCode::NOT_FOUND) return kCliNotFound;
+    return kCliFailed;
+  }
+
+ private:
+  std::string url_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace
+
+std::unique_ptr<ExperimentSource> ServerSource(Client& client) { return std::make_unique<Server>(client); }
+
+std::unique_ptr<ExperimentSource> StoreSource(const std::string& url) {
+  const bool postgres = url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
+  if (!postgres) {
+    const std::string path = url.rfind("sqlite:", 0) == 0 ? url.substr(7) : url;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      throw std::runtime_error("no store at '" + path + "' (the SQLite file `frontier run` wrote, e.g. " +
+                               "runs/quickstart/frontier.db)");
+    }
+  }
+  spdlog::set_level(spdlog::level::warn);  // the coordinator's per-report timings are not the CLI's output
+  return std::make_unique<Stored>(url, OpenStore(url));
+}
+
+}  // namespace frontier

@@ -1,0 +1,40 @@
+// Where the `frontier` read commands (status, list, trials, pareto, report,
+// compare) get their answers: a coordinator over gRPC (--server), or a store
+// read directly (--db FILE, --store URL) through the code the coordinator
+// answers with (server/rpc/proto_conversion.h, server/rpc/stored_report.h),
+// so both print the same. Answers are the ExperimentService's messages and
+// statuses; a store is only read.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "frontier/v1/frontier.grpc.pb.h"
+#include "server/cli/client.h"
+
+namespace frontier {
+
+class ExperimentSource {
+ public:
+  virtual ~ExperimentSource() = default;
+  virtual grpc::Status GetExperiment(const v1::GetExperimentRequest& req, v1::Experiment* out) = 0;
+  virtual grpc::Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* out) = 0;
+  virtual grpc::Status ListTrials(const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out) = 0;
+  virtual grpc::Status GetReport(const v1::GetReportRequest& req, v1::GetReportResponse* out) = 0;
+  // Prints "frontier: WHAT: MESSAGE" (with a hint where to look) and returns
+  // the exit code for the status (cli.h).
+  virtual int Failure(const grpc::Status& status, const std::string& what) const = 0;
+};
+
+// The coordinator `client` talks to; it must outlive the source.
+std::unique_ptr<ExperimentSource> ServerSource(Client& client);
+
+// The store at `url` (a SQLite file, sqlite:PATH or postgresql://...), opened
+// as the coordinator opens it (server/store/open_store.h). A SQLite file that
+// does not exist is an error, never created. Throws std::runtime_error (no
+// such file) and StoreError.
+std::unique_ptr<ExperimentSource> StoreSource(const std::string& url);
+
+}  // namespace frontier

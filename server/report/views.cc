@@ -1,0 +1,336 @@
+#include "server/report/views.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "server/analysis/parity.h"
+#include "server/report/format.h"
+#include "server/report/table.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+bool IsQuality(const std::string& metric) {
+  const MetricInfo* info = FindMetric(metric);
+  return info != nullptr ? info->quality : metric.find("loss") != std::string::npos;
+}
+
+const MetricSummary* Find(const ConfigSummary& config, const std::string& metric) {
+  auto it = config.metrics.find(metric);
+  return it == config.metrics.end() ? nullptr : &it->second;
+}
+
+bool HasData(const ConfigSummary& c) { return c.seeds_completed > 0; }
+
+// The parts of a label, trimmed: "convnext · bf16" and "bf16,convnext" name the same config.
+std::set<std::string> LabelParts(const std::string& label) {
+  std::set<std::string> parts;
+  std::string part;
+  auto flush = [&] {
+    const size_t b = part.find_first_not_of(' '), e = part.find_last_not_of(' ');
+    if (b != std::string::npos) parts.insert(part.substr(b, e - b + 1));
+    part.clear();
+  };
+  for (size_t i = 0; i < label.size(); ++i) {
+    if (label[i] == ',') {
+      flush();
+    } else if (label.compare(i, 2, "\u00b7") == 0) {
+      flush();
+      ++i;
+    } else {
+      part += label[i];
+    }
+  }
+  flush();
+  return parts;
+}
+
+}  // namespace
+
+std::vector<std::string> EffectMetrics(const Report& report) {
+  std::vector<std::string> metrics;
+  for (const Objective& o : report.objectives) metrics.push_back(o.metric);
+  if (std::find(metrics.begin(), metrics.end(), report.parity.metric) == metrics.end()) {
+    metrics.push_back(report.parity.metric);
+  }
+  return metrics;
+}
+
+std::optional<Effect> ChangeOf(const ConfigSummary& variant, const ConfigSummary& reference,
+                               const std::string& metric) {
+  const MetricSummary* v = Find(variant, metric);
+  const MetricSummary* r = Find(reference, metric);
+  if (v == nullptr || r == nullptr) return std::nullopt;
+  Effect effect{metric, !IsQuality(metric), {}};
+  if (!effect.relative) {
+    effect.interval = DifferenceInterval(*v, *r);
+    return effect;
+  }
+  const std::optional<Interval> ratio = SpeedupInterval(*v, *r);
+  if (!ratio) return std::nullopt;
+  effect.interval = *ratio;
+  effect.interval.value -= 1;
+  effect.interval.low -= 1;
+  effect.interval.high -= 1;
+  return effect;
+}
+
+std::vector<MainEffect> MainEffects(const Report& report) {
+  std::vector<MainEffect> out;
+  const std::vector<std::string> metrics = EffectMetrics(report);
+  for (const ReportDimension& dim : report.dimensions) {
+    if (dim.baseline_choice.is_null()) continue;
+    for (const json& choice : dim.choices) {
+      if (choice == dim.baseline_choice) continue;
+      // Matched pairs: a config with this choice and the one equal to it but for the baseline's choice.
+      std::vector<std::pair<const ConfigSummary*, const ConfigSummary*>> pairs;
+      for (const ConfigSummary& a : report.configs) {
+        if (!HasData(a) || !a.choices.is_object() || a.choices.value(dim.name, json()) != choice) continue;
+        json wanted = a.choices;
+        wanted[dim.name] = dim.baseline_choice;
+        for (const ConfigSummary& b : report.configs) {
+          if (HasData(b) && b.choices == wanted) {
+            pairs.emplace_back(&a, &b);
+            break;
+          }
+        }
+      }
+      if (pairs.empty()) continue;
+      MainEffect effect{dim.name, dim.short_name, ChoiceText(choice), static_cast<int>(pairs.size()), {}};
+      for (const std::string& metric : metrics) {
+        if (pairs.size() == 1) {
+          if (auto e = ChangeOf(*pairs[0].first, *pairs[0].second, metric)) effect.effects.push_back(*e);
+          continue;
+        }
+        std::vector<double> changes;
+        for (const auto& [a, b] : pairs) {
+          if (auto e = ChangeOf(*a, *b, metric)) changes.push_back(e->interval.value);
+        }
+        if (changes.empty()) continue;
+        const MetricSummary s = SummarizeMetric(changes);
+        const int n = static_cast<int>(changes.size());
+        effect.effects.push_back({metric, !IsQuality(metric), Interval{s.mean, s.ci_low, s.ci_high, n, n}});
+      }
+      out.push_back(std::move(effect));
+    }
+  }
+  return out;
+}
+
+std::vector<const ConfigSummary*> OneFactorConfigs(const Report& report) {
+  std::vector<const ConfigSummary*> out;
+  for (const ReportDimension& dim : report.dimensions) {
+    for (const ConfigSummary& c : report.configs) {
+      if (!c.is_baseline && c.changes.size() == 1 && c.changes[0].dimension == dim.name) out.push_back(&c);
+    }
+  }
+  return out;
+}
+
+std::vector<const ConfigSummary*> CumulativePath(const Report& report) {
+  std::vector<const ConfigSummary*> path;
+  if (report.strategy.name != "ablation" || !report.strategy.cumulative || report.configs.empty() ||
+      !report.configs.front().is_baseline) {
+    return path;
+  }
+  const std::string metric = report.strategy.metric.empty() && !report.objectives.empty()
+                                 ? report.objectives.front().metric
+                                 : report.strategy.metric;
+  const bool lower = LowerIsBetter(metric, report.objectives);
+  auto contains = [](const ConfigSummary& bigger, const ConfigSummary& smaller) {
+    for (const ConfigChange& change : smaller.changes) {
+      if (std::none_of(bigger.changes.begin(), bigger.changes.end(), [&](const ConfigChange& c) {
+            return c.dimension == change.dimension && c.choice == change.choice;
+          }))
+        return false;
+    }
+    return true;
+  };
+  path.push_back(&report.configs.front());
+  for (size_t round = 1;; ++round) {
+    std::vector<const ConfigSummary*> candidates;
+    for (const ConfigSummary& c : report.configs) {
+      if (c.changes.size() == round && contains(c, *path.back())) candidates.push_back(&c);
+    }
+    if (candidates.empty()) break;
+    const ConfigSummary* next = nullptr;
+    for (const ConfigSummary* c : candidates) {  // the one the next round built on
+      for (const ConfigSummary& later : report.configs) {
+        if (later.changes.size() == round + 1 && contains(later, *c)) next = c;
+      }
+    }
+    if (next == nullptr) {  // the last round: its best
+      for (const ConfigSummary* c : candidates) {
+        const MetricSummary* m = Find(*c, metric);
+        const MetricSummary* best = next == nullptr ? nullptr : Find(*next, metric);
+        if (m != nullptr && (best == nullptr || (lower ? m->mean < best->mean : m->mean > best->mean))) next = c;
+      }
+    }
+    if (next == nullptr) break;
+    path.push_back(next);
+  }
+  return path.size() > 1 ? path : std::vector<const ConfigSummary*>();
+}
+
+CostTotals TotalCost(const Report& report) {
+  CostTotals totals;
+  double completed_s = 0;
+  for (const ConfigSummary& c : report.configs) {
+    const SearchCost& s = c.cost;
+    totals.total.trials_run += s.trials_run;
+    totals.total.device_s += s.device_s;
+    totals.total.train_s += s.train_s;
+    totals.total.profile_s += s.profile_s;
+    totals.total.other_s += s.other_s;
+    totals.total.stopped_s += s.stopped_s;
+    totals.total.failed_s += s.failed_s;
+    totals.trials_completed += c.seeds_completed;
+    totals.trials_stopped += c.trials_stopped;
+    completed_s += s.train_s + s.profile_s + s.other_s;
+  }
+  if (totals.trials_completed == 0) return totals;
+  totals.mean_completed_s = completed_s / totals.trials_completed;
+  for (const ConfigSummary& c : report.configs) {
+    if (c.trials_stopped == 0) continue;
+    const double full = c.seeds_completed > 0
+                            ? (c.cost.train_s + c.cost.profile_s + c.cost.other_s) / c.seeds_completed
+                            : totals.mean_completed_s;
+    totals.early_stopping_saved_s += std::max(0.0, full * c.trials_stopped - c.cost.stopped_s);
+  }
+  if (report.grid_size > 0) {
+    totals.full_grid_s =
+        static_cast<double>(report.grid_size) * std::max(1, report.repeats) * totals.mean_completed_s;
+  }
+  return totals;
+}
+
+const ConfigSummary& FindConfig(const Report& report, const std::string& name) {
+  std::vector<const ConfigSummary*> found;
+  char* end = nullptr;
+  const long row = std::strtol(name.c_str(), &end, 10);
+  if (!name.empty() && *end == '\0') {
+    if (row >= 1 && row <= static_cast<long>(report.configs.size())) return report.configs[row - 1];
+    throw std::invalid_argument("config #" + name + ": the report has rows 1 to " +
+                                std::to_string(report.configs.size()));
+  }
+  const std::set<std::string> parts = LabelParts(name);
+  for (const ConfigSummary& c : report.configs) {
+    if (c.config_key == name || c.label == name || (!parts.empty() && LabelParts(c.label) == parts)) {
+      found.push_back(&c);
+    }
+  }
+  if (found.size() == 1) return *found.front();
+  std::string choices;
+  for (size_t i = 0; i < report.configs.size(); ++i) {
+    choices += Printf("\n  %zu  %s", i + 1, report.configs[i].label.c_str());
+  }
+  throw std::invalid_argument("config '" + name + "' " +
+                              (found.empty() ? "names no config" : "names several configs") +
+                              " of the report; give a row number, a label or a config key:" + choices);
+}
+
+Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const ConfigSummary& b) {
+  Comparison out;
+  out.a = &a;
+  out.b = &b;
+  for (const std::string& metric : SummarizedMetrics(report.objectives, report.constraints, report.parity)) {
+    MetricComparison m;
+    m.metric = metric;
+    if (const MetricSummary* s = Find(a, metric)) m.a = *s;
+    if (const MetricSummary* s = Find(b, metric)) m.b = *s;
+    if (!m.a && !m.b) continue;
+    if (m.a && m.b) {
+      m.difference = DifferenceInterval(*m.a, *m.b);
+      if (!IsQuality(metric)) m.ratio = SpeedupInterval(*m.a, *m.b);
+    }
+    out.metrics.push_back(std::move(m));
+  }
+  const bool lower = LowerIsBetter(report.parity.metric, report.objectives);
+  std::optional<Interval> paired;
+  if (report.parity.test == "paired") paired = PairedDifferenceInterval(a.parity_by_seed, b.parity_by_seed);
+  const MetricSummary* qa = Find(a, report.parity.metric);
+  const MetricSummary* qb = Find(b, report.parity.metric);
+  out.parity = "inconclusive";
+  if (paired) {
+    out.parity_test = "paired";
+    out.quality_delta = paired;
+    out.parity = PairedParityVerdict(a.parity_by_seed, b.parity_by_seed, report.parity.margin, lower);
+  } else if (qa != nullptr && qb != nullptr) {
+    out.parity_test = "welch";
+    out.quality_delta = DifferenceInterval(*qa, *qb);
+    out.parity = ParityVerdict(*qa, *qb, report.parity.margin, lower);
+  } else {
+    out.parity = "no data";
+  }
+  return out;
+}
+
+namespace {
+
+std::string Summary(const std::optional<MetricSummary>& s) {
+  if (!s) return "-";
+  if (s->n < 2) return Printf("%.6g (n=%d)", s->mean, s->n);
+  return Printf("%.6g [%.6g, %.6g] (n=%d)", s->mean, s->ci_low, s->ci_high, s->n);
+}
+
+std::string IntervalText(const std::optional<Interval>& i, const char* format) {
+  if (!i) return "-";
+  const std::string value = Printf(format, i->value);
+  if (i->n_variant < 2 || i->n_baseline < 2) return value;
+  return value + " [" + Printf(format, i->low) + ", " + Printf(format, i->high) + "]";
+}
+
+}  // namespace
+
+std::string RenderComparisonTable(const Report& report, const Comparison& c) {
+  TextTable table;
+  table.header = {"metric", "A: " + c.a->label, "B: " + c.b->label, "A - B [95% CI]", "A / B [95% CI]"};
+  table.right_aligned = {false, true, true, true, true};
+  for (const MetricComparison& m : c.metrics) {
+    table.rows.push_back({m.metric, Summary(m.a), Summary(m.b), IntervalText(m.difference, "%+.4g"),
+                          IntervalText(m.ratio, "%.3fx")});
+  }
+  std::string out = "experiment " + report.experiment_id + ": A = " + c.a->label + " vs B = " + c.b->label +
+                    "\n  A: " + c.a->config_key + "\n  B: " + c.b->config_key + "\n\n";
+  out += RenderTextTable(table, 0);
+  out += Printf("\nparity of A against B (%s, margin %g, %s test): %s; delta %s\n", report.parity.metric.c_str(),
+                report.parity.margin, c.parity_test.empty() ? "no" : c.parity_test.c_str(), c.parity.c_str(),
+                IntervalText(c.quality_delta, "%+.4f").c_str());
+  out += "intervals: two-sided 95% Student-t of each mean; A - B Welch; A / B delta method (docs/report.md)\n";
+  return out;
+}
+
+nlohmann::json ComparisonToJson(const Report& report, const Comparison& c) {
+  auto summary = [](const std::optional<MetricSummary>& s) -> json {
+    if (!s) return nullptr;
+    return {{"n", s->n}, {"mean", s->mean}, {"std", s->std}, {"ci_low", s->ci_low}, {"ci_high", s->ci_high}};
+  };
+  auto interval = [](const std::optional<Interval>& i) -> json {
+    if (!i) return nullptr;
+    return {{"value", i->value}, {"low", i->low}, {"high", i->high}, {"n_a", i->n_variant}, {"n_b", i->n_baseline}};
+  };
+  json metrics = json::array();
+  for (const MetricComparison& m : c.metrics) {
+    metrics.push_back({{"metric", m.metric},
+                       {"a", summary(m.a)},
+                       {"b", summary(m.b)},
+                       {"difference", interval(m.difference)},
+                       {"ratio", interval(m.ratio)}});
+  }
+  return {{"experiment_id", report.experiment_id},
+          {"a", {{"label", c.a->label}, {"config_key", c.a->config_key}}},
+          {"b", {{"label", c.b->label}, {"config_key", c.b->config_key}}},
+          {"metrics", metrics},
+          {"parity",
+           {{"metric", report.parity.metric},
+            {"margin", report.parity.margin},
+            {"test", c.parity_test},
+            {"verdict", c.parity},
+            {"delta", interval(c.quality_delta)}}}};
+}
+
+}  // namespace frontier

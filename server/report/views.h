@@ -1,0 +1,91 @@
+// The views a co-design engineer asks of a report, computed from it
+// (docs/report.md, "Views"): main effects per dimension, the ablation table
+// and its cumulative path, what the search cost, and two configs side by
+// side. Pure functions of a Report; the renderers draw them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/report/report.h"
+
+namespace frontier {
+
+// A change of one metric: absolute (variant - reference) for quality
+// metrics, relative (variant / reference - 1) for the others, with its 95% interval.
+struct Effect {
+  std::string metric;
+  bool relative = false;
+  Interval interval;  // n_variant = n_baseline = matched pairs when pairs > 1, else seeds
+};
+
+// One choice of one dimension against the baseline's choice: the mean over
+// matched pairs (two configs equal on every other dimension) of the change,
+// Student-t over the pairs; with one pair (a one-factor config and the
+// baseline) the seeds' Welch interval (the speed-up's delta-method interval for relative changes).
+struct MainEffect {
+  std::string dimension, short_name, choice;
+  int pairs = 0;
+  std::vector<Effect> effects;  // one per objective, then the parity metric when no objective names it
+};
+std::vector<MainEffect> MainEffects(const Report& report);
+
+// The metrics the views show changes of: the objectives, then the parity metric.
+std::vector<std::string> EffectMetrics(const Report& report);
+// The change of `metric` from `reference` to `variant` (see Effect); nullopt when either lacks it.
+std::optional<Effect> ChangeOf(const ConfigSummary& variant, const ConfigSummary& reference,
+                               const std::string& metric);
+
+// Configs that differ from the baseline in exactly one dimension, in the space's dimension order.
+std::vector<const ConfigSummary*> OneFactorConfigs(const Report& report);
+// The cumulative ablation path (strategy ablation with cumulative: true):
+// the baseline, then at each round the config the next round built on (the
+// last round: the best by the strategy's metric); empty for other strategies.
+std::vector<const ConfigSummary*> CumulativePath(const Report& report);
+
+// What the whole search cost, and what early stopping saved.
+struct CostTotals {
+  SearchCost total;
+  int trials_completed = 0, trials_stopped = 0;
+  double mean_completed_s = 0;  // device-seconds of a completed trial, on average
+  // Estimates (they are runs that never happened): each stopped trial run to
+  // the end at its config's mean completed cost (else the experiment's), less
+  // what it used; and the full grid at every seed at the mean completed cost.
+  double early_stopping_saved_s = 0;
+  double full_grid_s = 0;  // 0 when the grid size is unknown
+};
+CostTotals TotalCost(const Report& report);
+
+// Two configs side by side: every summarized metric of each with its
+// interval, their difference (a - b, Welch) and the parity verdict of a
+// against b as the reference (paired when the parity rule is and they share
+// at least 2 seeds).
+struct MetricComparison {
+  std::string metric;
+  std::optional<MetricSummary> a, b;
+  std::optional<Interval> difference;  // a - b, Welch
+  std::optional<Interval> ratio;       // a / b, for metrics other than quality
+};
+struct Comparison {
+  const ConfigSummary* a = nullptr;
+  const ConfigSummary* b = nullptr;
+  std::vector<MetricComparison> metrics;
+  std::string parity;       // "at parity", "worse", "inconclusive": a against b
+  std::string parity_test;  // "paired" or "welch"
+  std::optional<Interval> quality_delta;
+};
+
+// The config `name` names: "baseline", its row number in the report (1 is
+// the first), its label (parts in any order, separated by " · " or ","), or
+// its config key. Throws std::invalid_argument naming the choices when none
+// or several match.
+const ConfigSummary& FindConfig(const Report& report, const std::string& name);
+Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const ConfigSummary& b);
+
+// The comparison as an aligned text table (every metric, both intervals, the
+// difference and the verdict) and as JSON.
+std::string RenderComparisonTable(const Report& report, const Comparison& comparison);
+nlohmann::json ComparisonToJson(const Report& report, const Comparison& comparison);
+
+}  // namespace frontier

@@ -1,0 +1,425 @@
+// The report as people read it (issue 21): labels that say what differs from
+// the baseline, a terminal table that fits 120 columns, plots fitted to the
+// points with labels on the front and the baseline, the views (main
+// effects, ablation, learning curves, step times, profile, cost), the
+// comparison of two configs, and the report of a stored experiment read
+// straight from a SQLite store.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/search_space.h"
+#include "server/report/labels.h"
+#include "server/report/report.h"
+#include "server/report/views.h"
+#include "server/rpc/stored_report.h"
+#include "server/store/sqlite_store.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+SearchSpace Quickstart() { return LoadSearchSpaceFile(FRONTIER_SOURCE_DIR "/search_spaces/quickstart.yaml"); }
+
+size_t DisplayWidth(const std::string& text) {
+  return std::count_if(text.begin(), text.end(),
+                       [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; });
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', start)) {
+    lines.push_back(text.substr(start, at - start));
+    start = at + 1;
+  }
+  return lines;
+}
+
+// A made-up quickstart: every grid config at 2 seeds; bf16 is 1.5x the
+// throughput of fp32, convnext costs 0.02 accuracy, mhsa halves throughput.
+// Each trial held its device 10 s (8 s of it training), with two evaluations.
+std::vector<TrialRecord> QuickstartTrials(const SearchSpace& space) {
+  std::vector<TrialRecord> trials;
+  std::vector<Config> configs = EnumerateGrid(space);
+  int n = 0;
+  for (const Config& grid_config : configs) {
+    const bool baseline = IsBaseline(space, grid_config);
+    const Config config = baseline ? json::object() : grid_config;
+    const std::string block = grid_config.value("block", "basic");
+    const std::string attention = grid_config.value("stages[1].attention.kind", "none");
+    const std::string precision = grid_config.value("precision", "fp32");
+    for (int seed = 1; seed <= 2; ++seed) {
+      TrialRecord t;
+      t.trial_id = "t" + std::to_string(++n);
+      t.config = config;
+      t.config_key = ConfigKey(config);
+      t.is_baseline = baseline;
+      t.seed = seed;
+      t.state = "completed";
+      const double accuracy = 0.80 - (block == "convnext" ? 0.02 : 0) + (seed == 1 ? 0.001 : -0.001) +
+                              (attention == "linear" ? 0.004 : 0);
+      const double throughput = 1000 * (precision == "bf16" ? 1.5 : 1) * (attention == "mhsa" ? 0.5 : 1) *
+                                (seed == 1 ? 1.01 : 0.99);
+      t.result = {{"val_accuracy", accuracy},
+                  {"test_accuracy", accuracy - 0.01},
+                  {"throughput", {{"samples_per_s", throughput}}},
+                  {"step_time_ms", {{"median", 128000 / throughput}, {"p10", 100000 / throughput}, {"p90", 150000 / throughput}}},
+                  {"peak_memory_mb", 100},
+                  {"train_time_s", 8},
+                  {"evals", json::array({{{"step", 50}, {"train_time_s", 4}, {"val_accuracy", accuracy - 0.1}},
+                                         {{"step", 100}, {"train_time_s", 8}, {"val_accuracy", accuracy}}})}};
+      t.started_ms = 1000000 + n * 20000;
+      t.finished_ms = t.started_ms + 10000;
+      // Baselines: the configs that equal it in the grid are the baseline's own trials.
+      if (baseline && std::any_of(trials.begin(), trials.end(), [&](const TrialRecord& o) {
+            return o.is_baseline && o.seed == seed;
+          }))
+        continue;
+      trials.push_back(std::move(t));
+    }
+  }
+  return trials;
+}
+
+TEST(ConfigLabelTest, NamesWhatDiffersFromTheBaseline) {
+  const SearchSpace space = Quickstart();
+  ConfigLabeler labeler(space);
+  auto label = [&](const json& config) { return JoinLabel(labeler.Changes(config)); };
+  EXPECT_EQ(label(json::object()), "baseline");
+  EXPECT_EQ(label({{"block", "convnext"}, {"stages[1].attention.kind", "linear"}, {"precision", "bf16"}}),
+            "convnext \u00b7 attn=linear \u00b7 bf16");
+  // Dimensions at the baseline's value are not named.
+  EXPECT_EQ(label({{"block", "basic"}, {"stages[1].attention.kind", "mhsa"}, {"precision", "fp32"}}),
+            "attn=mhsa");
+  EXPECT_EQ(label({{"block", "fused_mbconv"}}), "fused_mbconv");
+  // Every label of the grid is distinct.
+  std::vector<std::string> labels;
+  for (const Config& c : EnumerateGrid(space)) labels.push_back(label(c));
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(std::adjacent_find(labels.begin(), labels.end()), labels.end());
+}
+
+TEST(ConfigLabelTest, BevSpaceLabelsAreShortAndDistinct) {
+  const SearchSpace space = LoadSearchSpaceFile(FRONTIER_SOURCE_DIR "/search_spaces/bev_lss.yaml");
+  ConfigLabeler labeler(space);
+  EXPECT_EQ(JoinLabel(labeler.Changes({{"bev.pooling", "fused"}})), "pool=fused");
+  EXPECT_EQ(JoinLabel(labeler.Changes({{"bev.view_transform", "ipm"}})), "view=ipm");
+  EXPECT_EQ(JoinLabel(labeler.Changes({{"bev.encoder[0].width", 64}})), "width=64");
+  EXPECT_EQ(JoinLabel(labeler.Changes({{"precision", "fp32"}})), "fp32");
+}
+
+TEST(ConfigLabelTest, WithoutDimensionsEveryEntryIsNamed) {
+  ConfigLabeler labeler{SearchSpace()};
+  EXPECT_EQ(JoinLabel(labeler.Changes({{"stem.kind", "patchify"}, {"runtime.precision", "bf16"}})),
+            "prec=bf16 \u00b7 stem=patchify");
+}
+
+TEST(ReportTableTest, FitsA120ColumnTerminalAndWideShowsEverything) {
+  const SearchSpace space = Quickstart();
+  const Report report = BuildReport("exp-1", space, QuickstartTrials(space));
+  ASSERT_EQ(report.configs.size(), 18u);
+  const std::string table = RenderTable(report);
+  for (const std::string& line : Lines(table)) EXPECT_LE(DisplayWidth(line), 120u) << line;
+  EXPECT_NE(table.find("convnext \u00b7 attn=linear \u00b7 bf16"), std::string::npos) << table;
+  EXPECT_EQ(table.find("{\""), std::string::npos) << "configs are named by labels, not JSON";
+  EXPECT_EQ(table.find("MFU %"), std::string::npos);
+  // Numbers right-aligned: every row's samples/s ends in the header's column.
+  const std::vector<std::string> lines = Lines(table);
+  const std::string& header = lines[2];
+  const size_t end = DisplayWidth(header.substr(0, header.find("samples/s") + 9));
+  for (size_t i = 4; i < 4 + report.configs.size(); ++i) {
+    const std::string& line = lines[i];
+    // The cell ends where the header ends: the character there is a digit, the next a space.
+    std::vector<std::string> chars;
+    for (size_t b = 0; b < line.size();) {
+      size_t len = 1;
+      while (b + len < line.size() && (static_cast<unsigned char>(line[b + len]) & 0xC0) == 0x80) ++len;
+      chars.push_back(line.substr(b, len));
+      b += len;
+    }
+    ASSERT_GT(chars.size(), end);
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(chars[end - 1][0]))) << line;
+    EXPECT_EQ(chars[end], " ") << line;
+  }
+  const std::string wide = RenderTable(report, TableOptions{true});
+  EXPECT_NE(wide.find("MFU %"), std::string::npos);
+  EXPECT_NE(wide.find("peak MB"), std::string::npos);
+  // A narrow terminal cuts the labels, never the numbers, and lists them in full below.
+  const std::string narrow = RenderTable(report, TableOptions{false, 90});
+  EXPECT_NE(narrow.find("configs in full:"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("\u2026"), std::string::npos);
+}
+
+TEST(ReportCsvTest, KeepsTheFullConfigAndAddsTheLabel) {
+  const SearchSpace space = Quickstart();
+  const std::string csv = RenderCsv(BuildReport("exp-1", space, QuickstartTrials(space)));
+  EXPECT_NE(csv.find("\"{\"\"block\"\":\"\"convnext\"\""), std::string::npos);
+  EXPECT_NE(csv.find(",label\r\n"), std::string::npos);
+  EXPECT_NE(csv.find(",convnext \u00b7 attn=linear \u00b7 bf16\r\n"), std::string::npos);
+}
+
+// The numbers of every `<NAME ... attr="N"` in `svg`.
+std::vector<double> Attributes(const std::string& svg, const std::string& element, const std::string& attr) {
+  std::vector<double> out;
+  const std::regex tag("<" + element + "[^>]*>");
+  const std::regex value(" " + attr + "=\"([-0-9.]+)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator(); ++it) {
+    std::smatch m;
+    const std::string text = it->str();
+    if (std::regex_search(text, m, value)) out.push_back(std::stod(m[1]));
+  }
+  return out;
+}
+
+TEST(ReportPlotTest, AxesFitThePointsAndIntervalsAreCutAtTheEdge) {
+  const SearchSpace space = Quickstart();
+  std::vector<TrialRecord> trials = QuickstartTrials(space);
+  // One config's seeds far apart: its interval must not stretch the axes.
+  for (TrialRecord& t : trials) {
+    if (t.config_key == R"({"block":"fused_mbconv","precision":"fp32","stages[1].attention.kind":"none"})") {
+      t.result["val_accuracy"] = t.seed == 1 ? 0.95 : 0.65;
+    }
+  }
+  const std::string html = RenderHtml(BuildReport("exp-1", space, trials));
+  const size_t plot_end = html.find("</svg>");
+  const std::string svg = html.substr(0, plot_end);
+  const std::vector<double> cx = Attributes(svg, "circle class=\"config\"", "cx");
+  const std::vector<double> cy = Attributes(svg, "circle class=\"config\"", "cy");
+  ASSERT_EQ(cx.size(), 18u);
+  // Plot area x 90..680, y 20..450: the points span most of both.
+  EXPECT_GT(*std::max_element(cx.begin(), cx.end()) - *std::min_element(cx.begin(), cx.end()), 0.8 * 590);
+  EXPECT_GT(*std::max_element(cy.begin(), cy.end()) - *std::min_element(cy.begin(), cy.end()), 0.8 * 430);
+  EXPECT_NE(svg.find("<path class=\"clipped\""), std::string::npos) << "the wide interval is cut and marked";
+  for (double y : Attributes(svg, "line class=\"errorbar\"", "y1")) {
+    EXPECT_GE(y, 20 - 1e-9);
+    EXPECT_LE(y, 450 + 1e-9);
+  }
+  // Labels on the front configs and the baseline only, by label.
+  const std::regex label_tag("<text class=\"point-label\"[^>]*>([^<]*)</text>");
+  std::vector<std::string> labels;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label_tag); it != std::sregex_iterator(); ++it) {
+    labels.push_back((*it)[1]);
+  }
+  const Report report = BuildReport("exp-1", space, trials);
+  size_t expected = 0;
+  for (const ConfigSummary& c : report.configs) expected += c.on_front || c.is_baseline;
+  EXPECT_EQ(labels.size(), expected);
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "baseline"), labels.end());
+  // Every point's tooltip has every metric with its interval and the parity verdict.
+  EXPECT_NE(svg.find("throughput: "), std::string::npos);
+  EXPECT_NE(svg.find("parity: "), std::string::npos);
+  EXPECT_NE(svg.find("peak_memory_mb: "), std::string::npos);
+}
+
+TEST(ReportViewsTest, MainEffectsRecoverEachChoicesChange) {
+  const SearchSpace space = Quickstart();
+  const Report report = BuildReport("exp-1", space, QuickstartTrials(space));
+  std::map<std::string, MainEffect> by_choice;
+  for (const MainEffect& e : MainEffects(report)) by_choice[e.short_name + "=" + e.choice] = e;
+  ASSERT_TRUE(by_choice.count("precision=bf16")) << by_choice.size();
+  ASSERT_TRUE(by_choice.count("block=convnext"));
+  ASSERT_TRUE(by_choice.count("attn=mhsa"));
+  auto effect = [&](const std::string& choice, const std::string& metric) {
+    for (const Effect& e : by_choice.at(choice).effects) {
+      if (e.metric == metric) return e;
+    }
+    ADD_FAILURE() << choice << " has no effect on " << metric;
+    return Effect{};
+  };
+  // 9 pairs per precision choice (3 blocks x 3 attentions).
+  EXPECT_EQ(by_choice.at("precision=bf16").pairs, 9);
+  EXPECT_NEAR(effect("precision=bf16", "throughput").interval.value, 0.5, 1e-9);
+  EXPECT_TRUE(effect("precision=bf16", "throughput").relative);
+  EXPECT_NEAR(effect("precision=bf16", "val_accuracy").interval.value, 0, 1e-9);
+  EXPECT_NEAR(effect("block=convnext", "val_accuracy").interval.value, -0.02, 1e-9);
+  EXPECT_FALSE(effect("block=convnext", "val_accuracy").relative);
+  EXPECT_NEAR(effect("attn=mhsa", "throughput").interval.value, -0.5, 1e-9);
+}
+
+TEST(ReportViewsTest, OneFactorConfigsFormTheAblationTable) {
+  const SearchSpace space = Quickstart();
+  const Report report = BuildReport("exp-1", space, QuickstartTrials(space));
+  std::vector<std::string> labels;
+  for (const ConfigSummary* c : OneFactorConfigs(report)) labels.push_back(c->label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"fused_mbconv", "convnext", "attn=mhsa", "attn=linear", "bf16"}));
+}
+
+TEST(ReportViewsTest, CumulativeAblationPathFollowsTheKeptChanges) {
+  SearchSpace space = Quickstart();
+  space.strategy.name = "ablation";
+  space.strategy.cumulative = true;
+  std::vector<TrialRecord> trials;
+  // Round 1: every one-factor change; round 2 builds on bf16; round 3 on bf16 + linear.
+  const std::vector<json> configs = {json::object(),
+                                     {{"precision", "bf16"}},
+                                     {{"block", "convnext"}},
+                                     {{"stages[1].attention.kind", "linear"}},
+                                     {{"precision", "bf16"}, {"stages[1].attention.kind", "linear"}},
+                                     {{"precision", "bf16"}, {"block", "convnext"}},
+                                     {{"precision", "bf16"}, {"stages[1].attention.kind", "linear"}, {"block", "fused_mbconv"}}};
+  int n = 0;
+  for (const json& config : configs) {
+    for (int seed = 1; seed <= 2; ++seed) {
+      TrialRecord t;
+      t.trial_id = "t" + std::to_string(++n);
+      t.config = config;
+      t.config_key = ConfigKey(config);
+      t.is_baseline = config.empty();
+      t.seed = seed;
+      t.state = "completed";
+      t.result = {{"val_accuracy", 0.8 + 0.001 * seed}, {"throughput", {{"samples_per_s", 100.0 * n}}}};
+      trials.push_back(t);
+    }
+  }
+  const Report report = BuildReport("exp-1", space, trials);
+  std::vector<std::string> path;
+  for (const ConfigSummary* c : CumulativePath(report)) path.push_back(c->label);
+  EXPECT_EQ(path, (std::vector<std::string>{"baseline", "bf16", "attn=linear \u00b7 bf16",
+                                            "fused_mbconv \u00b7 attn=linear \u00b7 bf16"}));
+}
+
+TEST(ReportViewsTest, CostCountsDeviceTimeAndWhatEarlyStoppingSaved) {
+  const SearchSpace space = Quickstart();
+  std::vector<TrialRecord> trials = QuickstartTrials(space);
+  const size_t completed = trials.size();
+  // Two more trials of the convnext config, stopped early after 2 s each.
+  for (int i = 0; i < 2; ++i) {
+    TrialRecord t;
+    t.trial_id = "stopped" + std::to_string(i);
+    t.config = {{"block", "convnext"}, {"precision", "fp32"}, {"stages[1].attention.kind", "none"}};
+    t.config_key = ConfigKey(t.config);
+    t.seed = 3 + i;
+    t.state = "stopped";
+    t.started_ms = 5000;
+    t.finished_ms = 7000;
+    trials.push_back(t);
+  }
+  const Report report = BuildReport("exp-1", space, trials);
+  const CostTotals totals = TotalCost(report);
+  EXPECT_EQ(totals.total.trials_run, static_cast<int>(completed) + 2);
+  EXPECT_NEAR(totals.total.device_s, 10.0 * completed + 4, 1e-9);
+  EXPECT_NEAR(totals.total.train_s, 8.0 * completed, 1e-9);
+  EXPECT_NEAR(totals.total.other_s, 2.0 * completed, 1e-9);
+  EXPECT_NEAR(totals.total.stopped_s, 4, 1e-9);
+  EXPECT_NEAR(totals.mean_completed_s, 10, 1e-9);
+  EXPECT_NEAR(totals.early_stopping_saved_s, 2 * 10 - 4, 1e-9);
+  EXPECT_NEAR(totals.full_grid_s, 18 * 2 * 10, 1e-9);
+  const std::string html = RenderHtml(report);
+  EXPECT_NE(html.find("early stopping: 2 trials stopped"), std::string::npos);
+}
+
+TEST(ReportViewsTest, HtmlHasEveryView) {
+  const SearchSpace space = Quickstart();
+  std::vector<TrialRecord> trials = QuickstartTrials(space);
+  trials[0].result["profile"] = {{"tool", "libtorch"},
+                                 {"window_ms", 300},
+                                 {"by_class", {{"compute", {{"share", 0.6}}}, {"elementwise", {{"share", 0.4}}}}}};
+  const std::string html = RenderHtml(BuildReport("exp-1", space, trials));
+  for (const char* id : {"front", "configs", "main-effects", "learning-curves", "ablation", "step-time", "profile",
+                         "cost"}) {
+    EXPECT_NE(html.find(std::string("<section id=\"") + id + "\""), std::string::npos) << id;
+  }
+  EXPECT_NE(html.find("<polyline class=\"curve\""), std::string::npos);
+  EXPECT_NE(html.find("<line class=\"target\""), std::string::npos);
+  EXPECT_NE(html.find("<circle class=\"ttt\""), std::string::npos);
+  EXPECT_NE(html.find("<g class=\"step-time\""), std::string::npos);
+  EXPECT_NE(html.find("<rect class=\"share\" data-class=\"compute\""), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("href="), std::string::npos);
+}
+
+TEST(CompareTest, FindsConfigsByRowLabelOrKeyAndJudgesParity) {
+  const SearchSpace space = Quickstart();
+  const Report report = BuildReport("exp-1", space, QuickstartTrials(space));
+  const ConfigSummary& bf16 = FindConfig(report, "bf16");
+  EXPECT_EQ(bf16.label, "bf16");
+  EXPECT_EQ(&FindConfig(report, "1"), &report.configs[0]);
+  EXPECT_EQ(&FindConfig(report, "baseline"), &report.configs[0]);
+  EXPECT_EQ(FindConfig(report, "bf16 , convnext · attn=linear").label, "convnext · attn=linear · bf16");
+  EXPECT_EQ(FindConfig(report, "bf16,convnext,attn=linear").label, "convnext \u00b7 attn=linear \u00b7 bf16");
+  EXPECT_EQ(&FindConfig(report, bf16.config_key), &bf16);
+  EXPECT_THROW(FindConfig(report, "patchify"), std::invalid_argument);
+  EXPECT_THROW(FindConfig(report, "99"), std::invalid_argument);
+
+  const Comparison c = CompareConfigs(report, bf16, FindConfig(report, "baseline"));
+  EXPECT_EQ(c.parity, "inconclusive");  // 2 seeds, 0.002 apart: the bounds straddle -0.01 (margin 0.01)
+  bool saw_throughput = false;
+  for (const MetricComparison& m : c.metrics) {
+    if (m.metric != "throughput") continue;
+    saw_throughput = true;
+    ASSERT_TRUE(m.ratio.has_value());
+    EXPECT_NEAR(m.ratio->value, 1.5, 1e-9);
+  }
+  EXPECT_TRUE(saw_throughput);
+  const std::string table = RenderComparisonTable(report, c);
+  EXPECT_NE(table.find("A: bf16"), std::string::npos) << table;
+  EXPECT_NE(table.find("1.500x"), std::string::npos) << table;
+  EXPECT_EQ(ComparisonToJson(report, c)["parity"]["verdict"], "inconclusive");
+}
+
+TEST(StoredReportTest, ReadsAnExperimentStraightFromASqliteStore) {
+  const std::string path = testing::TempDir() + "/stored_report_test.db";
+  std::filesystem::remove(path);
+  SqliteStore store(path);
+  const SearchSpace space = Quickstart();
+  ExperimentRecord e;
+  e.name = space.name;
+  std::ifstream in(FRONTIER_SOURCE_DIR "/search_spaces/quickstart.yaml");
+  e.space_yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  e.source_name = "quickstart.yaml";
+  e.goals_json = GoalsJson(space).dump();
+  std::vector<TrialRow> rows;
+  for (const TrialRecord& t : QuickstartTrials(space)) {
+    TrialRow row;
+    row.config_json = t.config_key;
+    row.is_baseline = t.is_baseline;
+    row.seed = t.seed;
+    rows.push_back(row);
+  }
+  const std::string id = store.CreateExperiment(e, rows, 1000);
+  std::vector<TrialRecord> trials = QuickstartTrials(space);
+  for (size_t i = 0; i < trials.size(); ++i) {
+    auto leased = store.LeaseNextTrial("w", 2000, 60000);
+    ASSERT_TRUE(leased.has_value());
+    const TrialRecord& t = *std::find_if(trials.begin(), trials.end(), [&](const TrialRecord& r) {
+      return r.config_key == leased->config_json && r.seed == leased->seed;
+    });
+    ASSERT_EQ(store.FinishTrial(leased->id, leased->attempt, "completed", t.result.dump(), "", 12000),
+              Transition::kApplied);
+  }
+  ReportRequest request;
+  request.experiment_id = id;
+  request.format = "table";
+  const auto table = RenderStoredReport(store, request);
+  ASSERT_TRUE(table.has_value());
+  EXPECT_NE(table->content.find("convnext \u00b7 attn=linear \u00b7 bf16"), std::string::npos) << table->content;
+  const auto report = StoredReport(store, id, false);
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->configs.size(), 18u);
+  EXPECT_NEAR(TotalCost(*report).total.device_s, 10.0 * trials.size(), 1e-9);  // leased at 2 s, done at 12 s
+  request.compare = {"bf16", "baseline"};
+  EXPECT_NE(RenderStoredReport(store, request)->content.find("A: bf16"), std::string::npos);
+  request.compare = {"bf16", "nothing"};
+  EXPECT_THROW(RenderStoredReport(store, request), std::invalid_argument);
+  request.compare.clear();
+  request.format = "pdf";
+  EXPECT_THROW(RenderStoredReport(store, request), std::invalid_argument);
+  request.format = "json";
+  request.experiment_id = "exp-999999";
+  EXPECT_FALSE(RenderStoredReport(store, request).has_value());
+}
+
+}  // namespace
+}  // namespace frontier
