@@ -271,26 +271,266 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{"mostly_one_point_per_cell", 1, 4096, 8, 1 << 16, 0, (1 << 16) - 1}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
 
-// Every registered pooling variant against the reference (NaivePool), forward
-// and gradient, on cells with points outside the grid and empty cells.
-TEST(BevPoolRegistryTest, EveryVariantMatchesTheReference) {
-  EXPECT_EQ(bev::PoolRegistry().Names(), (std::vector<std::string>{"fused", "naive"}));
-  torch::manual_seed(11);
-  const torch::Tensor cells = torch::randint(-5, 40, {700}, torch::kLong);
-  const bev::PoolPlan plan = bev::MakePoolPlan(cells, 36);
-  const torch::Tensor x0 = torch::randn({2, 700, 3}, torch::kDouble);
-  const torch::Tensor upstream = torch::randn({2, 36, 3}, torch::kDouble);
-  torch::Tensor xr = x0.clone().requires_grad_(true);
-  const torch::Tensor reference = bev::NaivePool(xr, plan);
-  (reference * upstream).sum().backward();
-  for (const std::string& name : bev::PoolRegistry().Names()) {
-    torch::Tensor x = x0.clone().requires_grad_(true);
-    const torch::Tensor y = bev::Pool(name, x, plan);
-    EXPECT_TRUE(torch::allclose(y, reference, 1e-12, 1e-12)) << name;
-    (y * upstream).sum().backward();
-    EXPECT_TRUE(torch::allclose(x.grad(), xr.grad(), 1e-12, 1e-12)) << name;
+// Random lift factors of a frustum shape: depth a softmax over the bins (as
+// the network's), features and the upstream gradient standard normal, all
+// rounded to `dtype`.
+struct Factors {
+  torch::Tensor depth, features, upstream;
+};
+
+Factors RandomFactors(const bev::FrustumShape& s, int64_t batch, int64_t channels, int64_t cells,
+                      torch::ScalarType dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  Factors f;
+  f.depth = torch::softmax(torch::randn({batch, s.cameras, s.depth_bins, s.height, s.width}, torch::kDouble), 2)
+                .to(dtype);
+  f.features = torch::randn({batch, s.cameras, s.height, s.width, channels}, torch::kDouble).to(dtype);
+  f.upstream = torch::randn({batch, cells, channels}, torch::kDouble).to(dtype);
+  return f;
+}
+
+// A pooling's output and its two input gradients for sum(y * upstream).
+struct Pooled {
+  torch::Tensor out, grad_depth, grad_features;
+};
+
+Pooled RunPool(const std::string& variant, const Factors& f, const bev::PoolPlan& plan) {
+  torch::Tensor d = f.depth.clone().requires_grad_(true), x = f.features.clone().requires_grad_(true);
+  torch::Tensor y = bev::Pool(variant, d, x, plan);
+  (y * f.upstream).sum().backward();
+  return {y.detach(), d.grad(), x.grad()};
+}
+
+// The reference: naive pooling in double of the same (rounded) inputs. With
+// abs() of every input it gives each result's scale S = sum |terms|, which
+// bounds the rounding error of any summation order.
+Pooled Reference(const Factors& f, const bev::PoolPlan& plan, bool scale) {
+  auto prep = [&](const torch::Tensor& t) { return scale ? t.to(torch::kDouble).abs() : t.to(torch::kDouble); };
+  return RunPool("naive", Factors{prep(f.depth), prep(f.features), prep(f.upstream)}, plan);
+}
+
+// Error bound of an implementation in `dtype` relative to S (stated in
+// docs/bev.md): accumulation in double / float over at most n terms per sum
+// gives n * u (u = 2^-53 / 2^-24); bf16 and fp16 accumulate in float and
+// round the result once, so 2^-8 (bf16) / 2^-10 (fp16), twice that rounding.
+double RelativeBound(torch::ScalarType dtype, int64_t n) {
+  switch (dtype) {
+    case torch::kDouble: return (n + 2) * std::ldexp(1.0, -53);
+    case torch::kFloat: return (n + 2) * std::ldexp(1.0, -24);
+    case torch::kBFloat16: return std::ldexp(1.0, -8);
+    default: return std::ldexp(1.0, -10);
   }
-  EXPECT_THROW(bev::Pool("scatter", x0, plan), std::invalid_argument);
+}
+
+// Every element within relative * S of the reference (exact zeros where S is
+// 0, e.g. empty cells); a failure names the worst element.
+void ExpectWithin(const torch::Tensor& actual, const torch::Tensor& expected, const torch::Tensor& scale,
+                  double relative, const std::string& what) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const torch::Tensor excess = (actual.to(torch::kDouble) - expected).abs() - relative * scale;
+  const int64_t worst = excess.flatten().nan_to_num(1e300).argmax().item<int64_t>();
+  EXPECT_LE(excess.flatten()[worst].item<double>(), 0)
+      << what << ": worst at flat index " << worst << ": " << actual.flatten()[worst].item<double>() << " vs "
+      << expected.flatten()[worst].item<double>() << ", bound " << relative * scale.flatten()[worst].item<double>();
+}
+
+// The longest sum any variant computes: a cell's points, a feature row's
+// depth bins, or the channels of a depth gradient.
+int64_t LongestSum(const bev::PoolPlan& plan, int64_t channels) {
+  int64_t n = channels;
+  if (plan.interval_lengths.numel() > 0) n = std::max(n, plan.interval_lengths.max().item<int64_t>());
+  return std::max(n, plan.shape.depth_bins);
+}
+
+void ExpectMatchesReference(const std::string& variant, const Factors& f, const bev::PoolPlan& plan,
+                            const std::string& what) {
+  const Pooled ref = Reference(f, plan, false), scale = Reference(f, plan, true);
+  const Pooled got = RunPool(variant, f, plan);
+  EXPECT_EQ(got.out.scalar_type(), f.features.scalar_type()) << what;
+  EXPECT_EQ(got.grad_depth.scalar_type(), f.depth.scalar_type()) << what;
+  const double bound = RelativeBound(f.features.scalar_type(), LongestSum(plan, f.features.size(-1)));
+  ExpectWithin(got.out, ref.out, scale.out, bound, what + " forward");
+  ExpectWithin(got.grad_depth, ref.grad_depth, scale.grad_depth, bound, what + " depth gradient");
+  ExpectWithin(got.grad_features, ref.grad_features, scale.grad_features, bound, what + " feature gradient");
+}
+
+bev::PoolPlan RandomPlan(const bev::FrustumShape& shape, int64_t cells, int64_t lo, int64_t hi, uint64_t seed) {
+  torch::manual_seed(seed);
+  return bev::MakePoolPlan(torch::randint(lo, hi + 1, {shape.points()}, torch::kLong), cells, shape);
+}
+
+// Every registered pooling variant against the reference (naive), forward
+// and both input gradients, on cells with points outside the grid and empty
+// cells.
+TEST(BevPoolRegistryTest, EveryVariantMatchesTheReference) {
+  EXPECT_EQ(bev::PoolRegistry().Names(), (std::vector<std::string>{"depth_fused", "fused", "naive"}));
+  const bev::FrustumShape shape{3, 5, 4, 6};
+  const bev::PoolPlan plan = RandomPlan(shape, 36, -5, 40, 11);
+  const Factors f = RandomFactors(shape, 2, 3, 36, torch::kDouble, 12);
+  for (const std::string& name : bev::PoolRegistry().Names()) ExpectMatchesReference(name, f, plan, name);
+  EXPECT_THROW(bev::Pool("scatter", f.depth, f.features, plan), std::invalid_argument);
+}
+
+// depth_fused against the reference: random draws per case and dtype.
+struct DepthCase {
+  const char* name;
+  bev::FrustumShape shape;
+  int64_t batch, channels, cells;
+  int64_t cell_lo, cell_hi;  // point cells uniform in [lo, hi]; outside [0, cells) means off the grid
+  int64_t only_point;        // >= 0: every other point off the grid, this one in cell 3
+};
+
+class BevDepthPoolTest : public ::testing::TestWithParam<std::tuple<DepthCase, torch::ScalarType>> {};
+
+TEST_P(BevDepthPoolTest, MatchesTheReferenceForwardAndBothGradients) {
+  const auto& [c, dtype] = GetParam();
+  for (uint64_t draw = 0; draw < 4; ++draw) {
+    bev::PoolPlan plan = RandomPlan(c.shape, c.cells, c.cell_lo, c.cell_hi, 100 + draw);
+    if (c.only_point >= 0) {
+      torch::Tensor cells = torch::full({c.shape.points()}, -1, torch::kLong);
+      cells[c.only_point] = 3;
+      plan = bev::MakePoolPlan(cells, c.cells, c.shape);
+      ASSERT_EQ(plan.interval_cells.numel(), 1);
+    }
+    const Factors f = RandomFactors(c.shape, c.batch, c.channels, c.cells, dtype, 200 + draw);
+    ExpectMatchesReference("depth_fused", f, plan, std::string(c.name) + " draw " + std::to_string(draw));
+    if (dtype == torch::kFloat) {  // the naive variant itself, in float, within both bounds
+      const Pooled naive = RunPool("naive", f, plan), fused = RunPool("depth_fused", f, plan);
+      const Pooled scale = Reference(f, plan, true);
+      ExpectWithin(fused.out, naive.out.to(torch::kDouble), scale.out,
+                   2 * RelativeBound(dtype, LongestSum(plan, c.channels)), "vs naive in float");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BevDepthPoolTest,
+    ::testing::Combine(
+        ::testing::Values(DepthCase{"random_some_outside", {2, 5, 3, 4}, 3, 5, 64, -10, 70, -1},
+                          DepthCase{"wide_channels", {1, 4, 2, 3}, 2, 67, 16, 0, 15, -1},
+                          DepthCase{"empty_cells", {2, 3, 2, 5}, 2, 4, 1000, 0, 9, -1},
+                          DepthCase{"all_in_one_cell", {3, 6, 2, 2}, 2, 3, 16, 7, 7, -1},
+                          DepthCase{"all_outside", {2, 2, 2, 2}, 2, 3, 16, 16, 40, -1},
+                          DepthCase{"single_point", {2, 3, 2, 2}, 2, 9, 16, 0, 0, 17},
+                          DepthCase{"one_point_per_cell", {2, 8, 8, 8}, 1, 8, 1 << 16, 0, (1 << 16) - 1, -1}),
+        ::testing::Values(torch::kDouble, torch::kFloat, torch::kBFloat16)),
+    [](const ::testing::TestParamInfo<std::tuple<DepthCase, torch::ScalarType>>& info) {
+      return std::string(std::get<0>(info.param).name) + "_" +
+             std::string(c10::toString(std::get<1>(info.param)));
+    });
+
+// Independent of naive: central finite differences of sum(y * upstream) in
+// double, for entries of both inputs.
+TEST(BevDepthPoolTest, GradientsMatchFiniteDifferences) {
+  const bev::FrustumShape shape{2, 5, 3, 4};
+  const bev::PoolPlan plan = RandomPlan(shape, 64, -10, 70, 5);
+  const Factors f = RandomFactors(shape, 2, 5, 64, torch::kDouble, 6);
+  const Pooled got = RunPool("depth_fused", f, plan);
+  auto loss = [&](const torch::Tensor& d, const torch::Tensor& x) {
+    return (bev::DepthFusedPool(d, x, plan) * f.upstream).sum().item<double>();
+  };
+  int checked_nonzero = 0;
+  for (int64_t flat = 0; flat < f.depth.numel(); flat += 7) {
+    torch::Tensor up = f.depth.clone(), down = f.depth.clone();
+    up.view(-1)[flat] += 1e-6;
+    down.view(-1)[flat] -= 1e-6;
+    const double numeric = (loss(up, f.features) - loss(down, f.features)) / 2e-6;
+    EXPECT_NEAR(got.grad_depth.view(-1)[flat].item<double>(), numeric, 1e-6) << "depth entry " << flat;
+    checked_nonzero += std::abs(numeric) > 1e-3;
+  }
+  for (int64_t flat = 0; flat < f.features.numel(); flat += 5) {
+    torch::Tensor up = f.features.clone(), down = f.features.clone();
+    up.view(-1)[flat] += 1e-6;
+    down.view(-1)[flat] -= 1e-6;
+    const double numeric = (loss(f.depth, up) - loss(f.depth, down)) / 2e-6;
+    EXPECT_NEAR(got.grad_features.view(-1)[flat].item<double>(), numeric, 1e-6) << "feature entry " << flat;
+    checked_nonzero += std::abs(numeric) > 1e-3;
+  }
+  EXPECT_GT(checked_nonzero, 10) << "the check must see non-zero gradients";
+}
+
+// On the frustum of a real rig (the shapes a network gives it), in float and
+// bf16, from non-contiguous features as the network passes them.
+TEST(BevDepthPoolTest, MatchesTheReferenceOnARigFrustum) {
+  BevTaskSpec task = SmallTask();
+  task.cameras = 4;
+  BevArchSpec spec;
+  spec.depth_bins = 8;
+  const auto plan = model::LssPoolPlan(bev::MakeRig(task), 8, 22, spec);
+  ASSERT_GT(plan->ranks.numel(), 100);
+  for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+    Factors f = RandomFactors(plan->shape, 2, 16, plan->cells, dtype, 9);
+    f.features = f.features.permute({0, 1, 4, 2, 3}).contiguous().permute({0, 1, 3, 4, 2});
+    ASSERT_FALSE(f.features.is_contiguous());
+    ExpectMatchesReference("depth_fused", f, *plan, c10::toString(dtype));
+  }
+}
+
+// The kernels' mixed precision: bf16 depth with float features is pooled in
+// float (the promoted type), as naive's product would be.
+TEST(BevDepthPoolTest, MixedDtypesPoolInThePromotedType) {
+  const bev::FrustumShape shape{2, 3, 2, 2};
+  const bev::PoolPlan plan = RandomPlan(shape, 16, 0, 15, 1);
+  Factors f = RandomFactors(shape, 2, 4, 16, torch::kFloat, 2);
+  f.depth = f.depth.to(torch::kBFloat16);
+  const Pooled naive = RunPool("naive", f, plan), fused = RunPool("depth_fused", f, plan);
+  EXPECT_EQ(fused.out.scalar_type(), torch::kFloat);
+  EXPECT_EQ(fused.grad_depth.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::allclose(fused.out, naive.out, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(fused.grad_features, naive.grad_features, 1e-5, 1e-6));
+}
+
+TEST(BevDepthPoolTest, RejectsInputsThatDoNotFitThePlan) {
+  const bev::FrustumShape shape{2, 3, 2, 2};
+  const bev::PoolPlan plan = RandomPlan(shape, 16, 0, 15, 1);
+  const Factors f = RandomFactors(shape, 2, 4, 16, torch::kFloat, 2);
+  auto expect_error = [](const torch::Tensor& d, const torch::Tensor& x, const bev::PoolPlan& p,
+                         const std::string& expected) {
+    std::string message = "no error";
+    try {
+      bev::DepthFusedPool(d, x, p);
+    } catch (const c10::Error& e) {
+      message = e.what_without_backtrace();
+    }
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  };
+  expect_error(f.depth.narrow(2, 0, 2), f.features, plan, "depth must be (B, 2, 3, 2, 2)");
+  expect_error(f.depth, f.features.narrow(0, 0, 1), plan, "features must be (2, 2, 2, 2, C)");
+  expect_error(f.depth, f.features, bev::MakePoolPlan(plan.point_cells, 16),
+               "needs a plan built with the frustum's shape");
+  expect_error(f.depth.to(torch::kLong), f.features, plan, "must be floating");
+  EXPECT_THROW(bev::MakePoolPlan(plan.point_cells, 16, bev::FrustumShape{2, 3, 2, 3}), c10::Error);
+}
+
+// The plan's depth_fused half for a hand-made case: 2 cameras x 2 bins x 1 x 2
+// pixels, so point p = (camera, bin, column) = 4 * camera + 2 * bin + column
+// and its feature row is 2 * camera + column.
+TEST(BevPoolPlanTest, FeatureIntervalsGroupThePointsOfEachPixel) {
+  //                                 p: 0  1   2  3  4  5   6  7
+  const torch::Tensor cells = torch::tensor({5, 2, 5, -1, 2, 0, 9, 5}, torch::kLong);
+  const bev::PoolPlan plan = bev::MakePoolPlan(cells, 8, bev::FrustumShape{2, 2, 1, 2});
+  EXPECT_TRUE(torch::equal(plan.ranks, torch::tensor({5, 1, 4, 0, 2, 7}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.feature_ranks, torch::tensor({3, 1, 2, 0, 0, 3}, torch::kLong)));
+  // Rows: 0 <- points 0, 2; 1 <- 1; 2 <- 4; 3 <- 5, 7 (6 is off the grid).
+  EXPECT_TRUE(torch::equal(plan.feature_points, torch::tensor({0, 2, 1, 4, 5, 7}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.feature_point_cells, torch::tensor({5, 5, 2, 2, 0, 5}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.feature_interval_rows, torch::tensor({0, 1, 2, 3}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.feature_interval_starts, torch::tensor({0, 2, 3, 4}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(plan.feature_interval_lengths, torch::tensor({2, 1, 1, 2}, torch::kLong)));
+}
+
+TEST(BevPoolPlanTest, OnePlanPerGeometryIsShared) {
+  const bev::Rig rig = bev::MakeRig(SmallTask());
+  BevArchSpec spec;
+  const auto a = model::LssPoolPlan(rig, 8, 22, spec), b = model::LssPoolPlan(rig, 8, 22, spec);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_TRUE(torch::equal(a->point_cells, model::FrustumCells(rig, 8, 22, spec)));
+  EXPECT_EQ(a->shape.depth_bins, spec.depth_bins);
+  spec.depth_bins = 12;
+  EXPECT_NE(model::LssPoolPlan(rig, 8, 22, spec).get(), a.get());
+  BevTaskSpec wider = SmallTask();
+  wider.fov_deg = 90;
+  EXPECT_NE(model::LssPoolPlan(bev::MakeRig(wider), 8, 22, BevArchSpec{}).get(), a.get());
 }
 
 TEST(BevPoolPlanTest, IntervalsCoverEachCellOnceInOrder) {
@@ -355,7 +595,7 @@ std::shared_ptr<model::BevNetImpl> BuildBevNet(const ResolvedArch& arch, const T
 
 TEST(BevNetTest, EveryViewTransformGivesGridLogits) {
   for (const auto& [vt, pooling] : std::vector<std::pair<std::string, std::string>>{
-           {"lss", "naive"}, {"lss", "fused"}, {"ipm", "naive"}, {"mean_lift", "naive"}}) {
+           {"lss", "naive"}, {"lss", "fused"}, {"lss", "depth_fused"}, {"ipm", "naive"}, {"mean_lift", "naive"}}) {
     const TrialSpec spec = BevSpec(vt, pooling);
     auto net = BuildBevNet(ResolveArch(spec.arch, spec.task), spec.task);
     const torch::Tensor x = torch::randn({2, 12, 24, 64});
@@ -372,21 +612,34 @@ TEST(BevNetTest, EveryViewTransformGivesGridLogits) {
   }
 }
 
-TEST(BevNetTest, FusedAndNaivePoolingGiveTheSameNetwork) {
+// The same weights give the same network with every pooling variant: output
+// and parameter gradients of a training step.
+TEST(BevNetTest, EveryPoolingGivesTheSameNetwork) {
+  const TrialSpec ns = BevSpec("lss", "naive");
   torch::manual_seed(1);
-  auto naive = BuildBevNet(ResolveArch(BevSpec("lss", "naive").arch, BevSpec("lss", "naive").task),
-                           BevSpec("lss", "naive").task);
-  const TrialSpec fs = BevSpec("lss", "fused");
-  auto fused = BuildBevNet(ResolveArch(fs.arch, fs.task), fs.task);
-  {
-    torch::NoGradGuard no_grad;
-    auto src = naive->named_parameters(), dst = fused->named_parameters();
-    for (const auto& item : src) dst[item.key()].copy_(item.value());
-  }
-  naive->eval();
-  fused->eval();
+  auto naive = BuildBevNet(ResolveArch(ns.arch, ns.task), ns.task);
   const torch::Tensor x = torch::randn({2, 12, 24, 64});
-  EXPECT_TRUE(torch::allclose(naive->forward(x), fused->forward(x), 1e-4, 1e-5));
+  const torch::Tensor y = naive->forward(x);
+  y.square().sum().backward();
+  for (const std::string pooling : {"fused", "depth_fused"}) {
+    const TrialSpec spec = BevSpec("lss", pooling);
+    auto net = BuildBevNet(ResolveArch(spec.arch, spec.task), spec.task);
+    EXPECT_EQ(&net->pool_plan(), &naive->pool_plan()) << "one plan per geometry";
+    {
+      torch::NoGradGuard no_grad;
+      auto src = naive->named_parameters(), dst = net->named_parameters();
+      for (const auto& item : src) dst[item.key()].copy_(item.value());
+    }
+    const torch::Tensor yp = net->forward(x);
+    EXPECT_TRUE(torch::allclose(yp, y, 1e-4, 1e-5)) << pooling << ": " << (yp - y).abs().max().item<double>();
+    yp.square().sum().backward();
+    auto expected = naive->named_parameters();
+    for (const auto& item : net->named_parameters()) {
+      const torch::Tensor& g = expected[item.key()].grad();
+      EXPECT_TRUE(torch::allclose(item.value().grad(), g, 1e-3, 1e-5 * g.abs().max().item<double>()))
+          << pooling << " " << item.key();
+    }
+  }
 }
 
 TEST(BevNetTest, DepthBinsFollowTheFrustumBins) {
@@ -479,6 +732,8 @@ TEST(BevNetTest, FrustumPointsAheadOfTheFrontCameraLandAhead) {
 TEST(BevSpecTest, ValidatesTheBevSections) {
   EXPECT_NO_THROW(BevSpec("lss", "fused"));
   EXPECT_THROW(BevSpec("ipm", "fused"), SpecError);  // pooling applies to lss only
+  EXPECT_THROW(BevSpec("mean_lift", "depth_fused"), SpecError);
+  EXPECT_EQ(ToJson(BevSpec("lss", "depth_fused"))["arch"]["bev"]["pooling"], "depth_fused");
   nlohmann::json j = ToJson(BevSpec("lss", "fused"));
   EXPECT_EQ(j["arch"]["bev"]["pooling"], "fused");
   EXPECT_EQ(j["arch"]["bev"]["depth_loss_weight"], 0.0);  // depth supervision is off by default

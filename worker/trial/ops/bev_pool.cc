@@ -1,8 +1,13 @@
 #include "worker/trial/ops/bev_pool.h"
 
+#include <utility>
+#include <vector>
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+
+#include "worker/trial/ops/bev_pool_internal.h"
 
 #ifdef FRONTIER_WITH_CUDA_OPS
 #include <c10/cuda/CUDAStream.h>
@@ -15,9 +20,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
-
-// Work per parallel task: enough intervals that scheduling overhead is small.
-constexpr int64_t kGrainIntervals = 64;
 
 void CheckInputs(const torch::Tensor& x, const PoolPlan& plan) {
   TORCH_CHECK(x.dim() == 3, "BEV pooling expects features (B, P, C), got ", x.sizes());
@@ -77,18 +79,6 @@ void BackwardCpu(const torch::Tensor& grad_out, const PoolPlan& plan, torch::Ten
   });
 }
 
-// The plan travels through autograd as saved tensors (it holds no state of its own).
-PoolPlan PlanFrom(AutogradContext* ctx) {
-  PoolPlan plan;
-  plan.points = ctx->saved_data["points"].toInt();
-  plan.cells = ctx->saved_data["cells"].toInt();
-  plan.ranks = ctx->saved_data["ranks"].toTensor();
-  plan.interval_starts = ctx->saved_data["starts"].toTensor();
-  plan.interval_lengths = ctx->saved_data["lengths"].toTensor();
-  plan.interval_cells = ctx->saved_data["interval_cells"].toTensor();
-  return plan;
-}
-
 torch::Tensor FusedForward(const torch::Tensor& input, const PoolPlan& plan) {
   const torch::Tensor x = input.contiguous();
   torch::Tensor out = torch::zeros({x.size(0), plan.cells, x.size(2)}, x.options());
@@ -132,37 +122,55 @@ torch::Tensor FusedBackward(const torch::Tensor& grad, const PoolPlan& plan, int
 class FusedPoolFunction : public torch::autograd::Function<FusedPoolFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const PoolPlan& plan) {
-    ctx->saved_data["points"] = plan.points;
-    ctx->saved_data["cells"] = plan.cells;
-    ctx->saved_data["ranks"] = plan.ranks;
-    ctx->saved_data["starts"] = plan.interval_starts;
-    ctx->saved_data["lengths"] = plan.interval_lengths;
-    ctx->saved_data["interval_cells"] = plan.interval_cells;
+    SavePlan(ctx, plan);
     ctx->saved_data["batch"] = x.size(0);
     return FusedForward(x, plan);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    const PoolPlan plan = PlanFrom(ctx);
+    const PoolPlan& plan = SavedPlanOf(ctx);
     // FusedBackward is itself linear in the gradient but not recorded, so
     // double backward is not supported (not needed for training).
     return {FusedBackward(grads[0], plan, ctx->saved_data["batch"].toInt()), torch::Tensor()};
   }
 };
 
+// The runs of equal values of a sorted 1-d int64 tensor: (starts, lengths, values).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Runs(const torch::Tensor& sorted) {
+  std::vector<int64_t> starts, lengths, values;
+  const torch::Tensor s = sorted.contiguous();
+  const int64_t* v = s.data_ptr<int64_t>();
+  for (int64_t i = 0, n = s.numel(); i < n; ++i) {
+    if (i == 0 || v[i] != v[i - 1]) {
+      starts.push_back(i);
+      lengths.push_back(0);
+      values.push_back(v[i]);
+    }
+    ++lengths.back();
+  }
+  auto to_tensor = [](const std::vector<int64_t>& x) {
+    return torch::tensor(torch::ArrayRef<int64_t>(x), torch::kLong).reshape({static_cast<int64_t>(x.size())});
+  };
+  return {to_tensor(starts), to_tensor(lengths), to_tensor(values)};
+}
+
 }  // namespace
 
 PoolPlan PoolPlan::To(const torch::Device& device) const {
   PoolPlan p = *this;
-  for (torch::Tensor* t : {&p.point_cells, &p.valid_points, &p.valid_cells, &p.ranks, &p.interval_starts,
-                           &p.interval_lengths, &p.interval_cells}) {
-    *t = t->to(device);
+  for (torch::Tensor* t :
+       {&p.point_cells, &p.valid_points, &p.valid_cells, &p.ranks, &p.interval_starts, &p.interval_lengths,
+        &p.interval_cells, &p.feature_ranks, &p.feature_points, &p.feature_point_cells,
+        &p.feature_interval_starts, &p.feature_interval_lengths, &p.feature_interval_rows}) {
+    if (t->defined()) *t = t->to(device);
   }
   return p;
 }
 
-PoolPlan MakePoolPlan(const torch::Tensor& point_cells, int64_t cells) {
+PoolPlan MakePoolPlan(const torch::Tensor& point_cells, int64_t cells, const FrustumShape& shape) {
   TORCH_CHECK(point_cells.dim() == 1, "point_cells must be 1-d");
+  TORCH_CHECK(!shape.defined() || shape.points() == point_cells.numel(), "BEV pooling plan: the frustum shape has ",
+              shape.points(), " points, point_cells ", point_cells.numel());
   PoolPlan plan;
   plan.points = point_cells.numel();
   plan.cells = cells;
@@ -175,24 +183,49 @@ PoolPlan MakePoolPlan(const torch::Tensor& point_cells, int64_t cells) {
   // fused sum adds them in the same order as the naive index_add.
   const auto [sorted_cells, order] = plan.valid_cells.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);
   plan.ranks = plan.valid_points.index_select(0, order).contiguous();
-  std::vector<int64_t> starts, lengths, interval_cells;
-  const int64_t* sc = sorted_cells.data_ptr<int64_t>();
-  const int64_t k = sorted_cells.numel();
-  for (int64_t i = 0; i < k; ++i) {
-    if (i == 0 || sc[i] != sc[i - 1]) {
-      starts.push_back(i);
-      lengths.push_back(0);
-      interval_cells.push_back(sc[i]);
-    }
-    ++lengths.back();
-  }
-  auto to_tensor = [](const std::vector<int64_t>& v) {
-    return torch::tensor(torch::ArrayRef<int64_t>(v), torch::kLong).reshape({static_cast<int64_t>(v.size())});
+  std::tie(plan.interval_starts, plan.interval_lengths, plan.interval_cells) = Runs(sorted_cells);
+  if (!shape.defined()) return plan;
+
+  plan.shape = shape;
+  const int64_t pixels = shape.height * shape.width;
+  auto feature_row = [&](const torch::Tensor& p) {
+    return p.div(shape.depth_bins * pixels, "floor") * pixels + p.remainder(pixels);
   };
-  plan.interval_starts = to_tensor(starts);
-  plan.interval_lengths = to_tensor(lengths);
-  plan.interval_cells = to_tensor(interval_cells);
+  plan.feature_ranks = feature_row(plan.ranks).contiguous();
+  // Stable: the points of one feature row (its depth bins) stay in ascending order.
+  const auto [sorted_rows, row_order] = feature_row(plan.valid_points).sort(true, 0, false);
+  plan.feature_points = plan.valid_points.index_select(0, row_order).contiguous();
+  plan.feature_point_cells = plan.valid_cells.index_select(0, row_order).contiguous();
+  std::tie(plan.feature_interval_starts, plan.feature_interval_lengths, plan.feature_interval_rows) =
+      Runs(sorted_rows);
   return plan;
+}
+
+void CheckFactors(const torch::Tensor& depth, const torch::Tensor& features, const PoolPlan& plan) {
+  const FrustumShape& f = plan.shape;
+  TORCH_CHECK(f.defined(), "BEV pooling of depth and features needs a plan built with the frustum's shape");
+  TORCH_CHECK(depth.dim() == 5 && depth.size(1) == f.cameras && depth.size(2) == f.depth_bins &&
+                  depth.size(3) == f.height && depth.size(4) == f.width,
+              "BEV pooling: depth must be (B, ", f.cameras, ", ", f.depth_bins, ", ", f.height, ", ", f.width,
+              "), got ", depth.sizes());
+  TORCH_CHECK(features.dim() == 5 && features.size(0) == depth.size(0) && features.size(1) == f.cameras &&
+                  features.size(2) == f.height && features.size(3) == f.width,
+              "BEV pooling: features must be (", depth.size(0), ", ", f.cameras, ", ", f.height, ", ", f.width,
+              ", C), got ", features.sizes());
+  TORCH_CHECK(depth.is_floating_point() && features.is_floating_point(),
+              "BEV pooling: depth and features must be floating, got ", depth.scalar_type(), " and ",
+              features.scalar_type());
+  TORCH_CHECK(depth.device() == features.device(), "BEV pooling: depth on ", depth.device(), ", features on ",
+              features.device());
+}
+
+torch::Tensor LiftFrustum(const torch::Tensor& depth, const torch::Tensor& features) {
+  TORCH_CHECK(depth.dim() == 5 && features.dim() == 5 && features.size(0) == depth.size(0) &&
+                  features.size(1) == depth.size(1) && features.size(2) == depth.size(3) &&
+                  features.size(3) == depth.size(4),
+              "the lift takes depth (B, N, D, h, w) and features (B, N, h, w, C), got ", depth.sizes(), " and ",
+              features.sizes());
+  return (depth.unsqueeze(-1) * features.unsqueeze(2)).reshape({depth.size(0), -1, features.size(4)});
 }
 
 torch::Tensor NaivePool(const torch::Tensor& x, const PoolPlan& plan) {
@@ -213,15 +246,23 @@ torch::Tensor FusedPool(const torch::Tensor& x, const PoolPlan& plan) {
 Registry<PoolVariant>& PoolRegistry() {
   static Registry<PoolVariant> registry = [] {
     Registry<PoolVariant> r("BEV pooling");
-    r.Add("naive", NaivePool);
-    r.Add("fused", FusedPool);
+    r.Add("naive", [](const torch::Tensor& depth, const torch::Tensor& features, const PoolPlan& plan) {
+      CheckFactors(depth, features, plan);
+      return NaivePool(LiftFrustum(depth, features), plan);
+    });
+    r.Add("fused", [](const torch::Tensor& depth, const torch::Tensor& features, const PoolPlan& plan) {
+      CheckFactors(depth, features, plan);
+      return FusedPool(LiftFrustum(depth, features), plan);
+    });
+    r.Add("depth_fused", DepthFusedPool);
     return r;
   }();
   return registry;
 }
 
-torch::Tensor Pool(const std::string& implementation, const torch::Tensor& x, const PoolPlan& plan) {
-  return PoolRegistry().At(implementation)(x, plan);
+torch::Tensor Pool(const std::string& implementation, const torch::Tensor& depth, const torch::Tensor& features,
+                   const PoolPlan& plan) {
+  return PoolRegistry().At(implementation)(depth, features, plan);
 }
 
 bool FusedPoolHasCuda() {

@@ -1,6 +1,9 @@
 #include "worker/trial/tasks/bev_model.h"
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <vector>
 
 namespace frontier::model {
 namespace nn = torch::nn;
@@ -44,6 +47,27 @@ torch::Tensor FrustumCells(const bev::Rig& rig, int fh, int fw, const BevArchSpe
   return cells;
 }
 
+std::shared_ptr<const bev::PoolPlan> LssPoolPlan(const bev::Rig& rig, int fh, int fw, const BevArchSpec& spec) {
+  // The key is every number the plan depends on, compared exactly.
+  std::vector<double> key = {double(rig.grid), rig.resolution,     double(fh),    double(fw),
+                             double(spec.depth_bins), spec.depth_min, spec.depth_max};
+  for (const bev::Camera& c : rig.cameras) {
+    key.insert(key.end(), {c.fx, c.fy, c.cx, c.cy, double(c.width), double(c.height), c.position.x, c.position.y,
+                           c.position.z, c.right.x, c.right.y, c.right.z, c.down.x, c.down.y, c.down.z,
+                           c.forward.x, c.forward.y, c.forward.z});
+  }
+  static std::mutex mutex;
+  static std::map<std::vector<double>, std::shared_ptr<const bev::PoolPlan>> plans;
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<const bev::PoolPlan>& plan = plans[key];
+  if (!plan) {
+    const bev::FrustumShape shape{static_cast<int64_t>(rig.cameras.size()), spec.depth_bins, fh, fw};
+    plan = std::make_shared<const bev::PoolPlan>(
+        bev::MakePoolPlan(FrustumCells(rig, fh, fw, spec), int64_t{rig.grid} * rig.grid, shape));
+  }
+  return plan;
+}
+
 BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
     : bev_(arch.bev), cameras_(static_cast<int>(rig.cameras.size())), grid_(rig.grid) {
   TORCH_CHECK(bev_.enabled, "BevNet needs an arch with a bev section");
@@ -57,8 +81,8 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
         "depth_context", nn::Conv2d(nn::Conv2dOptions(features, spec.depth_bins + spec.channels, 1)));
     lss_norm_ = register_module("lss_norm", Norm2d(arch.norm, spec.channels, arch.norm_groups));
     pool_ = bev::PoolRegistry().At(spec.pooling);
-    plan_ = bev::MakePoolPlan(FrustumCells(rig, fh, fw, spec), int64_t{grid_} * grid_);
-    device_plan_ = plan_;
+    plan_ = LssPoolPlan(rig, fh, fw, spec);
+    device_plan_ = *plan_;
   } else {
     const std::vector<double> heights = SampleHeights(spec);
     const int64_t z = static_cast<int64_t>(heights.size()), g = grid_;
@@ -100,13 +124,12 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
 torch::Tensor BevNetImpl::LiftSplat(const torch::Tensor& features, int64_t batch) {
   const int64_t d = bev_.spec.depth_bins, c = bev_.spec.channels;
   torch::Tensor dc = depth_context_(features);  // (B*N, D+C, h, w)
+  const int64_t h = dc.size(2), w = dc.size(3);
   if (is_training() && depth_supervised()) depth_logits_ = dc.narrow(1, 0, d);
-  torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1);        // (B*N, D, h, w)
-  torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1});   // (B*N, h, w, C)
-  torch::Tensor lifted = depth.unsqueeze(-1) * context.unsqueeze(1);  // (B*N, D, h, w, C)
-  lifted = lifted.reshape({batch, -1, c});                            // (B, N*D*h*w, C)
-  if (device_plan_.ranks.device() != lifted.device()) device_plan_ = plan_.To(lifted.device());
-  torch::Tensor pooled = pool_(lifted, device_plan_);  // (B, grid*grid, C)
+  const torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1).reshape({batch, cameras_, d, h, w});
+  const torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1}).reshape({batch, cameras_, h, w, c});
+  if (device_plan_.ranks.device() != dc.device()) device_plan_ = plan_->To(dc.device());
+  torch::Tensor pooled = pool_(depth, context, device_plan_);  // (B, grid*grid, C)
   pooled = pooled.view({batch, grid_, grid_, c}).permute({0, 3, 1, 2}).contiguous();
   return lss_norm_(pooled);
 }

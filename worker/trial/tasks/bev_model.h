@@ -2,8 +2,9 @@
 //   cameras (B, N*3, H, W) -> shared Backbone on (B*N, 3, H, W)
 //   -> view transform into the grid x grid BEV map:
 //        lss:       1x1 conv to D depth logits + C context channels, softmax
-//                   over depth, outer product lifted to a frustum point cloud
-//                   (N*D*h*w points per sample), BEV pooling (naive | fused)
+//                   over depth; BEV pooling (naive | fused | depth_fused) of
+//                   their outer product, a frustum point cloud of N*D*h*w
+//                   points per sample (depth_fused never materializes it)
 //        ipm:       every BEV cell centre on the ground (z = 0) projected into
 //                   every camera, features bilinearly sampled and averaged
 //                   over the cameras that see it, 1x1 conv to C channels
@@ -14,7 +15,8 @@
 //      occupancy logit per cell (bilinearly upsampled when the encoder
 //      downsampled) -> logits (B, grid, grid).
 // The geometry (frustum cells, sampling grids) depends only on the rig and
-// is computed once at construction.
+// is computed once at construction; the pooling plan once per geometry in a
+// process (LssPoolPlan).
 #pragma once
 
 #include <memory>
@@ -42,7 +44,7 @@ class BevNetImpl : public NetworkImpl {
 
   // Image features lifted into the BEV grid, before the encoder: (B, C, grid, grid).
   torch::Tensor Lift(const torch::Tensor& x);
-  const bev::PoolPlan& pool_plan() const { return plan_; }  // lss only, on the CPU
+  const bev::PoolPlan& pool_plan() const { return *plan_; }  // lss only, on the CPU
 
   // lss with arch.bev.depth_loss_weight > 0: the weighted depth loss of the
   // last training forward (BEVDepth-style supervision): cross-entropy of the
@@ -69,8 +71,8 @@ class BevNetImpl : public NetworkImpl {
   torch::nn::Conv2d head_out_{nullptr};
   bev::PoolVariant pool_ = nullptr;  // lss: spec.pooling from bev::PoolRegistry
   torch::Tensor depth_logits_;       // lss, depth-supervised: of the last training forward
-  bev::PoolPlan plan_;               // on the CPU
-  bev::PoolPlan device_plan_;        // a copy on the features' device, made on first use there
+  std::shared_ptr<const bev::PoolPlan> plan_;  // lss: on the CPU, shared by networks of one geometry
+  bev::PoolPlan device_plan_;                  // a copy on the features' device, made on first use there
   // Buffers (they follow the module's device):
   torch::Tensor sample_grid_;   // (N, Z*grid, grid, 2) normalized image coordinates
   torch::Tensor sample_mask_;   // (1, N, 1, Z, grid, grid): 1 where the camera sees the point
@@ -81,6 +83,14 @@ TORCH_MODULE(BevNet);
 // Depth bin of each depth (metres): floor((depth - depth_min) / step), -100
 // (cross-entropy's ignore index) outside [depth_min, depth_max) or not finite.
 torch::Tensor DepthBins(const torch::Tensor& depth, const BevArchSpec& spec);
+
+// The BEV pooling plan of the LSS lift (FrustumCells, with the frustum's
+// shape, so it serves every pooling variant), built once per geometry (the
+// rig's cameras and grid, the feature size, the depth bins) in a process and
+// shared: a second network of the same geometry gets the same plan.
+// Thread-safe. The cache keeps every geometry it has seen (a trial has one).
+std::shared_ptr<const bev::PoolPlan> LssPoolPlan(const bev::Rig& rig, int feature_height, int feature_width,
+                                                 const BevArchSpec& spec);
 
 // Cell of every frustum point of the LSS lift, in the order of the lifted
 // features ((camera, depth bin, row, column) of the h x w feature map),
