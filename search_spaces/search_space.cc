@@ -538,7 +538,6 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
 // params, time_limit_s, runtime}`; the workdir is resolved against the space
 // file's folder.
 void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space) {
-  if (top.Has("profile")) Fail("profile", "profiling applies to frontier-trial's networks, not to a trial command");
   Fields trial(*this, top.Get("trial"), "trial", {"command", "workdir", "params", "time_limit_s", "runtime"});
   const json argv = YamlToJson(trial.Required("command"));
   if (!argv.is_array() || argv.empty()) {
@@ -559,6 +558,12 @@ void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchS
   json runtime = trial.Has("runtime") ? trial.Value("runtime") : json::object();
   space.base = {{"schema", kTrialSpecSchema}, {"protocol", kTrialProtocol}, {"params", params},
                 {"task", task},               {"runtime", runtime},           {"command", command}};
+  // nsys/ncu wrap the command as they wrap frontier-trial (docs/profiling.md).
+  if (top.Has("profile")) {
+    const json profile = top.Value("profile");
+    if (!profile.is_object()) Fail("profile", "expected a mapping like {tool: nsys}, got " + Describe(profile));
+    space.base["profile"] = profile;
+  }
 }
 
 // The baseline must be a valid trial spec; its errors point at the field in

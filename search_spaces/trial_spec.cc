@@ -477,6 +477,13 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
   }
   cr.Double("time_limit_s", spec.command.time_limit_s, 0, 1e7);
   cr.RejectUnknown();
+  if (const json* p = r.Get("profile")) {
+    ParseProfile(*p, spec.task, spec.profile);
+    if (spec.profile.tool != "nsys" && spec.profile.tool != "ncu") {
+      throw SpecError("profile.tool", "a trial command is profiled by wrapping it: nsys or ncu (the in-process "
+                                      "libtorch profiler is frontier-trial's)");
+    }
+  }
   r.RejectUnknown();
   return spec;
 }
@@ -620,7 +627,7 @@ json ToJson(const TrialSpec& s) {
     if (s.task.target) task["target"] = {{"metric", s.task.target->metric}, {"value", s.task.target->value}};
     json command = {{"argv", s.command.argv}, {"time_limit_s", s.command.time_limit_s}};
     if (!s.command.workdir.empty()) command["workdir"] = s.command.workdir;
-    return {{"schema", s.schema},
+    json out = {{"schema", s.schema},
             {"protocol", kTrialProtocol},
             {"trial_id", s.trial_id},
             {"seed", s.seed},
@@ -632,6 +639,10 @@ json ToJson(const TrialSpec& s) {
               {"threads", s.runtime.threads},
               {"device", s.runtime.device}}},
             {"command", command}};
+    if (s.profile.tool != "libtorch") {
+      out["profile"] = {{"steps", s.profile.steps}, {"start", s.profile.start}, {"tool", s.profile.tool}};
+    }
+    return out;
   }
   const json stages = StagesJson(s.arch.stages);
   const TaskSpec& t = s.task;

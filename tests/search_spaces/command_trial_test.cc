@@ -68,6 +68,13 @@ TEST(CommandTrialTest, SpaceBuildsCommandSpecsWithTheParamsExactlyAsGiven) {
   EXPECT_EQ(ToJson(ParseTrialSpec(out)), out);
 }
 
+TEST(CommandTrialTest, NsysOrNcuWrapTheCommand) {
+  const SearchSpace space = ParseSearchSpace(std::string(kSpace) + "profile: {tool: nsys}\n", "/s/space.yaml");
+  const json out = ToJson(MakeTrialSpec(space, json::object(), 1, "t"));
+  EXPECT_EQ(out["profile"]["tool"], "nsys");  // the worker wraps the command in nsys (agent_test)
+  EXPECT_EQ(ToJson(ParseTrialSpec(out)), out);
+}
+
 TEST(CommandTrialTest, BaselineIsTheTrialsOwnParams) {
   const SearchSpace space = ParseSearchSpace(kSpace, "/spaces/byo/space.yaml");
   EXPECT_TRUE(IsBaseline(space, json::object()));
@@ -110,7 +117,7 @@ TEST(CommandTrialTest, RefusesWhatCannotRun) {
   EXPECT_THAT(ErrorOf(std::string(kSpace) + "baseline: {arch: {stages: [{}]}}\n"),
               HasSubstr("either a baseline (frontier-trial's networks) or a trial command, not both"));
   EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: {steps: 3}\n"),
-              HasSubstr("profiling applies to frontier-trial's networks"));
+              HasSubstr("profile.tool: a trial command is profiled by wrapping it: nsys or ncu"));
 }
 
 TEST(CommandTrialTest, ParsedSpecRefusesMalformedCommandSections) {

@@ -444,14 +444,14 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"NegativeMargin", "parity:\n  margin: -0.1\n",
                   "t.yaml:10: parity.margin: must be at least 0"},
         ErrorCase{"UnknownStrategy", "strategy: {name: bayes}\n",
-                  "t.yaml:9: strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, asha, "
+                  "t.yaml:9: strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, tpe, asha, "
                   "ablation"},
         ErrorCase{"UnknownStrategyField", "strategy: {name: random, budget: 3}\n",
                   "t.yaml:9: strategy.budget: unknown field; expected one of name, trials, seed"},
         ErrorCase{"NegativeTrials", "strategy:\n  name: random\n  trials: -1\n",
                   "t.yaml:11: strategy.trials: must be in [0, 2147483647], got -1"},
         ErrorCase{"TrialsWithGrid", "strategy:\n  name: grid\n  trials: 5\n",
-                  "t.yaml:11: strategy.trials: applies to strategies asha, nsga2, random, sobol only"},
+                  "t.yaml:11: strategy.trials: applies to strategies asha, nsga2, random, sobol, tpe only"},
         ErrorCase{"MaxAttemptsZero", "max_attempts: 0\n",
                   "t.yaml:9: max_attempts: must be in [1, 100], got 0"},
         ErrorCase{
