@@ -621,6 +621,12 @@ static json StagesJson(const std::vector<StageSpec>& list) {
   return stages;
 }
 
+static json RuntimeJson(const RuntimeSpec& r) {
+  return {{"precision", r.precision}, {"memory_format", r.memory_format}, {"threads", r.threads}, {"device", r.device}};
+}
+
+static json ProfileJson(const ProfileSpec& p) { return {{"steps", p.steps}, {"start", p.start}, {"tool", p.tool}}; }
+
 json ToJson(const TrialSpec& s) {
   if (s.command.enabled) {
     json task = {{"steps", s.task.steps}, {"eval_every", s.task.eval_every}, {"warmup_steps", s.task.warmup_steps}};
@@ -633,15 +639,9 @@ json ToJson(const TrialSpec& s) {
             {"seed", s.seed},
             {"params", s.params},
             {"task", task},
-            {"runtime",
-             {{"precision", s.runtime.precision},
-              {"memory_format", s.runtime.memory_format},
-              {"threads", s.runtime.threads},
-              {"device", s.runtime.device}}},
+            {"runtime", RuntimeJson(s.runtime)},
             {"command", command}};
-    if (s.profile.tool != "libtorch") {
-      out["profile"] = {{"steps", s.profile.steps}, {"start", s.profile.start}, {"tool", s.profile.tool}};
-    }
+    if (s.profile.tool != "libtorch") out["profile"] = ProfileJson(s.profile);
     return out;
   }
   const json stages = StagesJson(s.arch.stages);
@@ -697,12 +697,8 @@ json ToJson(const TrialSpec& s) {
             {"width_mult", s.arch.width_mult},
             {"depth_mult", s.arch.depth_mult},
             {"dropout", s.arch.dropout}}},
-          {"runtime",
-           {{"precision", s.runtime.precision},
-            {"memory_format", s.runtime.memory_format},
-            {"threads", s.runtime.threads},
-            {"device", s.runtime.device}}},
-          {"profile", {{"steps", s.profile.steps}, {"start", s.profile.start}, {"tool", s.profile.tool}}}};
+          {"runtime", RuntimeJson(s.runtime)},
+          {"profile", ProfileJson(s.profile)}};
   if (s.arch.bev.enabled) {
     const BevArchSpec& b = s.arch.bev;
     out["arch"]["bev"] = {{"view_transform", b.view_transform},
