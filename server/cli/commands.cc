@@ -2,11 +2,13 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/search_space.h"
 #include "server/cli/cli.h"
 #include "server/cli/output.h"
 
@@ -20,9 +22,23 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::optional<std::string> ReadSpaceFile(const std::string& path) {
+  if (!std::ifstream(path)) throw std::runtime_error("cannot read '" + path + "'");
+  try {
+    std::string text = ReadSearchSpaceFile(path);
+    ParseSearchSpace(text, path);
+    return text;
+  } catch (const std::exception& e) {  // SpaceError, or SpecError from a trial spec of the space
+    std::cerr << "frontier: submit " << path << ": " << e.what() << "\n";
+    return std::nullopt;
+  }
+}
+
 int Submit(Client& client, const std::string& space_file, const std::string& output) {
+  const std::optional<std::string> space = ReadSpaceFile(space_file);
+  if (!space) return kCliInvalid;
   v1::SubmitExperimentRequest req;
-  req.set_space_yaml(ReadFile(space_file));
+  req.set_space_yaml(*space);
   req.set_source_name(space_file);
   v1::SubmitExperimentResponse resp;
   const grpc::Status s = client.stub().SubmitExperiment(client.Context().get(), req, &resp);

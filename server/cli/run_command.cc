@@ -32,8 +32,10 @@ std::atomic<bool> g_interrupted{false};
 // Submits the space of `o` and prints what was created; sets `id`. Returns the exit code of a failure, else
 // kCliOk.
 int SubmitSpace(Client& client, const RunOptions& o, std::string& id) {
+  const std::optional<std::string> space = ReadSpaceFile(o.space);
+  if (!space) return kCliInvalid;
   v1::SubmitExperimentRequest req;
-  req.set_space_yaml(ReadFile(o.space));
+  req.set_space_yaml(*space);
   req.set_source_name(o.space);
   v1::SubmitExperimentResponse resp;
   const grpc::Status s = client.stub().SubmitExperiment(client.Context().get(), req, &resp);

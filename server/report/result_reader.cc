@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "search_spaces/input_bounds.h"
 #include "search_spaces/metric_catalog.h"
 
 namespace frontier {
@@ -155,6 +156,12 @@ class FactsReader final : public nlohmann::json_sax<json> {
 
 void ReadResultFactsText(std::string_view result_json, const std::vector<std::vector<std::string>>& paths,
                          const std::string& parity_metric, const std::string& trial_id, ResultFacts& facts) {
+  // Stored results passed the coordinator's bounds; a store written by
+  // anything else is read within them too (a deep document would overflow
+  // the stack of every copy).
+  if (std::optional<InputFault> fault = FindNestingFault(result_json, kMaxNesting, /*json_strings=*/true)) {
+    throw std::invalid_argument("trial result out of bounds at " + Describe(*fault));
+  }
   if (result_json.find("\"profile\"") != std::string_view::npos) {
     // Profiled seeds (few) keep a summary of their profile: read the document.
     ReadResultFacts(json::parse(result_json), paths, parity_metric, trial_id, facts);

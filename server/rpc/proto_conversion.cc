@@ -1,6 +1,9 @@
 #include "server/rpc/proto_conversion.h"
 
 #include <map>
+#include <optional>
+
+#include "search_spaces/input_bounds.h"
 
 namespace frontier {
 
@@ -43,6 +46,7 @@ void FillExperiment(Store& store, const ExperimentRecord& e, v1::Experiment* out
   if (with_yaml) out->set_space_yaml(e.space_yaml);
   out->set_source_name(e.source_name);
   out->set_created_unix_ms(e.created_ms);
+  out->set_owner(e.owner);
   for (const std::string& s : e.skipped) out->add_skipped(s);
   const TrialCountsRow c = store.CountTrials(e.id);
   v1::TrialCounts* counts = out->mutable_counts();
@@ -54,6 +58,15 @@ void FillExperiment(Store& store, const ExperimentRecord& e, v1::Experiment* out
   counts->set_stopped(c.stopped);
   counts->set_cancelled(c.cancelled);
   counts->set_total(c.total);
+}
+
+std::string ReportedJsonProblem(const std::string& field, const std::string& text) {
+  if (text.size() > kMaxReportedJsonBytes) {
+    return field + ": " + std::to_string(text.size()) + " bytes; the limit is " +
+           std::to_string(kMaxReportedJsonBytes);
+  }
+  const std::optional<InputFault> fault = FindNestingFault(text, kMaxNesting, /*json_strings=*/true);
+  return fault ? field + ": " + Describe(*fault) : "";
 }
 
 }  // namespace frontier

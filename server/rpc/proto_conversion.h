@@ -21,4 +21,11 @@ void FillTrial(const TrialRow& trial, v1::Trial* out, bool with_spec);
 // the search-space file only when `with_yaml`. Throws StoreError.
 void FillExperiment(Store& store, const ExperimentRecord& experiment, v1::Experiment* out, bool with_yaml);
 
+// The bounds of a JSON text a worker reports (a result, a progress event;
+// docs/hardening.md): at most kMaxReportedJsonBytes, nested at most
+// kMaxNesting deep, so that no copy or dump of it can exhaust the stack.
+// Empty within them, else "<field>: line L (byte B): <problem>".
+inline constexpr size_t kMaxReportedJsonBytes = size_t{4} << 20;
+std::string ReportedJsonProblem(const std::string& field, const std::string& text);
+
 }  // namespace frontier

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "server/rpc/proto_conversion.h"
 #include "server/rpc/rpc_status.h"
 
 namespace frontier {
@@ -100,6 +101,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServer
                                                             const v1::ReportProgressRequest* req,
                                                             v1::ReportProgressResponse* resp) {
   return Answer(ctx, "ReportProgress", req->worker_id(), [&] {
+    const std::string problem = ReportedJsonProblem("event_json", req->event_json());
+    if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
     const ProgressReply r =
         scheduler_.Progress(req->worker_id(), req->trial_id(), req->attempt(), req->event_json());
     resp->set_stop(r.stop);
@@ -112,6 +115,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteTrial(grpc::CallbackServerC
                                                            const v1::CompleteTrialRequest* req,
                                                            v1::CompleteTrialResponse* resp) {
   return Answer(ctx, "CompleteTrial", req->worker_id(), [&] {
+    const std::string problem = ReportedJsonProblem("result_json", req->result_json());
+    if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
     const Transition t =
         scheduler_.Complete(req->worker_id(), req->trial_id(), req->attempt(), req->result_json());
     resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
@@ -127,6 +132,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::FailTrial(grpc::CallbackServerConte
                                                        const v1::FailTrialRequest* req,
                                                        v1::FailTrialResponse* resp) {
   return Answer(ctx, "FailTrial", req->worker_id(), [&] {
+    const std::string problem = ReportedJsonProblem("result_json", req->result_json());
+    if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
     const Transition t = scheduler_.Fail(req->worker_id(), req->trial_id(), req->attempt(), req->error(),
                                          req->retryable(), req->result_json());
     resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);

@@ -31,6 +31,26 @@ constexpr milliseconds kExitPoll{10};
 constexpr int kDefaultSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM,
                                    SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
 
+// More than kMaxOutputLineNesting brackets open at once outside JSON strings.
+bool NestedTooDeep(std::string_view line) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '[' || c == '{') && ++depth > kMaxOutputLineNesting) {
+      return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 ProcessExit DecodeWaitStatus(int status) {
   ProcessExit exit;
   if (WIFSIGNALED(status)) {
@@ -128,31 +148,18 @@ class ChildProcess final : public TrialProcess {
     *fd = -1;
   }
 
-  // Moves the next complete line (or, once standard output is closed, the
-  // unterminated rest) from the buffer into *line; a line out of bounds ends
-  // the trial instead (Refuse).
+  // Moves the next line (see OutputLines::Take) into *line; a line out of
+  // bounds ends the trial instead (Refuse).
   bool TakeLine(std::string* line) {
-    const size_t newline = stdout_buffer_.find('\n', line_begin_);
-    const size_t end = newline != std::string::npos ? newline : stdout_buffer_.size();
-    if (end - line_begin_ > kMaxOutputLineBytes) {
-      return Refuse("line " + std::to_string(lines_ + 1) + " of its output is longer than " +
-                        std::to_string(kMaxOutputLineBytes) + " bytes",
-                    line);
+    switch (stdout_lines_.Take(stdout_fd_ < 0, line)) {
+      case OutputLines::Next::kNone:
+        return false;
+      case OutputLines::Next::kLine:
+        return true;
+      case OutputLines::Next::kOutOfBounds:
+        break;
     }
-    if (newline == std::string::npos && (stdout_fd_ >= 0 || line_begin_ == stdout_buffer_.size())) return false;
-    line->assign(stdout_buffer_, line_begin_, end - line_begin_);
-    ++lines_;
-    line_begin_ = newline != std::string::npos ? newline + 1 : end;
-    if (line_begin_ * 2 > stdout_buffer_.size()) {  // drop what was read, seldom enough to stay linear
-      stdout_buffer_.erase(0, line_begin_);
-      line_begin_ = 0;
-    }
-    if (NestedTooDeep(*line)) {
-      return Refuse("line " + std::to_string(lines_) + " of its output is nested deeper than " +
-                        std::to_string(kMaxOutputLineNesting) + " levels",
-                    line);
-    }
-    return true;
+    return Refuse(*line, line);
   }
 
   // Ends the trial over a line out of bounds: kills it, stops reading its
@@ -160,8 +167,6 @@ class ChildProcess final : public TrialProcess {
   bool Refuse(const std::string& problem, std::string* line) {
     kill(-pid_, SIGKILL);
     CloseFd(&stdout_fd_);
-    stdout_buffer_.clear();
-    line_begin_ = 0;
     *line = nlohmann::json{{"event", "result"},
                            {"schema", 1},
                            {"status", "failed"},
@@ -171,25 +176,6 @@ class ChildProcess final : public TrialProcess {
     return true;
   }
 
-  // More than kMaxOutputLineNesting brackets open at once outside JSON strings.
-  static bool NestedTooDeep(const std::string& line) {
-    int depth = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (in_string) {
-        if (c == '\\') ++i;
-        if (c == '"') in_string = false;
-      } else if (c == '"') {
-        in_string = true;
-      } else if ((c == '[' || c == '{') && ++depth > kMaxOutputLineNesting) {
-        return true;
-      } else if ((c == ']' || c == '}') && depth > 0) {
-        --depth;
-      }
-    }
-    return false;
-  }
 
   // Waits up to `timeout` for either pipe to be readable and reads what is there.
   void Pump(milliseconds timeout) {
@@ -206,7 +192,9 @@ class ChildProcess final : public TrialProcess {
     for (int i = 0; i < count; ++i) {
       if (fds[i].revents == 0) continue;
       if (fds[i].fd == stdout_fd_) {
-        ReadAvailable(&stdout_fd_, &stdout_buffer_);
+        std::string data;
+        ReadAvailable(&stdout_fd_, &data);
+        stdout_lines_.Append(data);
       } else {
         ReadAvailable(&stderr_fd_, &stderr_tail_);
         if (stderr_tail_.size() > kStderrTailBytes) {
@@ -239,9 +227,7 @@ class ChildProcess final : public TrialProcess {
   const pid_t pid_;
   int stdout_fd_;
   int stderr_fd_;
-  std::string stdout_buffer_;
-  size_t line_begin_ = 0;  // where the next line starts in stdout_buffer_
-  int lines_ = 0;          // lines taken so far
+  OutputLines stdout_lines_;
   std::string stderr_tail_;
   std::optional<ProcessExit> exit_;
 };
@@ -268,6 +254,33 @@ std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
 }
 
 }  // namespace
+
+OutputLines::Next OutputLines::Take(bool closed, std::string* line) {
+  const size_t newline = buffer_.find('\n', begin_);
+  const size_t end = newline != std::string::npos ? newline : buffer_.size();
+  const auto refuse = [&](const std::string& problem) {
+    *line = "line " + std::to_string(lines_ + 1) + " of its output " + problem;
+    buffer_.clear();
+    begin_ = 0;
+    return Next::kOutOfBounds;
+  };
+  if (end - begin_ > max_line_bytes_) {
+    return refuse("is longer than " + std::to_string(max_line_bytes_) + " bytes");
+  }
+  if (newline == std::string::npos && (!closed || begin_ == buffer_.size())) return Next::kNone;
+  const std::string_view taken = std::string_view(buffer_).substr(begin_, end - begin_);
+  if (NestedTooDeep(taken)) {
+    return refuse("is nested deeper than " + std::to_string(kMaxOutputLineNesting) + " levels");
+  }
+  line->assign(taken);
+  ++lines_;
+  begin_ = newline != std::string::npos ? newline + 1 : end;
+  if (begin_ * 2 > buffer_.size()) {  // drop what was read, seldom enough to stay linear
+    buffer_.erase(0, begin_);
+    begin_ = 0;
+  }
+  return Next::kLine;
+}
 
 std::string ProcessExit::Describe() const {
   if (!signaled) return "exit code " + std::to_string(exit_code);

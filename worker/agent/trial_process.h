@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,30 @@ struct ProcessExit {
 // longer line, or one nested deeper, ends the trial (see ReadLine).
 inline constexpr size_t kMaxOutputLineBytes = size_t{1} << 20;
 inline constexpr int kMaxOutputLineNesting = 64;
+
+// The lines of a child's standard output, within the bounds: what ReadLine
+// reads through. Data goes in as it arrives; complete lines come out.
+class OutputLines {
+ public:
+  enum class Next {
+    kNone,         // no complete line yet
+    kLine,         // *line holds the next line, without its newline
+    kOutOfBounds,  // *line holds the problem, e.g. "line 3 of its output is longer than 1048576 bytes"
+  };
+
+  explicit OutputLines(size_t max_line_bytes = kMaxOutputLineBytes) : max_line_bytes_(max_line_bytes) {}
+
+  void Append(std::string_view data) { buffer_.append(data.data(), data.size()); }
+  // The next line; with `closed` (no more data comes) the unterminated rest
+  // is a line too. After kOutOfBounds the buffer is empty.
+  Next Take(bool closed, std::string* line);
+
+ private:
+  const size_t max_line_bytes_;
+  std::string buffer_;
+  size_t begin_ = 0;  // where the next line starts in buffer_
+  int lines_ = 0;     // lines taken so far
+};
 
 // One running frontier-trial. Not thread-safe: one thread supervises it.
 // The destructor kills the process (its whole process group) if it has not
