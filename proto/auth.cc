@@ -1,7 +1,9 @@
 #include "proto/auth.h"
 
 #include <grpcpp/support/client_interceptor.h>
+#include <openssl/sha.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -29,6 +31,28 @@ bool SameToken(const std::string& a, const std::string& b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// The SHA-256 digest of a token, as raw bytes: what the table keeps and compares.
+std::string Digest(const std::string& token) {
+  unsigned char out[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), out);
+  return std::string(reinterpret_cast<const char*>(out), sizeof out);
+}
+
+bool ValidUserName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (unsigned char c : name) {
+    if (!std::isalnum(c) && c != '.' && c != '_' && c != '@' && c != '-') return false;
+  }
+  return true;
+}
+
+std::optional<Role> RoleNamed(const std::string& name) {
+  for (Role r : {Role::kUser, Role::kAdmin, Role::kWorker}) {
+    if (name == RoleName(r)) return r;
+  }
+  return std::nullopt;
 }
 
 class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
@@ -70,11 +94,68 @@ std::string ReadToken(const std::string& file, const char* env_var) {
   return env ? Trim(env) : "";
 }
 
-grpc::Status Authorize(const grpc::ServerContextBase& context, const ServerSecurity& security, Role needed) {
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kUser: return "user";
+    case Role::kAdmin: return "admin";
+    case Role::kWorker: return "worker";
+  }
+  return "?";
+}
+
+TokenTable::TokenTable(std::string path) : path_(std::move(path)), by_digest_(Read(path_)) {}
+
+size_t TokenTable::Reload() {
+  std::map<std::string, Identity> fresh = Read(path_);  // throws before anything changes
+  std::lock_guard<std::mutex> lock(mu_);
+  by_digest_.swap(fresh);
+  return by_digest_.size();
+}
+
+std::optional<Identity> TokenTable::Find(const std::string& token) const {
+  const std::string digest = Digest(token);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Every entry is compared in constant time, so the time taken says nothing about the token.
+  std::optional<Identity> found;
+  for (const auto& [d, who] : by_digest_) {
+    if (SameToken(digest, d)) found = who;
+  }
+  return found;
+}
+
+std::map<std::string, Identity> TokenTable::Read(const std::string& path) {
+  std::istringstream in(ReadFileOrThrow(path, "token"));
+  std::map<std::string, Identity> table;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string where = "token file '" + path + "' line " + std::to_string(number) + ": ";
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string user, role, token, extra;
+    fields >> user >> role >> token >> extra;
+    if (token.empty() || !extra.empty()) throw std::runtime_error(where + "expected USER ROLE TOKEN");
+    if (!ValidUserName(user)) {
+      throw std::runtime_error(where + "user name must be 1 to 64 letters, digits or . _ @ -");
+    }
+    const std::optional<Role> r = RoleNamed(role);
+    if (!r) throw std::runtime_error(where + "role '" + role + "' is not user, admin or worker");
+    if (token.size() < 16) throw std::runtime_error(where + "token shorter than 16 characters");
+    if (!table.emplace(Digest(token), Identity{user, *r}).second) {
+      throw std::runtime_error(where + "the same token as an earlier line");
+    }
+  }
+  if (table.empty()) throw std::runtime_error("token file '" + path + "' has no tokens");
+  return table;
+}
+
+grpc::Status Authorize(const grpc::ServerContextBase& context, const ServerSecurity& security, Role needed,
+                       Identity* who) {
   if (!security.auth_enabled()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  const char* need = needed == Role::kUser ? "a user token" : "a worker token";
+  const char* need = needed == Role::kWorker ? "a worker token" : needed == Role::kAdmin ? "an admin token"
+                                                                                         : "a user token";
   if (it == metadata.end()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         std::string("this coordinator requires ") + need +
@@ -83,14 +164,26 @@ grpc::Status Authorize(const grpc::ServerContextBase& context, const ServerSecur
   const std::string value(it->second.data(), it->second.size());
   const std::string prefix = "Bearer ";
   const std::string token = value.rfind(prefix, 0) == 0 ? value.substr(prefix.size()) : "";
-  const std::string& expected = needed == Role::kUser ? security.user_token : security.worker_token;
-  const std::string& other = needed == Role::kUser ? security.worker_token : security.user_token;
-  if (!expected.empty() && SameToken(token, expected)) return grpc::Status::OK;
-  if (!other.empty() && SameToken(token, other)) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        std::string("this call needs ") + need + "; the token given belongs to the other role");
+  std::optional<Identity> caller;
+  if (security.users) caller = security.users->Find(token);
+  if (!caller && !security.user_token.empty() && SameToken(token, security.user_token)) {
+    caller = Identity{"user", Role::kUser};
   }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string("invalid token: this call needs ") + need);
+  if (!caller && !security.worker_token.empty() && SameToken(token, security.worker_token)) {
+    caller = Identity{"worker", Role::kWorker};
+  }
+  if (!caller) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string("invalid token: this call needs ") + need);
+  }
+  const bool allowed = needed == Role::kUser ? caller->role != Role::kWorker : caller->role == needed;
+  if (!allowed) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string("this call needs ") + need +
+                                                                 "; the token given is a " +
+                                                                 RoleName(caller->role) + " token (" +
+                                                                 caller->user + ")");
+  }
+  if (who) *who = *caller;
+  return grpc::Status::OK;
 }
 
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecurity& s) {

@@ -1,6 +1,6 @@
 // frontier-server: the coordinator. Thin main: flags (server/cli/server_flags.h)
 // -> a CoordinatorProcess (server/rpc/coordinator_process.h), served until
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM; SIGHUP reloads the --tokens file.
 #include <pthread.h>
 
 #include <csignal>
@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   frontier::ServerFlags flags;
   if (const std::optional<int> exit_code = frontier::ParseServerFlags(argc, argv, flags)) return *exit_code;
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
       }
     }
     int received = 0;
-    sigwait(&signals, &received);
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) frontier::ReloadTokens(flags.coordinator.security);
     spdlog::info("signal {}: shutting down", received);
     coordinator.Shutdown();
   } catch (const std::exception& e) {

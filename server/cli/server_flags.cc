@@ -29,7 +29,10 @@ std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags) {
   app.add_option("--restart-grace", grace_s, "seconds running trials keep their lease after a start")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  std::string user_token_file, worker_token_file;
+  std::string user_token_file, worker_token_file, tokens_file;
+  app.add_option("--tokens", tokens_file,
+                 "token file of named users: lines 'USER ROLE TOKEN', ROLE user, admin or worker; reloaded on "
+                 "SIGHUP (docs/security.md)");
   app.add_option(
       "--user-token-file", user_token_file,
       "file with the token users must present (else $FRONTIER_USER_TOKEN; neither: no user token)");
@@ -53,8 +56,14 @@ std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags) {
   try {
     options.security.user_token = ReadToken(user_token_file, "FRONTIER_USER_TOKEN");
     options.security.worker_token = ReadToken(worker_token_file, "FRONTIER_WORKER_TOKEN");
+    if (!tokens_file.empty()) options.security.users = std::make_shared<TokenTable>(tokens_file);
   } catch (const std::exception& e) {
     std::cerr << "frontier-server: " << e.what() << "\n";
+    return 64;
+  }
+  if (options.security.users && (!options.security.user_token.empty() || !options.security.worker_token.empty())) {
+    std::cerr << "frontier-server: --tokens names every user and worker; give it without the shared user and "
+                 "worker tokens\n";
     return 64;
   }
   if (options.security.user_token.empty() != options.security.worker_token.empty()) {

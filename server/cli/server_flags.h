@@ -17,11 +17,13 @@ struct ServerFlags {
   bool migrate = false;                           // `frontier-server migrate`: migrate the store and exit
 };
 
-// Parses argv into `flags`, reads the token files (or $FRONTIER_USER_TOKEN,
+// Parses argv into `flags`, reads the token files (--tokens, or the shared
+// pair: --user-token-file / $FRONTIER_USER_TOKEN and --worker-token-file /
 // $FRONTIER_WORKER_TOKEN) and checks the combination. Returns nullopt to go
 // on, or the exit code after printing why to stop: 0 after --help, CLI11's
-// code for a parse error, 64 for unreadable tokens, one token without the
-// other, or a heartbeat interval not shorter than the lease timeout. For
+// code for a parse error, 64 for unreadable or malformed tokens, one shared
+// token without the other, --tokens with a shared token, or a heartbeat
+// interval not shorter than the lease timeout. For
 // `migrate` only the store is meaningful and nothing else is checked.
 std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags);
 

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
 #include "server/store/measured_store.h"
 #include "server/store/open_store.h"
 
@@ -16,5 +18,18 @@ CoordinatorProcess::CoordinatorProcess(const std::string& store_url, Coordinator
 }
 
 CoordinatorProcess::~CoordinatorProcess() = default;
+
+void ReloadTokens(const ServerSecurity& security) {
+  if (!security.users) {
+    spdlog::warn("SIGHUP: no --tokens file to reload");
+    return;
+  }
+  try {
+    const size_t n = security.users->Reload();
+    spdlog::info("tokens reloaded from {}: {} tokens", security.users->path(), n);
+  } catch (const std::exception& e) {
+    spdlog::error("tokens not reloaded, the previous ones stay in use: {}", e.what());
+  }
+}
 
 }  // namespace frontier

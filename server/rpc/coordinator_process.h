@@ -38,4 +38,9 @@ class CoordinatorProcess {
   std::unique_ptr<Coordinator> coordinator_;
 };
 
+// Re-reads the token file of `security.users` (SIGHUP in frontier-server):
+// the new tokens apply to the next call, the old ones stop working. A file
+// that cannot be read or is malformed is logged and the tokens in use stay.
+void ReloadTokens(const ServerSecurity& security);
+
 }  // namespace frontier

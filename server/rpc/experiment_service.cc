@@ -21,6 +21,11 @@ namespace {
 
 Status NotFound(const std::string& id) { return Status(StatusCode::NOT_FOUND, "no experiment '" + id + "'"); }
 
+// The caller as the log names it: a user name and role, never a token.
+std::string CallerName(const Identity& who) {
+  return who.user.empty() ? "anonymous (no tokens)" : who.user + " (" + RoleName(who.role) + ")";
+}
+
 }  // namespace
 
 ExperimentServiceImpl::ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping,
@@ -30,7 +35,8 @@ ExperimentServiceImpl::ExperimentServiceImpl(Scheduler& scheduler, std::atomic<b
 Status ExperimentServiceImpl::SubmitExperiment(grpc::ServerContext* ctx,
                                                const v1::SubmitExperimentRequest* req,
                                                v1::SubmitExperimentResponse* resp) {
-  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  Identity who;
+  if (Status denied = Authorize(*ctx, security_, Role::kUser, &who); !denied.ok()) return denied;
   if (req->space_yaml().size() > kMaxSpaceBytes) {
     return Status(
         StatusCode::INVALID_ARGUMENT,
@@ -41,10 +47,10 @@ Status ExperimentServiceImpl::SubmitExperiment(grpc::ServerContext* ctx,
   }
   return Guarded("SubmitExperiment", [&] {
     const std::string source = req->source_name().empty() ? "<submitted>" : req->source_name();
-    ExperimentRecord e = scheduler_.Submit(req->space_yaml(), source);
+    ExperimentRecord e = scheduler_.Submit(req->space_yaml(), source, who.user);
     FillExperiment(store_, e, resp->mutable_experiment(), false);
-    spdlog::info("experiment {} '{}' submitted: {} trials, {} combinations skipped", e.id, e.name,
-                 resp->experiment().counts().total(), e.skipped.size());
+    spdlog::info("experiment {} '{}' submitted by {}: {} trials, {} combinations skipped", e.id, e.name,
+                 CallerName(who), resp->experiment().counts().total(), e.skipped.size());
     return Status::OK;
   });
 }
@@ -73,11 +79,22 @@ Status ExperimentServiceImpl::ListExperiments(grpc::ServerContext* ctx, const v1
 
 Status ExperimentServiceImpl::CancelExperiment(grpc::ServerContext* ctx,
                                                const v1::CancelExperimentRequest* req, v1::Experiment* resp) {
-  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  Identity who;
+  if (Status denied = Authorize(*ctx, security_, Role::kUser, &who); !denied.ok()) return denied;
   return Guarded("CancelExperiment", [&] {
-    if (!scheduler_.Cancel(req->experiment_id())) return NotFound(req->experiment_id());
-    FillExperiment(store_, *store_.GetExperiment(req->experiment_id()), resp, false);
-    spdlog::info("experiment {} cancelled", req->experiment_id());
+    const std::string& id = req->experiment_id();
+    const std::optional<ExperimentRecord> e = store_.GetExperiment(id);
+    if (!e) return NotFound(id);
+    // With tokens, an experiment is cancelled by the user who submitted it or by an admin.
+    if (security_.auth_enabled() && who.role != Role::kAdmin && who.user != e->owner) {
+      spdlog::warn("experiment {} cancel by {} refused: submitted by {}", id, CallerName(who), e->owner);
+      const std::string owner = e->owner.empty() ? "nobody named (before tokens)" : e->owner;
+      return Status(StatusCode::PERMISSION_DENIED, "experiment " + id + " was submitted by " + owner +
+                                                       "; only its owner or an admin may cancel it");
+    }
+    if (!scheduler_.Cancel(id)) return NotFound(id);
+    FillExperiment(store_, *store_.GetExperiment(id), resp, false);
+    spdlog::info("experiment {} cancelled by {}", id, CallerName(who));
     return Status::OK;
   });
 }

@@ -35,7 +35,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(grpc::CallbackServer
                                                             const v1::RegisterWorkerRequest* req,
                                                             v1::RegisterWorkerResponse* resp) {
   if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
-  const auto register_worker = [&] {
+  auto register_worker = [=] {
     WorkerRecord w;
     w.host = req->host();
     w.device = req->device();
@@ -53,7 +53,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(grpc::CallbackServer
                  req->host());
     return Status::OK;
   };
-  return Respond(ctx, Guarded("RegisterWorker", register_worker));
+  auto* reactor = ctx->DefaultReactor();
+  calls_.Run([reactor, register_worker] { reactor->Finish(Guarded("RegisterWorker", register_worker)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrial(grpc::CallbackServerContext* ctx,
@@ -65,16 +67,18 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrial(grpc::CallbackServerCont
     return reactor;
   }
   metrics_.WorkerSeen(req->worker_id());
-  Status status =
-      Guarded("LeaseTrial", [&] { return TryLease(req->worker_id(), resp) ? Status::OK : Parked(); });
-  if (status.error_code() == StatusCode::ABORTED) {  // parked: the dispatcher answers it
-    const int64_t wait = std::clamp<int64_t>(req->wait_ms(), 0, max_wait_ms_);
-    std::lock_guard<std::mutex> lock(mu_);
-    waiters_.push_back({reactor, req->worker_id(), resp,
-                        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait)});
-    return reactor;
-  }
-  reactor->Finish(status);
+  calls_.Run([this, req, resp, reactor] {
+    Status status =
+        Guarded("LeaseTrial", [&] { return TryLease(req->worker_id(), resp) ? Status::OK : Parked(); });
+    if (status.error_code() == StatusCode::ABORTED) {  // parked: the dispatcher answers it
+      const int64_t wait = std::clamp<int64_t>(req->wait_ms(), 0, max_wait_ms_);
+      std::lock_guard<std::mutex> lock(mu_);
+      waiters_.push_back({reactor, req->worker_id(), resp,
+                          std::chrono::steady_clock::now() + std::chrono::milliseconds(wait)});
+      return;
+    }
+    reactor->Finish(status);
+  });
   return reactor;
 }
 
@@ -83,13 +87,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Answer(grpc::CallbackServerContext*
                                                     const std::string& worker_id, Body&& body) {
   if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
   metrics_.WorkerSeen(worker_id);
-  return Respond(ctx, Guarded(rpc, std::forward<Body>(body)));
+  auto* reactor = ctx->DefaultReactor();
+  calls_.Run([reactor, rpc, body = std::forward<Body>(body)]() mutable { reactor->Finish(Guarded(rpc, body)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                        const v1::HeartbeatRequest* req,
                                                        v1::HeartbeatResponse* resp) {
-  return Answer(ctx, "Heartbeat", req->worker_id(), [&] {
+  return Answer(ctx, "Heartbeat", req->worker_id(), [=] {  // runs on calls_: copies, no references
     const HeartbeatReply r = scheduler_.Heartbeat(req->worker_id(), req->trial_id(), req->attempt());
     resp->set_lease_valid(r.lease_valid);
     resp->set_stop(r.stop);
@@ -100,7 +106,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServerContext* ctx,
                                                             const v1::ReportProgressRequest* req,
                                                             v1::ReportProgressResponse* resp) {
-  return Answer(ctx, "ReportProgress", req->worker_id(), [&] {
+  return Answer(ctx, "ReportProgress", req->worker_id(), [=] {  // runs on calls_: copies, no references
     const std::string problem = ReportedJsonProblem("event_json", req->event_json());
     if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
     const ProgressReply r =
@@ -114,7 +120,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServer
 grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteTrial(grpc::CallbackServerContext* ctx,
                                                            const v1::CompleteTrialRequest* req,
                                                            v1::CompleteTrialResponse* resp) {
-  return Answer(ctx, "CompleteTrial", req->worker_id(), [&] {
+  return Answer(ctx, "CompleteTrial", req->worker_id(), [=] {  // runs on calls_: copies, no references
     const std::string problem = ReportedJsonProblem("result_json", req->result_json());
     if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
     const Transition t =
@@ -131,7 +137,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteTrial(grpc::CallbackServerC
 grpc::ServerUnaryReactor* WorkerServiceImpl::FailTrial(grpc::CallbackServerContext* ctx,
                                                        const v1::FailTrialRequest* req,
                                                        v1::FailTrialResponse* resp) {
-  return Answer(ctx, "FailTrial", req->worker_id(), [&] {
+  return Answer(ctx, "FailTrial", req->worker_id(), [=] {  // runs on calls_: copies, no references
     const std::string problem = ReportedJsonProblem("result_json", req->result_json());
     if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
     const Transition t = scheduler_.Fail(req->worker_id(), req->trial_id(), req->attempt(), req->error(),

@@ -9,6 +9,8 @@
 // and whoever calls ServeWaiters (the coordinator's dispatcher thread)
 // answers it with a trial once one can be leased, or empty at its deadline
 // (the request's wait_ms, at most `max_wait_ms`, on the steady clock).
+// Each call's body (its store work) runs on a CallPool (call_pool.h), never
+// on gRPC's callback threads, so that many commits wait at once.
 // Thread-safe. The scheduler, metrics and security must outlive it.
 #pragma once
 
@@ -21,6 +23,7 @@
 
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "proto/auth.h"
+#include "server/rpc/call_pool.h"
 #include "server/rpc/coordinator_metrics.h"
 #include "server/scheduler/scheduler.h"
 
@@ -76,6 +79,9 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   CoordinatorMetrics& metrics_;
   std::mutex mu_;  // guards waiters_
   std::deque<Waiter> waiters_;
+  // Threads for the bodies: as many commits in flight as the PostgreSQL store has connections.
+  static constexpr int kCallThreads = 16;
+  CallPool calls_{kCallThreads};  // last: joined first, while the rest still stands
 };
 
 }  // namespace frontier

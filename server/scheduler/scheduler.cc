@@ -180,7 +180,8 @@ uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
   return changes_;
 }
 
-ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::string& source_name) {
+ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::string& source_name,
+                                   const std::string& owner) {
   auto search = std::make_unique<Search>(ParseSearchSpace(space_yaml, source_name));
   const SearchSpace& space = search->space;
   const std::vector<Proposal> proposals = search->strategy->Ask();
@@ -189,6 +190,7 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
   experiment.goals_json = GoalsJson(space).dump();
   experiment.space_yaml = space_yaml;
   experiment.source_name = source_name;
+  experiment.owner = owner;
   experiment.skipped = search->strategy->Skipped();
   std::vector<TrialRow> trials = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
   for (const Proposal& p : proposals) {

@@ -56,8 +56,10 @@ class Scheduler {
   // starts with seed 1 alone: its later seeds are added once seed 1 passed
   // the first rung, never when it was stopped there), and the configurations the
   // strategy passed over as skipped (with their reasons). Adaptive
-  // strategies propose more as outcomes come in. Throws SpaceError.
-  ExperimentRecord Submit(const std::string& space_yaml, const std::string& source_name);
+  // strategies propose more as outcomes come in. `owner`: who submitted it
+  // (stored with it). Throws SpaceError.
+  ExperimentRecord Submit(const std::string& space_yaml, const std::string& source_name,
+                          const std::string& owner = "");
   // Pending trials are cancelled, running ones are told to stop. Idempotent.
   // Returns false for an unknown experiment.
   bool Cancel(const std::string& experiment_id);

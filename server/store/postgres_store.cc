@@ -124,6 +124,8 @@ SELECT t.experiment_id, t.config_json, bool_or(t.is_baseline) AS is_baseline, CO
 FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
 GROUP BY t.experiment_id, t.config_json;
 )sql" + Migration4ConfigFrontView(SqlDialect::kPostgres),
+    // 5: who submitted the experiment (a user name of the token file; '' without tokens).
+    "ALTER TABLE experiments ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
 };
 
 constexpr const char* kTrialColumns =
@@ -157,7 +159,7 @@ TrialRow ReadTrial(const pqxx::row& r) {
 }
 
 constexpr const char* kExperimentColumns =
-    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json";
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner";
 
 ExperimentRecord ReadExperiment(const pqxx::row& r) {
   ExperimentRecord e;
@@ -170,6 +172,7 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
   for (const auto& item : nlohmann::json::parse(r[6].as<std::string>()))
     e.skipped.push_back(item.get<std::string>());
   e.goals_json = r[7].as<std::string>();
+  e.owner = r[8].as<std::string>();
   return e;
 }
 
@@ -234,9 +237,12 @@ void PrepareStatements(pqxx::connection& c) {
 }  // namespace
 
 // A fixed set of connections, opened on first use and reopened after a break.
+// A pool that is not `synchronous` sets synchronous_commit off on its
+// connections: their commits return before the WAL reaches the disk.
 class PostgresStore::Pool {
  public:
-  Pool(std::string url, int size) : url_(std::move(url)), slots_(static_cast<size_t>(std::max(1, size))) {
+  Pool(std::string url, int size, bool synchronous)
+      : url_(std::move(url)), synchronous_(synchronous), slots_(static_cast<size_t>(std::max(1, size))) {
     for (size_t i = 0; i < slots_.size(); ++i) free_.push_back(i);
   }
 
@@ -266,6 +272,7 @@ class PostgresStore::Pool {
     try {
       if (!conn || !conn->is_open()) {
         conn = std::make_unique<pqxx::connection>(url_);
+        if (!synchronous_) conn->set_variable("synchronous_commit", "off");
         PrepareStatements(*conn);
       }
       return body(*conn);
@@ -277,6 +284,7 @@ class PostgresStore::Pool {
 
  private:
   std::string url_;
+  bool synchronous_;
   std::vector<std::unique_ptr<pqxx::connection>> slots_;
   std::vector<size_t> free_;
   std::mutex mu_;
@@ -284,9 +292,9 @@ class PostgresStore::Pool {
 };
 
 template <typename Tx, typename Body>
-auto PostgresStore::Run(const char* what, Body&& body) {
+auto PostgresStore::Run(Pool& pool, const char* what, Body&& body) {
   try {
-    return pool_->With([&](pqxx::connection& c) {
+    return pool.With([&](pqxx::connection& c) {
       Tx w(c);
       auto result = body(w);
       w.commit();
@@ -303,16 +311,23 @@ auto PostgresStore::Run(const char* what, Body&& body) {
 
 template <typename Body>
 auto PostgresStore::InTransaction(const char* what, Body&& body) {
-  return Run<pqxx::work>(what, std::forward<Body>(body));
+  return Run<pqxx::work>(*pool_, what, std::forward<Body>(body));
 }
 
 template <typename Body>
 auto PostgresStore::Statement(const char* what, Body&& body) {
-  return Run<pqxx::nontransaction>(what, std::forward<Body>(body));
+  return Run<pqxx::nontransaction>(*pool_, what, std::forward<Body>(body));
+}
+
+template <typename Body>
+auto PostgresStore::RelaxedStatement(const char* what, Body&& body) {
+  return Run<pqxx::nontransaction>(*relaxed_, what, std::forward<Body>(body));
 }
 
 PostgresStore::PostgresStore(const std::string& url, int pool_size)
-    : url_(url), pool_(std::make_unique<Pool>(url, pool_size)) {
+    : url_(url),
+      pool_(std::make_unique<Pool>(url, pool_size, /*synchronous=*/true)),
+      relaxed_(std::make_unique<Pool>(url, std::max(1, pool_size / 4), /*synchronous=*/false)) {
   InTransaction("migration", [&](pqxx::work& w) {
     w.exec("SELECT pg_advisory_xact_lock(727274)");  // one migrating coordinator at a time
     w.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
@@ -350,9 +365,9 @@ std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<Tria
     const int64_t seq =
         w.exec_params1(
              "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, "
-             "goals_json) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq",
+             "goals_json, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
              e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump(),
-             e.goals_json)[0]
+             e.goals_json, e.owner)[0]
             .as<int64_t>();
     const std::string id = ExperimentIdFor(seq);
     w.exec_params("UPDATE experiments SET id = $1 WHERE seq = $2", id, seq);
@@ -478,7 +493,7 @@ std::optional<TrialRow> PostgresStore::LeaseNextTrial(const std::string& worker_
 
 bool PostgresStore::ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                                 int64_t expires_ms) {
-  return Statement("ExtendLease", [&](pqxx::nontransaction& w) {
+  return RelaxedStatement("ExtendLease", [&](pqxx::nontransaction& w) {
     return w.exec_prepared("extend_lease", expires_ms, trial_id, attempt, worker_id).affected_rows() == 1;
   });
 }
@@ -549,7 +564,7 @@ void PostgresStore::CancelPendingTrials(const std::string& experiment_id, int64_
 }
 
 void PostgresStore::AddProgress(const ProgressRow& row) {
-  Statement("AddProgress", [&](pqxx::nontransaction& w) {
+  RelaxedStatement("AddProgress", [&](pqxx::nontransaction& w) {
     w.exec_prepared("add_progress", row.trial_id, row.attempt, row.step, row.event_json, row.at_ms);
     return 0;
   });
@@ -558,7 +573,7 @@ void PostgresStore::AddProgress(const ProgressRow& row) {
 bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
                                    int64_t lease_expires_ms) {
   // One statement: the lease update and the insert commit together or not at all.
-  return Statement("RecordProgress", [&](pqxx::nontransaction& w) {
+  return RelaxedStatement("RecordProgress", [&](pqxx::nontransaction& w) {
     return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id,
                            row.step, row.event_json, row.at_ms)
                .affected_rows() == 1;
@@ -594,7 +609,7 @@ std::string PostgresStore::RegisterWorker(WorkerRecord wr, int64_t now_ms) {
 }
 
 bool PostgresStore::TouchWorker(const std::string& worker_id, int64_t now_ms) {
-  return Statement("TouchWorker", [&](pqxx::nontransaction& w) {
+  return RelaxedStatement("TouchWorker", [&](pqxx::nontransaction& w) {
     return w.exec_prepared("touch_worker", now_ms, worker_id).affected_rows() == 1;
   });
 }

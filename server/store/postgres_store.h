@@ -7,6 +7,16 @@
 // Connection loss: a call that meets a broken connection throws StoreError
 // (the RPC answers UNAVAILABLE) and drops that connection; the next call
 // reconnects. Each call is one transaction, so nothing is half-written.
+//
+// Durability: every write commits synchronously (on disk when the call
+// returns, with the server's synchronous_commit = on) except the proofs of
+// life: progress events, lease extensions and worker heartbeats
+// (RecordProgress, AddProgress, ExtendLease, TouchWorker) commit with
+// synchronous_commit off on a pool of their own. A crash of PostgreSQL may
+// lose the last of these (a lease then ends a little earlier, a progress
+// line is missing); never a lease handed out, a completion, a failure, an
+// experiment or its trials. Any later synchronous commit also makes every
+// earlier relaxed one durable (the WAL is flushed in order). docs/deploy.md.
 #pragma once
 
 #include <condition_variable>
@@ -22,9 +32,13 @@ namespace frontier {
 class PostgresStore final : public Store {
  public:
   // `url`: a libpq connection string or URI (postgresql://user@host:port/db);
-  // the usual PG* environment variables and ~/.pgpass apply. Opens
-  // `pool_size` connections lazily; connects and migrates now. Throws StoreError.
-  explicit PostgresStore(const std::string& url, int pool_size = 4);
+  // the usual PG* environment variables and ~/.pgpass apply. Opens up to
+  // `pool_size` connections for synchronous commits (concurrent commits share
+  // one WAL flush, so more connections commit more per second on a durable
+  // server) and a quarter as many for the relaxed ones, lazily; connects
+  // and migrates now. Throws StoreError.
+  explicit PostgresStore(const std::string& url, int pool_size = kDefaultPoolSize);
+  static constexpr int kDefaultPoolSize = 16;  // as many as WorkerServiceImpl has call threads
   ~PostgresStore() override;
 
   int schema_version();
@@ -60,16 +74,19 @@ class PostgresStore final : public Store {
  private:
   class Pool;
   template <typename Tx, typename Body>
-  auto Run(const char* what, Body&& body);
+  auto Run(Pool& pool, const char* what, Body&& body);
   template <typename Body>
   auto InTransaction(const char* what, Body&& body);  // several statements, atomically
   template <typename Body>
   auto Statement(const char* what, Body&& body);  // one statement, atomic by itself
+  template <typename Body>
+  auto RelaxedStatement(const char* what, Body&& body);  // one statement, committed without waiting for the disk
   Transition Classify(const std::string& trial_id, int attempt, const std::string& state, const std::string& error);
   void AnalyzeAfterInsert(size_t inserted);
 
   std::string url_;
-  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Pool> pool_;     // synchronous commits
+  std::unique_ptr<Pool> relaxed_;  // synchronous_commit off
 };
 
 }  // namespace frontier

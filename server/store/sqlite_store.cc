@@ -125,6 +125,8 @@ SELECT t.experiment_id, t.config_json, MAX(t.is_baseline) AS is_baseline, COUNT(
 FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
 GROUP BY t.experiment_id, t.config_json;
 )sql" + Migration4ConfigFrontView(SqlDialect::kSqlite),
+    // 5: who submitted the experiment (a user name of the token file; '' without tokens).
+    "ALTER TABLE experiments ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
 };
 
 class Statement {
@@ -218,7 +220,7 @@ TrialRow ReadTrial(const Statement& s) {
 }
 
 constexpr const char* kExperimentColumns =
-    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json";
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner";
 
 ExperimentRecord ReadExperiment(const Statement& s) {
   ExperimentRecord e;
@@ -230,6 +232,7 @@ ExperimentRecord ReadExperiment(const Statement& s) {
   e.created_ms = s.Int(5);
   for (const auto& item : nlohmann::json::parse(s.Text(6))) e.skipped.push_back(item.get<std::string>());
   e.goals_json = s.Text(7);
+  e.owner = s.Text(8);
   return e;
 }
 
@@ -374,8 +377,8 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
   nlohmann::json skipped = e.skipped;
   Statement(
       db_,
-      "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, goals_json) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?)")
+      "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, "
+      "owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, e.name)
       .Bind(2, e.state)
       .Bind(3, e.space_yaml)
@@ -383,6 +386,7 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
       .Bind(5, now_ms)
       .Bind(6, skipped.dump())
       .Bind(7, e.goals_json)
+      .Bind(8, e.owner)
       .Run();
   const int64_t seq = sqlite3_last_insert_rowid(db_);
   const std::string id = ExperimentIdFor(seq);

@@ -52,6 +52,9 @@ struct ExperimentRecord {
   // The objectives and constraints, for the config_front view (GoalsJson in
   // search_space.h); written at creation only.
   std::string goals_json = "{}";
+  // The user who submitted it (proto/auth.h Identity); empty when the
+  // coordinator has no tokens. Written at creation only.
+  std::string owner;
 };
 
 struct TrialRow {

@@ -7,19 +7,23 @@
 #    PostgreSQL (ask/tell loops in N processes);
 #  - the report query (GetReport) at 100,000 stored trials and the
 #    coordinator's resident memory then.
+# DURABILITY="fast durable" runs the load and Optuna sections once per mode on
+# the same PostgreSQL, restarted between (tests/bench/pg_durability.sh): fast
+# is fsync=off, durable is fsync=on and synchronous_commit=on.
 # usage: tests/bench/coordinator_load.sh [BUILD_DIR] [TRIALS_PER_RUN]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$root/build}"; trials="${2:-3000}"
 work="$(mktemp -d)"; server_pid=""
 source "$root/tests/integration/pg.sh"
+source "$root/tests/bench/pg_durability.sh"
 cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; pg_stop immediate; rm -rf "$work"; }
 trap cleanup EXIT
 pg_setup "$work"
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 start_server() {  # start_server STORE
   port=$(free_port); addr="127.0.0.1:$port"
-  ${SERVER_PRELOAD:+env LD_PRELOAD=$SERVER_PRELOAD} "$build/server/frontier-server" --listen "$addr" --store "$1" --metrics-listen "" > "$work/server.log" 2>&1 &
+  ${SERVER_PRELOAD:+env LD_PRELOAD=$SERVER_PRELOAD} "${SERVER_BIN:-$build/server/frontier-server}" --listen "$addr" --store "$1" --metrics-listen "" > "$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do "$build/server/frontier" list --server "$addr" > /dev/null 2>&1 && return; sleep 0.1; done
   echo "server did not start"; cat "$work/server.log"; exit 1
@@ -28,13 +32,17 @@ stop_server() { kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; serv
 fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q "${PG_URL%/*}/postgres" -c "CREATE DATABASE $1"; echo "${PG_URL%/*}/$1"; }
 
 # SECTIONS: which parts to run (default all): load optuna report
-# STORES / WORKERS: the stores and worker counts of the load section.
+# STORES / WORKERS: the stores and worker counts of the load section (Optuna: the counts up to 64).
+# SERVER_BIN: another frontier-server binary (e.g. a build of the previous commit, for before/after).
 # PERF_LOAD=PREFIX / PERF_REPORT=FILE: perf record the coordinator during the load runs / the report query.
 sections="${SECTIONS:-load optuna report}"
 stores="${STORES:-sqlite postgresql}"; worker_counts="${WORKERS:-16 64 256}"
+# The load and Optuna sections at one durability of PostgreSQL (SQLite runs as always).
+run_mode() {
 if [[ " $sections " == *" load "* ]]; then
-echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete)"
+echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete); PostgreSQL $PG_DURABILITY"
 for store in $stores; do
+  [[ $store == sqlite && $PG_DURABILITY != "${durabilities%% *}" ]] && continue  # SQLite once
   for workers in $worker_counts; do
     if [[ $store == sqlite ]]; then url="$work/load-$workers.db"; else url=$(fresh_pg "load$workers"); fi
     start_server "$url"
@@ -42,21 +50,28 @@ for store in $stores; do
     line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials")
     [[ -n "${PERF_LOAD:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     stop_server
-    echo "$store $workers workers: $(echo "$line" | /usr/bin/python3 "$root/tests/bench/load_summary.py")"
+    label=$store; [[ $store == postgresql ]] && label="postgresql ($PG_DURABILITY)"
+    echo "$label $workers workers: $(echo "$line" | /usr/bin/python3 "$root/tests/bench/load_summary.py")"
     echo "  $line"
   done
 done
-
 fi
 if [[ " $sections " == *" optuna "* ]]; then
-echo "== Optuna RDB storage on the same PostgreSQL ($trials trials per run)"
-for workers in 16 64; do
+echo "== Optuna RDB storage on the same PostgreSQL ($trials trials per run); PostgreSQL $PG_DURABILITY"
+for workers in $worker_counts; do
+  (( workers > 64 )) && continue  # one Python process per worker
   url=$(fresh_pg "optuna$workers")
   line=$(/usr/bin/python3 "$root/tests/bench/optuna_load.py" "${url/postgresql:/postgresql+psycopg2:}" "$workers" "$trials")
-  echo "optuna $workers processes: $line"
+  echo "optuna ($PG_DURABILITY) $workers processes: $line"
+done
+fi
+}
+durabilities="${DURABILITY:-fast}"
+for mode in $durabilities; do
+  pg_durability "$mode"
+  run_mode
 done
 
-fi
 if [[ " $sections " == *" report "* ]]; then
 echo "== report query at 100,000 stored trials"
 for store in $stores; do

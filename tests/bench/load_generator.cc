@@ -1,13 +1,31 @@
 // Coordinator load benchmark: N simulated workers against a running
 // frontier-server. No training: each leased trial reports one progress event,
 // "works" for --work-ms, and completes with a small synthetic result.
-// Prints one JSON line: trials/s and p50/p99 latency per RPC.
+// Prints one JSON line: trials/s and p50/p99 latency per RPC; LeaseTrial
+// counts the leases that returned a trial, LeaseTrial(empty) the polls that
+// waited out their wait_ms on an empty queue.
 //
 //   load_generator --server HOST:PORT --workers N --trials T [--work-ms W]
 //   load_generator --fill-store URL --trials T   (creates an experiment of T
 //       pending trials directly through the Store; coordinator_load.sh then
 //       finishes them all in one SQL statement, for the report query at scale)
+//
+// The chaos soak (tests/bench/chaos_soak.sh) runs it in two more modes:
+//   load_generator --server HOST:PORT --submit T   (submits an experiment of T
+//       trials, max_attempts 100, retrying while the coordinator is down;
+//       prints its id)
+//   load_generator --server HOST:PORT --soak-worker LEDGER [--work-ms W]
+//       (one simulated worker until killed, riding out coordinator and store
+//       outages; before each CompleteTrial it appends
+//       "send TRIAL ATTEMPT WORKER VAL_ACCURACY" to LEDGER, after it
+//       "accepted ..." or "rejected ..." with the same fields: each line one
+//       write(2), so a kill -9 loses none that was written)
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <algorithm>
 #include <atomic>
@@ -32,7 +50,7 @@ namespace v1 = frontier::v1;
 using Clock = std::chrono::steady_clock;
 
 // A space of `configs` configurations (width_mult values) at one seed.
-std::string SpaceYaml(int configs) {
+std::string SpaceYaml(int configs, int max_attempts = 3) {
   std::ostringstream os;
   os << "name: load\ntask: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 2}, "
         "batch_size: 4, steps: 2, warmup_steps: 0, eval_every: 0}\n"
@@ -41,16 +59,17 @@ std::string SpaceYaml(int configs) {
         "space:\n  width_mult: [";
   for (int i = 0; i < configs; ++i) os << (i ? ", " : "") << 1.0 + 0.0005 * (i + 1);
   os << "]\nobjectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]\n"
-        "repeats: 1\nstrategy: {name: grid}\n";
+        "repeats: 1\nstrategy: {name: grid}\nmax_attempts: "
+     << max_attempts << "\n";
   return os.str();
 }
 
-std::string FakeResult(std::mt19937& rng) {
+std::string FakeResult(std::mt19937& rng, double val_accuracy = -1) {
   std::uniform_real_distribution<double> u(0, 1);
   return nlohmann::json{{"event", "result"},
                         {"schema", 1},
                         {"status", "completed"},
-                        {"val_accuracy", 0.8 + 0.1 * u(rng)},
+                        {"val_accuracy", val_accuracy >= 0 ? val_accuracy : 0.8 + 0.1 * u(rng)},
                         {"test_accuracy", 0.8 + 0.1 * u(rng)},
                         {"step_time_ms", {{"median", 10 + u(rng)}}},
                         {"throughput", {{"samples_per_s", 1000 + 100 * u(rng)}}},
@@ -94,6 +113,105 @@ int FillStore(const std::string& url, int trials) {
   return 0;
 }
 
+
+// A channel that reconnects within half a second of the coordinator coming
+// back (gRPC's default backoff grows to two minutes).
+std::shared_ptr<grpc::Channel> SoakChannel(const std::string& server) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+}
+
+// Calls `call(ctx)` until it returns a status other than UNAVAILABLE (the
+// coordinator or its store is down) or DEADLINE_EXCEEDED.
+template <typename Call>
+grpc::Status Retrying(Call&& call, int deadline_s = 10) {
+  for (;;) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+    const grpc::Status s = call(ctx);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
+      return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+int Submit(const std::string& server, int trials) {
+  auto users = v1::ExperimentService::NewStub(SoakChannel(server));
+  v1::SubmitExperimentRequest submit;
+  submit.set_space_yaml(SpaceYaml(trials - 1, /*max_attempts=*/100));
+  submit.set_source_name("soak.yaml");
+  v1::SubmitExperimentResponse submitted;
+  const grpc::Status s =
+      Retrying([&](grpc::ClientContext& c) { return users->SubmitExperiment(&c, submit, &submitted); }, 60);
+  if (!s.ok()) {
+    std::cerr << "submit: " << s.error_message() << "\n";
+    return 1;
+  }
+  std::cout << submitted.experiment().id() << std::endl;
+  return 0;
+}
+
+// Appends one line to the ledger with a single write(2).
+void Append(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    std::perror("ledger");
+    std::exit(1);
+  }
+}
+
+int SoakWorker(const std::string& server, const std::string& ledger, int work_ms) {
+  const int fd = open(ledger.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) {
+    std::perror(ledger.c_str());
+    return 1;
+  }
+  auto stub = v1::WorkerService::NewStub(SoakChannel(server));
+  std::mt19937 rng(std::random_device{}());
+  v1::RegisterWorkerRequest reg;
+  reg.set_host("soak-" + std::to_string(getpid()));
+  reg.set_device("cpu");
+  v1::RegisterWorkerResponse registered;
+  if (!Retrying([&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); }).ok()) return 1;
+  const std::string& me = registered.worker_id();
+  for (;;) {
+    v1::LeaseTrialRequest lease;
+    lease.set_worker_id(me);
+    lease.set_wait_ms(500);
+    v1::LeaseTrialResponse leased;
+    if (!Retrying([&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); }).ok() ||
+        !leased.has_trial()) {
+      continue;
+    }
+    v1::ReportProgressRequest progress;
+    progress.set_worker_id(me);
+    progress.set_trial_id(leased.trial_id());
+    progress.set_attempt(leased.attempt());
+    progress.set_event_json(R"({"event":"progress","step":1,"loss":1.0})");
+    v1::ReportProgressResponse progressed;
+    Retrying([&](grpc::ClientContext& c) { return stub->ReportProgress(&c, progress, &progressed); });
+    if (progressed.stop()) continue;  // the lease was lost meanwhile
+    if (work_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+    // A value that names this completion: the checker finds it in the stored result.
+    const double val_accuracy = std::uniform_int_distribution<int64_t>(1, 1'000'000'000)(rng) * 1e-9;
+    char fields[256];
+    std::snprintf(fields, sizeof fields, "%s %d %s %.9f", leased.trial_id().c_str(), leased.attempt(), me.c_str(),
+                  val_accuracy);
+    Append(fd, std::string("send ") + fields);
+    v1::CompleteTrialRequest complete;
+    complete.set_worker_id(me);
+    complete.set_trial_id(leased.trial_id());
+    complete.set_attempt(leased.attempt());
+    complete.set_result_json(FakeResult(rng, val_accuracy));
+    v1::CompleteTrialResponse reply;
+    const grpc::Status s =
+        Retrying([&](grpc::ClientContext& c) { return stub->CompleteTrial(&c, complete, &reply); });
+    if (s.ok()) Append(fd, std::string(reply.accepted() ? "accepted " : "rejected ") + fields);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,12 +221,16 @@ int main(int argc, char** argv) {
   if (flags.count("--fill-store")) return FillStore(flags["--fill-store"], trials);
   if (!flags.count("--server")) {
     std::cerr << "usage: load_generator --server HOST:PORT --workers N --trials T [--work-ms W]\n"
-                 "       load_generator --fill-store URL --trials T\n";
+                 "       load_generator --fill-store URL --trials T\n"
+                 "       load_generator --server HOST:PORT --submit T\n"
+                 "       load_generator --server HOST:PORT --soak-worker LEDGER [--work-ms W]\n";
     return 64;
   }
   const std::string server = flags["--server"];
   const int workers = std::stoi(flags.count("--workers") ? flags["--workers"] : "16");
   const int work_ms = std::stoi(flags.count("--work-ms") ? flags["--work-ms"] : "0");
+  if (flags.count("--submit")) return Submit(server, std::stoi(flags["--submit"]));
+  if (flags.count("--soak-worker")) return SoakWorker(server, flags["--soak-worker"], work_ms);
   auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
   auto users = v1::ExperimentService::NewStub(channel);
 
@@ -165,11 +287,14 @@ int main(int argc, char** argv) {
         lease.set_worker_id(registered.worker_id());
         lease.set_wait_ms(200);
         v1::LeaseTrialResponse leased;
-        if (!timed("LeaseTrial", [&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); })
-                 .ok() ||
-            !leased.has_trial()) {
-          continue;
-        }
+        // Leases that returned a trial apart from empty long polls (which wait up to wait_ms by design).
+        const auto t0 = Clock::now();
+        grpc::ClientContext lease_ctx;
+        lease_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        const grpc::Status leased_status = stub->LeaseTrial(&lease_ctx, lease, &leased);
+        mine[leased.has_trial() ? "LeaseTrial" : "LeaseTrial(empty)"].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        if (!leased_status.ok() || !leased.has_trial()) continue;
         my_first = std::min(my_first, Clock::now());
         v1::ReportProgressRequest progress;
         progress.set_worker_id(registered.worker_id());

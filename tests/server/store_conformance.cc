@@ -35,6 +35,16 @@ TEST_P(StoreConformanceTest, NamesAreStoredVerbatim) {
   EXPECT_EQ(store_->ListTrials(id).size(), 1u);
 }
 
+TEST_P(StoreConformanceTest, RecordsWhoSubmitted) {
+  ExperimentRecord e;
+  e.name = "owned";
+  e.owner = "alice";
+  const std::string id = store_->CreateExperiment(e, {Trial(1)}, 5);
+  EXPECT_EQ(store_->GetExperiment(id)->owner, "alice");
+  EXPECT_EQ(store_->ListExperiments(1).front().owner, "alice");
+  EXPECT_EQ(store_->GetExperiment(NewExperiment(1))->owner, "");  // no tokens: nobody
+}
+
 TEST_P(StoreConformanceTest, LeasesInOrderAndOnlyOnce) {
   const std::string id = NewExperiment(2);
   auto a = store_->LeaseNextTrial("w1", 2000, 500);

@@ -141,7 +141,7 @@ TEST(AuthTest, AWorkerTokenCannotSubmitOrCancel) {
     if (std::string(rpc.name) != "SubmitExperiment" && std::string(rpc.name) != "CancelExperiment") continue;
     const grpc::Status s = rpc.call(h, kWorkerToken);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << rpc.name;
-    EXPECT_EQ(s.error_message(), "this call needs a user token; the token given belongs to the other role");
+    EXPECT_EQ(s.error_message(), "this call needs a user token; the token given is a worker token (worker)");
   }
   ASSERT_EQ(h.store().ListExperiments(10).size(), 1u);       // nothing submitted
   EXPECT_EQ(h.store().GetExperiment(id)->state, "running");  // nothing cancelled

@@ -89,6 +89,27 @@ TEST_F(ServerFlagsTest, TokensComeFromFilesBothOrNeither) {
   EXPECT_EQ(Parse({"--worker-token-file", (dir_ / "missing.token").string(), "--user-token-file", user}), 64);
 }
 
+TEST_F(ServerFlagsTest, NamedUsersComeFromATokenFile) {
+  const std::string tokens = TokenFile("tokens", "alice user alice-token-0123456789\nw worker w-token-0123456789ab");
+  EXPECT_EQ(Parse({"--tokens", tokens}), std::nullopt);
+  ASSERT_TRUE(flags_.coordinator.security.users);
+  EXPECT_TRUE(flags_.coordinator.security.auth_enabled());
+  EXPECT_EQ(flags_.coordinator.security.users->Find("alice-token-0123456789")->user, "alice");
+}
+
+TEST_F(ServerFlagsTest, AMalformedTokenFileIsRefused) {
+  EXPECT_EQ(Parse({"--tokens", TokenFile("tokens", "alice wizard alice-token-0123456789")}), 64);
+  flags_ = ServerFlags();
+  EXPECT_EQ(Parse({"--tokens", (dir_ / "missing").string()}), 64);
+}
+
+TEST_F(ServerFlagsTest, ATokenFileExcludesTheSharedTokens) {
+  const std::string tokens = TokenFile("tokens", "alice user alice-token-0123456789");
+  EXPECT_EQ(Parse({"--tokens", tokens, "--user-token-file", TokenFile("user.token", "u-secret"),
+                   "--worker-token-file", TokenFile("worker.token", "w-secret")}),
+            64);
+}
+
 TEST_F(ServerFlagsTest, TokensComeFromTheEnvironmentWithoutFiles) {
   setenv("FRONTIER_USER_TOKEN", "u-env", 1);
   setenv("FRONTIER_WORKER_TOKEN", "w-env", 1);

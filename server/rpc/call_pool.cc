@@ -1,0 +1,42 @@
+#include "server/rpc/call_pool.h"
+
+#include <algorithm>
+
+namespace frontier {
+
+CallPool::CallPool(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this] {
+      for (;;) {
+        std::function<void()> task;
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+          if (tasks_.empty()) return;  // stopping, nothing left
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        }
+        task();
+      }
+    });
+  }
+}
+
+CallPool::~CallPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void CallPool::Run(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
+}  // namespace frontier
