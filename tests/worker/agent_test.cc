@@ -741,6 +741,9 @@ TEST_F(AgentTest, CommandTrialFailuresNameWhatHappened) {
        "breaks the trial protocol: a completed result needs step_time_ms.median > 0", false},
       {"hangs past its time limit", "trap '' TERM; while :; do sleep 0.05; done", {{"time_limit_s", 0.3}},
        "timed out after 0.3 s", true},
+      {"prints a line that is not JSON", "echo 'epoch 1: loss 0.3'; sleep 30", {},
+       "printed a line that is not a JSON object (standard output is for the protocol's lines; logs go to "
+       "standard error): epoch 1: loss 0.3", false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -111,6 +111,11 @@ std::optional<std::string> ReadCommandSection(const json& section, TrialCommand*
   return std::nullopt;
 }
 
+// At most `limit` bytes of `text` for a message, "..." marking a cut.
+std::string Abbreviate(const std::string& text, size_t limit) {
+  return text.size() <= limit ? text : text.substr(0, limit) + "...";
+}
+
 std::string JoinArgs(const std::vector<std::string>& args) {
   std::string text;
   for (const std::string& arg : args) text += (text.empty() ? "" : " ") + arg;
@@ -230,6 +235,9 @@ struct Agent::Launch {
   std::string what;       // "frontier-trial" or "the command `python3 train.py`"
   std::string stop_file;  // created when the trial is asked to stop
   milliseconds timeout;
+  // A line that is not a JSON object fails the trial: a command trial's own
+  // program, unless a profiler wrapper (which prints to stdout) runs it.
+  bool strict_output = false;
 };
 
 // How a trial ended, as the coordinator is to hear it.
@@ -479,6 +487,7 @@ void Agent::RunTrial(int slot, const Lease& lease) {
       return;
     }
     launch.what = "the command `" + JoinArgs(command.program) + "`";
+    launch.strict_output = wrapping.wrapper.empty();
   }
   const json& runtime = spec["runtime"];
   const json threads = runtime.is_object() ? runtime.value("threads", json(0)) : json(0);
@@ -611,6 +620,13 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
     if (read != TrialProcess::ReadStatus::kLine) continue;
 
     const json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!event.is_object() && launch.strict_output) {
+      process.Terminate(options_.kill_grace);
+      return Outcome{Outcome::Kind::kFail,
+                     launch.what + " printed a line that is not a JSON object (standard output is for the "
+                                   "protocol's lines; logs go to standard error): " + Abbreviate(line, 200),
+                     /*retryable=*/false, ""};
+    }
     if (!event.is_object()) {
       spdlog::debug("trial {}: ignoring output that is not a JSON object: {}", lease.trial_id, line);
       continue;
