@@ -226,7 +226,7 @@ const ConfigSummary& FindConfig(const Report& report, const std::string& name) {
   if (found.size() == 1) return *found.front();
   std::string choices;
   for (size_t i = 0; i < report.configs.size(); ++i) {
-    choices += Printf("\n  %zu  %s", i + 1, report.configs[i].label.c_str());
+    choices += Printf("\n%4zu  %s", i + 1, report.configs[i].label.c_str());
   }
   throw std::invalid_argument("config '" + name + "' " +
                               (found.empty() ? "names no config" : "names several configs") +
@@ -271,27 +271,32 @@ Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const Co
 
 namespace {
 
+// "mean ± half-width of the 95% interval", the report table's way.
 std::string Summary(const std::optional<MetricSummary>& s) {
   if (!s) return "-";
-  if (s->n < 2) return Printf("%.6g (n=%d)", s->mean, s->n);
-  return Printf("%.6g [%.6g, %.6g] (n=%d)", s->mean, s->ci_low, s->ci_high, s->n);
+  if (s->n < 2) return Printf("%.4g", s->mean);
+  return Printf("%.4g \u00b1 %.3g", s->mean, (s->ci_high - s->ci_low) / 2);
 }
 
 std::string IntervalText(const std::optional<Interval>& i, const char* format) {
   if (!i) return "-";
   const std::string value = Printf(format, i->value);
   if (i->n_variant < 2 || i->n_baseline < 2) return value;
-  return value + " [" + Printf(format, i->low) + ", " + Printf(format, i->high) + "]";
+  return value + " \u00b1 " + Printf("%.3g", (i->high - i->low) / 2);
+}
+
+std::string Seeds(const MetricComparison& m) {
+  return Printf("%d/%d", m.a ? m.a->n : 0, m.b ? m.b->n : 0);
 }
 
 }  // namespace
 
 std::string RenderComparisonTable(const Report& report, const Comparison& c) {
   TextTable table;
-  table.header = {"metric", "A: " + c.a->label, "B: " + c.b->label, "A - B [95% CI]", "A / B [95% CI]"};
-  table.right_aligned = {false, true, true, true, true};
+  table.header = {"metric", "n A/B", "A", "B", "A - B", "A / B"};
+  table.right_aligned = {false, true, true, true, true, true};
   for (const MetricComparison& m : c.metrics) {
-    table.rows.push_back({m.metric, Summary(m.a), Summary(m.b), IntervalText(m.difference, "%+.4g"),
+    table.rows.push_back({m.metric, Seeds(m), Summary(m.a), Summary(m.b), IntervalText(m.difference, "%+.4g"),
                           IntervalText(m.ratio, "%.3fx")});
   }
   std::string out = "experiment " + report.experiment_id + ": A = " + c.a->label + " vs B = " + c.b->label +
@@ -300,7 +305,8 @@ std::string RenderComparisonTable(const Report& report, const Comparison& c) {
   out += Printf("\nparity of A against B (%s, margin %g, %s test): %s; delta %s\n", report.parity.metric.c_str(),
                 report.parity.margin, c.parity_test.empty() ? "no" : c.parity_test.c_str(), c.parity.c_str(),
                 IntervalText(c.quality_delta, "%+.4f").c_str());
-  out += "intervals: two-sided 95% Student-t of each mean; A - B Welch; A / B delta method (docs/report.md)\n";
+  out += "\u00b1: half-width of the 95% interval: Student-t of each mean, Welch for A - B, the delta method for "
+         "A / B (docs/report.md)\n";
   return out;
 }
 

@@ -364,7 +364,7 @@ TEST(CompareTest, FindsConfigsByRowLabelOrKeyAndJudgesParity) {
   }
   EXPECT_TRUE(saw_throughput);
   const std::string table = RenderComparisonTable(report, c);
-  EXPECT_NE(table.find("A: bf16"), std::string::npos) << table;
+  EXPECT_NE(table.find("A = bf16 vs B = baseline"), std::string::npos) << table;
   EXPECT_NE(table.find("1.500x"), std::string::npos) << table;
   EXPECT_EQ(ComparisonToJson(report, c)["parity"]["verdict"], "inconclusive");
 }
@@ -410,7 +410,7 @@ TEST(StoredReportTest, ReadsAnExperimentStraightFromASqliteStore) {
   EXPECT_EQ(report->configs.size(), 18u);
   EXPECT_NEAR(TotalCost(*report).total.device_s, 10.0 * trials.size(), 1e-9);  // leased at 2 s, done at 12 s
   request.compare = {"bf16", "baseline"};
-  EXPECT_NE(RenderStoredReport(store, request)->content.find("A: bf16"), std::string::npos);
+  EXPECT_NE(RenderStoredReport(store, request)->content.find("A = bf16 vs B = baseline"), std::string::npos);
   request.compare = {"bf16", "nothing"};
   EXPECT_THROW(RenderStoredReport(store, request), std::invalid_argument);
   request.compare.clear();
