@@ -80,6 +80,27 @@ size_t DisplayWidth(const std::string& text) {
                        [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; });
 }
 
+// `text` broken at spaces into lines of at most `width` code points (0: one
+// line), the lines after the first indented by two spaces; each ends in "\n".
+std::string Wrap(const std::string& text, size_t width) {
+  if (width == 0 || DisplayWidth(text) <= width) return text + "\n";
+  std::string out, line;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && DisplayWidth(line) + 1 + DisplayWidth(word) > width) {
+      out += line + "\n";
+      line = "  " + word;
+    } else {
+      line += (line.empty() ? "" : " ") + word;
+    }
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
 // `text` cut to `width` code points, the last one an ellipsis when cut.
 std::string Truncate(const std::string& text, size_t width) {
   if (DisplayWidth(text) <= width || width == 0) return text;
@@ -236,7 +257,7 @@ std::string RenderTable(const Report& report, const TableOptions& options) {
   }
   if (!shortened.empty()) out += "\nconfigs in full:\n" + shortened;
   out += "\n";
-  for (const std::string& note : ReportNotes(report)) out += note + "\n";
+  for (const std::string& note : ReportNotes(report)) out += Wrap(note, max_width);
   if (!options.wide) out += "(--wide: every column)\n";
   return out;
 }
