@@ -133,7 +133,7 @@ struct StemSpec {
 struct BevArchSpec {
   bool enabled = false;                 // true when the spec has an arch.bev section
   std::string view_transform = "lss";  // lss | ipm | mean_lift
-  std::string pooling = "naive";        // lss only: naive (index_add) | fused (interval-reduction operator)
+  std::string pooling = "naive";        // lss only: naive (frustum + index_add) | fused (intervals over the frustum) | depth_fused (no frustum)
   int depth_bins = 24;                  // lss: depth distribution bins
   double depth_min = 2.0, depth_max = 38.0;  // lss: metres covered by the bins (uniform)
   int channels = 32;                    // BEV feature channels the view transform produces
