@@ -73,6 +73,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrial(grpc::CallbackServerCont
     if (status.error_code() == StatusCode::ABORTED) {  // parked: the dispatcher answers it
       const int64_t wait = std::clamp<int64_t>(req->wait_ms(), 0, max_wait_ms_);
       std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) {  // the parked polls were answered for good: no one would answer this one
+        reactor->Finish(Status::OK);
+        return;
+      }
       waiters_.push_back({reactor, req->worker_id(), resp,
                           std::chrono::steady_clock::now() + std::chrono::milliseconds(wait)});
       return;
@@ -163,6 +167,7 @@ std::vector<std::string> WorkerServiceImpl::ParkedWorkers() {
 
 void WorkerServiceImpl::ServeWaiters(bool closing) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (closing) closed_ = true;
   const auto now = std::chrono::steady_clock::now();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     Status status = Status::OK;

@@ -77,8 +77,9 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   Scheduler& scheduler_;
   int64_t max_wait_ms_;
   CoordinatorMetrics& metrics_;
-  std::mutex mu_;  // guards waiters_
+  std::mutex mu_;  // guards waiters_ and closed_
   std::deque<Waiter> waiters_;
+  bool closed_ = false;  // ServeWaiters(true) ran: polls that find nothing are answered at once
   // Threads for the bodies: as many commits in flight as the PostgreSQL store has connections.
   static constexpr int kCallThreads = 16;
   CallPool calls_{kCallThreads};  // last: joined first, while the rest still stands
