@@ -9,7 +9,8 @@
 # remaining trials are worked off, and the store is checked against the
 # workers' ledger (load_generator.cc): every trial completed exactly once with
 # the result of an attempt the ledger sent, every accepted completion stored,
-# none accepted for two attempts; the coordinator never exited by itself.
+# none accepted for two attempts; the coordinator never exited by itself and
+# stops within 10 s of SIGTERM at the end.
 # Prints the counts and the number of each fault; exit 1 when they disagree.
 #
 # usage: tests/bench/chaos_soak.sh [BUILD_DIR] [SECONDS] [WORKERS]
@@ -104,7 +105,14 @@ drain_deadline=$((SECONDS + 300))
 until [[ $(pending) == 0 ]] || ((SECONDS > drain_deadline)); do sleep 1; check_server; done
 for p in "${workers[@]}"; do kill -9 "$p" 2>/dev/null || true; done
 wait_submissions
-kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+# A clean stop: SIGTERM must end the coordinator within 10 s.
+kill "$server_pid"; stop_hung=0
+for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$server_pid" 2>/dev/null; then
+  echo "coordinator did not stop within 10 s of SIGTERM"; stop_hung=1; kill -9 "$server_pid"
+fi
+wait "$server_pid" 2>/dev/null || true; server_pid=""
+unexpected_exits=$((unexpected_exits + stop_hung))
 
 echo "faults: $worker_kills worker kills, $coordinator_kills coordinator kills (and restarts), $pg_restarts PostgreSQL crash-restarts; coordinator starts $starts, exits by itself $unexpected_exits; experiments submitted $submissions"
 pg_query "SELECT id, state, attempt, worker_id, result_json FROM trials ORDER BY seq" > "$work/trials.txt"
