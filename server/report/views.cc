@@ -124,8 +124,12 @@ std::vector<MainEffect> MainEffects(const Report& report) {
 std::vector<const ConfigSummary*> OneFactorConfigs(const Report& report) {
   std::vector<const ConfigSummary*> out;
   for (const ReportDimension& dim : report.dimensions) {
-    for (const ConfigSummary& c : report.configs) {
-      if (!c.is_baseline && c.changes.size() == 1 && c.changes[0].dimension == dim.name) out.push_back(&c);
+    for (const json& choice : dim.choices) {
+      for (const ConfigSummary& c : report.configs) {
+        if (!c.is_baseline && c.changes.size() == 1 && c.changes[0].dimension == dim.name &&
+            c.changes[0].choice == choice)
+          out.push_back(&c);
+      }
     }
   }
   return out;
@@ -157,10 +161,17 @@ std::vector<const ConfigSummary*> CumulativePath(const Report& report) {
       if (c.changes.size() == round && contains(c, *path.back())) candidates.push_back(&c);
     }
     if (candidates.empty()) break;
+    // The one the next round built on: every config of the next round extends it.
     const ConfigSummary* next = nullptr;
-    for (const ConfigSummary* c : candidates) {  // the one the next round built on
+    int most = 0;
+    for (const ConfigSummary* c : candidates) {
+      int extended = 0;
       for (const ConfigSummary& later : report.configs) {
-        if (later.changes.size() == round + 1 && contains(later, *c)) next = c;
+        extended += later.changes.size() == round + 1 && contains(later, *c);
+      }
+      if (extended > most) {
+        most = extended;
+        next = c;
       }
     }
     if (next == nullptr) {  // the last round: its best

@@ -179,7 +179,7 @@ TEST(ReportTest, TableShowsIouForTheBevTask) {
   }
   const Report report = BuildReport("exp-iou", space, trials);
   EXPECT_NEAR(report.configs.at(0).metrics.at("val_iou").mean, 0.43, 1e-12);
-  const std::string table = RenderTable(report);
+  const std::string table = RenderTable(report, TableOptions{true});
   EXPECT_NE(table.find("val IoU"), std::string::npos) << table;
   EXPECT_NE(table.find("0.3900"), std::string::npos) << table;  // test IoU
   EXPECT_EQ(table.find("val acc"), std::string::npos) << table;
@@ -527,7 +527,7 @@ TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
   };
   std::vector<std::string> lines = Split(table, "\n");
   const std::string& rule = lines[3];
-  ASSERT_EQ(rule.rfind("---", 0), 0u);
+  ASSERT_EQ(rule.rfind("-  ---", 0), 0u);  // the row number, then the config
   const size_t parity_start = rule.rfind("  ", rule.rfind("  ") - 1) + 2;  // the next-to-last column
   EXPECT_EQ(display_column(lines[2], lines[2].find("parity")), parity_start);
   const std::vector<std::string> verdicts = {"baseline", "at parity", "no data", "at parity"};
