@@ -12,6 +12,7 @@
 #include <string>
 
 #include "server/cli/cli.h"
+#include "server/cli/read_commands.h"
 #include "tests/server/rpc/coordinator_harness.h"
 
 namespace frontier {
@@ -68,7 +69,7 @@ TEST_F(CliCommandsTest, StatusListAndCancelPrintTheSummaryLine) {
   const std::string id = SubmitSpace(client);
   CaptureStdout();
   EXPECT_EQ(ShowExperiment(client, id, /*cancel=*/false, "table"), kCliOk);
-  EXPECT_EQ(ListExperiments(client, 10, "table"), kCliOk);
+  EXPECT_EQ(ListExperiments(*ServerSource(client), 10, "table"), kCliOk);
   EXPECT_EQ(ShowExperiment(client, id, /*cancel=*/true, "table"), kCliOk);
   EXPECT_EQ(GetCapturedStdout(),
             "exp-000001  tiny  running  0/4 done (running 0, failed 0, diverged 0)\n"
@@ -93,7 +94,7 @@ TEST_F(CliCommandsTest, TrialsAsCsvHaveTheDocumentedColumns) {
   Client client(Address(), {});
   const std::string id = SubmitSpace(client);
   CaptureStdout();
-  EXPECT_EQ(ListTrials(client, id, "csv"), kCliOk);
+  EXPECT_EQ(ListTrials(*ServerSource(client), id, "csv"), kCliOk);
   const std::string csv = GetCapturedStdout();
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "id,config,seed,state,attempt,val_accuracy,test_accuracy,median_step_ms,throughput,mfu,"
@@ -120,7 +121,7 @@ TEST_F(CliCommandsTest, AnUnreachableServerIsAFailureWithAHint) {
   harness_.coordinator().Shutdown();
   Client client(address, {});
   CaptureStderr();
-  EXPECT_EQ(ListExperiments(client, 10, "table"), kCliFailed);
+  EXPECT_EQ(ListExperiments(*ServerSource(client), 10, "table"), kCliFailed);
   const std::string message = GetCapturedStderr();
   EXPECT_NE(message.find("(is frontier-server running at " + address + "?)"), std::string::npos) << message;
 }
@@ -137,14 +138,14 @@ TEST(CliCommandsAuthTest, AMissingOrWrongTokenIsDenied) {
     client_security.token = token;
     Client client(address, client_security);
     CaptureStderr();
-    EXPECT_EQ(ListExperiments(client, 10, "table"), kCliDenied) << token;
+    EXPECT_EQ(ListExperiments(*ServerSource(client), 10, "table"), kCliDenied) << token;
     GetCapturedStderr();
   }
   ClientSecurity user;
   user.token = "user-secret";
   Client client(address, user);
   CaptureStdout();
-  EXPECT_EQ(ListExperiments(client, 10, "table"), kCliOk);
+  EXPECT_EQ(ListExperiments(*ServerSource(client), 10, "table"), kCliOk);
   EXPECT_EQ(GetCapturedStdout(), "");  // no experiments yet
   spdlog::set_level(spdlog::level::info);
 }
