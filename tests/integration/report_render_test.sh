@@ -77,7 +77,7 @@ grep -q "^$exp  tiny-e2e  completed  6/6 done" status.txt || fail "status --db p
 [[ $("$frontier" trials "$exp" --db "$db" -o csv | wc -l) == 7 ]] || fail "trials --db -o csv: not a header and 6 trials"
 "$frontier" report "$exp" --db "$db" > report.txt 2>&1 || fail "report --db: $(cat report.txt)"
 grep -q "^experiment $exp (tiny-e2e): 3 configs" report.txt || fail "report --db printed: $(head -3 report.txt)"
-wide=$(awk '{ if (length($0) > 120) n++ } END { print n + 0 }' report.txt)
+wide=$(/usr/bin/python3 -c 'import sys; print(sum(len(l.rstrip("\n")) > 120 for l in open(sys.argv[1], encoding="utf-8")))' report.txt)
 [[ "$wide" == 0 ]] || fail "$wide lines of the terminal report are wider than 120 columns"
 "$frontier" pareto "$exp" --store "sqlite:$db" -o json > pareto.json || fail "pareto --store sqlite:"
 "$frontier" report "$exp" --db "$db" --html "$work/report-db.html" > /dev/null || fail "report --db --html"
