@@ -63,10 +63,10 @@ struct ParityRule {
 // How configurations are chosen (docs/strategies.md). Each field applies to
 // the strategies named in its comment; the parser rejects it elsewhere.
 struct StrategySpec {
-  std::string name = "grid";        // grid | random | sobol | nsga2 | asha | ablation
-  int trials = 0;                   // random, sobol, nsga2, asha: at most this many configs (0 = all;
+  std::string name = "grid";        // grid | random | sobol | nsga2 | tpe | asha | ablation
+  int trials = 0;                   // random, sobol, nsga2, tpe, asha: at most this many configs (0 = all;
                                     //   nsga2: population x generations)
-  int64_t seed = 0;                 // random, sobol, nsga2, asha: the seed of every draw
+  int64_t seed = 0;                 // random, sobol, nsga2, tpe, asha: the seed of every draw
   int population = 16;              // nsga2 (and asha over nsga2): parents, and children per generation
   int generations = 10;             // nsga2 (and asha over nsga2): generations, the initial one included
   std::string proposer = "random";  // asha: what proposes the configs it stops early: random | sobol | nsga2

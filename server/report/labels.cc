@@ -157,10 +157,11 @@ std::vector<ConfigChange> ConfigLabeler::Changes(const json& config) const {
     if (!dim.baseline_choice.is_null() && choice == dim.baseline_choice) continue;
     changes.push_back({dim.name, choice, Text(dim.name, choice)});
   }
-  for (const auto& [name, choice] : config.items()) {
+  for (const auto& item : config.items()) {
+    const std::string& name = item.key();  // a plain reference: clang-14 cannot capture structured bindings
     const bool known = std::any_of(dimensions_.begin(), dimensions_.end(),
                                    [&](const ReportDimension& d) { return d.name == name; });
-    if (!known) changes.push_back({name, choice, Text(name, choice)});
+    if (!known) changes.push_back({name, item.value(), Text(name, item.value())});
   }
   return changes;
 }
