@@ -95,7 +95,7 @@ echo "experiment completed"
 rows=$(pg_query "SELECT COUNT(*), COUNT(DISTINCT id) FROM trials WHERE experiment_id = '$exp'")
 [[ "$rows" == "$total|$total" ]] || fail "trials changed: $rows, expected $total|$total"
 completed=$(pg_query "SELECT COUNT(*) FROM trials WHERE experiment_id = '$exp' AND state = 'completed' AND result_json <> ''")
-crashed=$(pg_query "SELECT COUNT(*) FROM trials WHERE experiment_id = '$exp' AND state = 'failed' AND config_json LIKE '%bottleneck%' AND attempt = 3 AND error LIKE '%crashed%'")
+crashed=$(pg_query "SELECT COUNT(*) FROM trials WHERE experiment_id = '$exp' AND state = 'failed' AND config_json LIKE '%bottleneck%' AND attempt = 3 AND error LIKE '%ended without a result (signal SIGSEGV%'")
 [[ $completed -eq $((total - 2)) ]] || fail "completed $completed of $((total - 2)) runnable trials"
 [[ $crashed -eq 2 ]] || fail "expected the 2 bottleneck trials failed after 3 attempts with a crash reason, got $crashed"
 victim_row=$(pg_query "SELECT state, attempt > 1, worker_id <> '$w1_id' FROM trials WHERE id = '$victim'")

@@ -41,7 +41,7 @@ expect() {  # expect EXIT_CODE MESSAGE_PATTERN -- command...
 }
 expect 4 "requires a user token" -- "$frontier" list --server "$addr" "${tls[@]}"
 expect 4 "invalid token" -- "$frontier" list --server "$addr" "${tls[@]}" --token-file wrong.token
-expect 4 "belongs to the other role" -- "$frontier" submit "$src/tests/integration/tiny.yaml" --server "$addr" "${tls[@]}" --token-file worker.token
+expect 4 "the token given is a worker token" -- "$frontier" submit "$src/tests/integration/tiny.yaml" --server "$addr" "${tls[@]}" --token-file worker.token
 expect 1 "" -- "$frontier" list --server "$addr" --token-file user.token                       # plaintext to a TLS server
 expect 1 "" -- "$frontier" list --server "$addr" --tls-ca ca.pem --token-file user.token       # no client certificate
 FRONTIER_TOKEN="$(cat user.token)" "$frontier" list --server "$addr" "${tls[@]}" > /dev/null || fail "token from FRONTIER_TOKEN refused"
@@ -52,7 +52,7 @@ set +e
 timeout 10 "$build/worker/frontier-worker" --coordinator "$addr" "${tls[@]}" --token-file user.token --max-trials 1 \
   --metrics-listen "" > refused.log 2>&1
 set -e
-grep -qi "permission\|other role" refused.log || fail "a worker with a user token was not refused: $(tail -3 refused.log)"
+grep -qi "permission\|the token given is a user token" refused.log || fail "a worker with a user token was not refused: $(tail -3 refused.log)"
 "$build/worker/frontier-worker" --coordinator "$addr" "${tls[@]}" --token-file worker.token --threads-per-trial 1 \
   --metrics-listen "" > worker.log 2>&1 & pids+=($!)
 timeout 300 "$frontier" watch "$exp" --server "$addr" "${tls[@]}" --token-file user.token > watch.out || fail "watch failed"
