@@ -154,13 +154,18 @@ def script(body):
     return f.name
 
 
+def run_script(body, spec, env=None):
+    """Runs a throwaway SDK script (see script) on `spec`; returns the finished process."""
+    path = script(body)
+    try:
+        return run(["/usr/bin/python3", path], spec, env=env)
+    finally:
+        os.unlink(path)
+
+
 class Failures(unittest.TestCase):
     def result_of(self, body, spec=None, expect_exit=None):
-        path = script(body)
-        try:
-            p = run(["/usr/bin/python3", path], spec or {"trial_id": "t", "task": {"steps": 5, "warmup_steps": 1}})
-        finally:
-            os.unlink(path)
+        p = run_script(body, spec or {"trial_id": "t", "task": {"steps": 5, "warmup_steps": 1}})
         events, result = protocol.check_output(p.stdout, p.returncode)
         if expect_exit is not None:
             self.assertEqual(p.returncode, expect_exit)
@@ -202,7 +207,7 @@ class Failures(unittest.TestCase):
 
     def test_stop_file_and_sigterm_ask_to_stop(self):
         stop = tempfile.mktemp()
-        path = script("""
+        p = run_script("""
             import os, signal
             print(trial.should_stop(), file=sys.stderr)
             open(os.environ['FRONTIER_STOP_FILE'], 'w').close()
@@ -216,28 +221,19 @@ class Failures(unittest.TestCase):
                 s.loss = 1.0
             trial.eval(1, val_accuracy=0.5, val_loss=1.0)
             trial.finish()
-        """)
-        try:
-            p = run(["/usr/bin/python3", path], {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}},
-                    env=dict(ENV, FRONTIER_STOP_FILE=stop))
-        finally:
-            os.unlink(path)
+        """, {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}}, env=dict(ENV, FRONTIER_STOP_FILE=stop))
         self.assertEqual(p.stderr.split(), ["False", "True", "True"], p.stderr)
         self.assertEqual(p.returncode, 0)
 
     def test_worker_peak_is_used(self):
-        path = script("""
+        p = run_script("""
             for i in range(3):
                 with trial.step(8) as s:
                     s.loss = 1.0
             trial.eval(3, val_accuracy=0.5, val_loss=1.0)
             trial.finish()
-        """)
-        try:
-            p = run(["/usr/bin/python3", path], {"trial_id": "t", "task": {"steps": 3, "warmup_steps": 1}},
-                    env=dict(ENV, FRONTIER_PEAK_FLOPS='{"fp32": 1e11, "source": "calibrated:worker-1"}'))
-        finally:
-            os.unlink(path)
+        """, {"trial_id": "t", "task": {"steps": 3, "warmup_steps": 1}},
+                       env=dict(ENV, FRONTIER_PEAK_FLOPS='{"fp32": 1e11, "source": "calibrated:worker-1"}'))
         result = json.loads(p.stdout.splitlines()[-1])
         self.assertEqual(result["peak_flops"], {"flops_per_s": 1e11, "dtype": "fp32",
                                                 "source": "calibrated:worker-1"})
