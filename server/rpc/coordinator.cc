@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "metrics/endpoint.h"
+#include "server/proposer/grpc_proposer.h"
 #include "server/rpc/coordinator_metrics.h"
 #include "server/rpc/experiment_service.h"
 #include "server/rpc/worker_service.h"
@@ -17,6 +18,7 @@ namespace frontier {
 
 Coordinator::Coordinator(Store& store, Clock& clock, CoordinatorMetrics& metrics, CoordinatorOptions options)
     : options_(std::move(options)), store_(store), metrics_(metrics) {
+  if (!options_.scheduler.proposers) options_.scheduler.proposers = GrpcProposerFactory();
   scheduler_ = std::make_unique<Scheduler>(store_, clock, options_.scheduler);
   experiments_ = std::make_unique<ExperimentServiceImpl>(*scheduler_, stopping_, options_.security);
   workers_ = std::make_unique<WorkerServiceImpl>(*scheduler_, options_.max_lease_wait_ms, metrics_,

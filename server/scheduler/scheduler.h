@@ -28,6 +28,9 @@ struct SchedulerOptions {
   int64_t lease_timeout_ms = 60'000;       // a lease not extended for this long expires
   int64_t heartbeat_interval_ms = 10'000;  // what workers are told to use
   int64_t restart_grace_ms = 120'000;      // running trials' leases after a coordinator start
+  // The clients of external proposers (strategy external); empty: such
+  // spaces are refused. The coordinator's is server/proposer's gRPC client.
+  ProposerFactory proposers;
 };
 
 struct HeartbeatReply {
@@ -108,6 +111,8 @@ class Scheduler {
   void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);
   // Adds the later seeds of a configuration that ASHA held back, once due (Search::DueSeeds).
   void AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key);
+  // Adds the next seed of each configuration adaptive seeding picks (Search::AdaptiveSeedsDue).
+  void AddAdaptiveSeeds(const std::string& experiment_id, Search& search);
   bool ExperimentCancelled(const std::string& experiment_id);
 
   Store& store_;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "search_spaces/metric_catalog.h"
+#include "server/search/external.h"
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
 #include "server/search/tpe.h"
@@ -372,9 +373,25 @@ Fitness FitnessOf(const SearchSpace& space, const Evaluation& evaluation) {
   return Score(space.objectives, space.constraints, CompletedResults(evaluation));
 }
 
-std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space) {
+// The external strategy's settings, validated by the parser into spec.options.
+ExternalOptions ExternalOptionsOf(const StrategySpec& spec) {
+  ExternalOptions options;
+  options.batch = spec.options.value("batch", options.batch);
+  options.trials = spec.trials;
+  options.max_invalid_answers = spec.options.value("max_invalid", options.max_invalid_answers);
+  return options;
+}
+
+std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space, const ProposerFactory& proposers) {
   const StrategySpec& spec = space.strategy;
   const int steps = FullSteps(space);
+  if (spec.name == "external") {
+    if (!proposers) {
+      throw SpaceError(space.source, 0, "strategy.name",
+                       "external: this coordinator has no proposer client (a build without server/proposer)");
+    }
+    return MakeExternalStrategy(space, steps, proposers(space), ExternalOptionsOf(spec));
+  }
   const std::string proposer = spec.name == "asha" ? spec.proposer : spec.name;
   if (proposer == "nsga2") {
     CheckSobolDimensions(space, proposer);
@@ -402,6 +419,7 @@ std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space) {
 
 std::vector<Proposal> Replay(Strategy& strategy, const std::optional<Evaluation>& baseline,
                              const std::vector<StoredProposal>& history) {
+  if (strategy.Restore(baseline, history)) return {};
   std::map<std::string, const StoredProposal*> stored;
   for (const StoredProposal& p : history) stored[ConfigKey(p.proposal.config)] = &p;
   if (baseline) strategy.Tell(*baseline);

@@ -7,6 +7,7 @@
 // Definitions: docs/strategies.md.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,11 @@ namespace frontier {
 struct Proposal {
   Config config;
   int steps = 0;  // fidelity
+  // Who proposed it and why, stored with its trials and shown by the report
+  // and `frontier trials`: set by the external strategy (the proposer's
+  // name and rationale); empty for the built-in strategies.
+  std::string proposer{};
+  std::string rationale{};
 };
 
 // How one trial (one seed) of a proposal ended.
@@ -31,6 +37,7 @@ struct TrialOutcome {
   int64_t seed = 0;
   std::string state;      // completed, diverged, failed, stopped, cancelled
   nlohmann::json result;  // the trial result (docs/trial-output.md); null when there is none
+  std::string error{};    // why it did not complete, when it failed or stopped (told to external proposers)
 };
 
 // A proposal (or the baseline, config {}) with the outcome of every seed.
@@ -39,6 +46,8 @@ struct Evaluation {
   int steps = 0;
   std::vector<TrialOutcome> trials;
 };
+
+struct StoredProposal;
 
 class Strategy {
  public:
@@ -58,13 +67,38 @@ class Strategy {
   // Configurations passed over because they cannot run, as
   // "<ConfigKey>: <reason>", in the order the strategy met them.
   virtual const std::vector<std::string>& Skipped() const = 0;
+
+  // Strategies whose proposals arrive from elsewhere (external,
+  // server/search/external.h) and may come between Tells: the scheduler asks
+  // them again periodically, and an experiment of one completes only once
+  // nothing is open and Finished() is true.
+  virtual bool Asynchronous() const { return false; }
+  // Why the strategy cannot propose now ("" when it can): the experiment's
+  // paused status, e.g. "proposer at HOST:PORT unavailable: ...".
+  virtual std::string Paused() const { return ""; }
+  // The experiment's id, once it has one (after creation, or when loaded
+  // after a restart); an asynchronous strategy starts asking only then.
+  virtual void Attach(const std::string& /*experiment_id*/) {}
+  // Restores the state after a restart straight from the stored proposals
+  // (see Replay) and returns true, for strategies whose proposals cannot be
+  // replayed by asking again; false (the default): Replay asks and tells.
+  virtual bool Restore(const std::optional<Evaluation>& /*baseline*/,
+                       const std::vector<StoredProposal>& /*history*/) {
+    return false;
+  }
 };
+
+class ProposerClient;  // server/search/external.h
+// Makes the client of an external proposer for a space (strategy external).
+using ProposerFactory = std::function<std::unique_ptr<ProposerClient>(const SearchSpace& space)>;
 
 // The space's strategy (space.strategy): grid, random, sobol, nsga2, tpe, asha
 // (its proposer's configurations; the stopping is MakeEarlyStopping's) or
-// ablation. Every proposal runs at FullSteps(space). Throws SpaceError for a
-// space the strategy cannot search (e.g. more dimensions than Sobol' has).
-std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space);
+// ablation, or external (its client from `proposers`; without one, a
+// SpaceError saying this coordinator cannot reach proposers). Every proposal
+// runs at FullSteps(space). Throws SpaceError for a space the strategy cannot
+// search (e.g. more dimensions than Sobol' has).
+std::unique_ptr<Strategy> MakeStrategy(const SearchSpace& space, const ProposerFactory& proposers = {});
 
 // The step budget of the baseline and of every proposal: the task's steps.
 int FullSteps(const SearchSpace& space);

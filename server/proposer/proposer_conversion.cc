@@ -1,0 +1,159 @@
+#include "server/proposer/proposer_conversion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "search_spaces/metric_catalog.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+bool Ordinal(const Dimension& dim) {
+  if (dim.choices.size() < 2) return false;
+  bool increasing = true, decreasing = true;
+  for (size_t i = 0; i < dim.choices.size(); ++i) {
+    if (!dim.choices[i].is_number()) return false;
+    if (i == 0) continue;
+    const double a = dim.choices[i - 1].get<double>(), b = dim.choices[i].get<double>();
+    increasing = increasing && a < b;
+    decreasing = decreasing && a > b;
+  }
+  return increasing || decreasing;
+}
+
+v1::ProposerConfig ToConfig(const Choices& choices) {
+  v1::ProposerConfig config;
+  for (const auto& [name, index] : choices) (*config.mutable_choices())[name] = index;
+  return config;
+}
+
+// The status of a configuration: completed when a seed completed, else the
+// state most of its seeds ended in (the first of them on a tie).
+std::string StatusOf(const Evaluation& evaluation) {
+  std::map<std::string, int> count;
+  std::string most;
+  for (const TrialOutcome& trial : evaluation.trials) {
+    if (trial.state == "completed") return "completed";
+    if (++count[trial.state] > (most.empty() ? 0 : count[most])) most = trial.state;
+  }
+  return most.empty() ? "failed" : most;
+}
+
+}  // namespace
+
+v1::ProposerOutcome ToProposerOutcome(const SearchSpace& space, const Evaluation& evaluation,
+                                      const std::string& proposer, const std::string& rationale) {
+  v1::ProposerOutcome outcome;
+  *outcome.mutable_config() = ToConfig(ChoicesOf(space, evaluation.config));
+  outcome.set_status(StatusOf(evaluation));
+  std::vector<const json*> completed;
+  std::set<std::string> reasons;
+  for (const TrialOutcome& trial : evaluation.trials) {
+    if (trial.state == "completed" && trial.result.is_object()) {
+      completed.push_back(&trial.result);
+    } else if (trial.state != "completed") {
+      reasons.insert(trial.error.empty() ? trial.state : trial.state + ": " + trial.error.substr(0, 500));
+    }
+  }
+  std::set<std::string> metrics;
+  for (const Objective& o : space.objectives) metrics.insert(o.metric);
+  for (const Constraint& c : space.constraints) metrics.insert(c.metric);
+  for (const std::string& metric : metrics) {
+    double sum = 0;
+    int n = 0;
+    for (const json* result : completed) {
+      if (std::optional<double> value = MetricOf(*result, metric)) {
+        sum += *value;
+        ++n;
+      }
+    }
+    if (n > 0) (*outcome.mutable_metrics())[metric] = sum / n;
+  }
+  outcome.set_violation(FitnessOf(space, evaluation).violation);
+  outcome.set_seeds(static_cast<int>(evaluation.trials.size()));
+  outcome.set_seeds_completed(static_cast<int>(completed.size()));
+  std::string reason;
+  for (const std::string& r : reasons) reason += (reason.empty() ? "" : "; ") + r;
+  outcome.set_reason(reason);
+  outcome.set_proposer(proposer);
+  outcome.set_rationale(rationale);
+  return outcome;
+}
+
+v1::ProposeRequest ToProposeRequest(const SearchSpace& space, const ProposerCall& call, int steps) {
+  v1::ProposeRequest request;
+  request.set_experiment_id(call.experiment_id);
+  request.set_experiment_name(space.name);
+  const Choices baseline = ChoicesOf(space, json::object());
+  for (const Dimension& dim : space.dimensions) {
+    v1::ProposerDimension* d = request.add_dimensions();
+    d->set_name(dim.name);
+    for (const json& choice : dim.choices) d->add_choices_json(choice.dump());
+    d->set_ordinal(Ordinal(dim));
+    const auto base = baseline.find(dim.name);
+    d->set_baseline_index(base == baseline.end() ? -1 : base->second);
+  }
+  for (const Objective& o : space.objectives) {
+    v1::ProposerObjective* objective = request.add_objectives();
+    objective->set_metric(o.metric);
+    objective->set_maximize(o.maximize);
+  }
+  for (const Constraint& c : space.constraints) {
+    v1::ProposerConstraint* constraint = request.add_constraints();
+    constraint->set_metric(c.metric);
+    constraint->set_has_min(c.min.has_value());
+    constraint->set_min(c.min.value_or(0));
+    constraint->set_has_max(c.max.has_value());
+    constraint->set_max(c.max.value_or(0));
+  }
+  if (call.baseline) *request.mutable_baseline() = ToProposerOutcome(space, *call.baseline, "", "");
+  for (const ToldProposal& told : call.proposals) {
+    if (told.evaluation) {
+      *request.add_outcomes() =
+          ToProposerOutcome(space, *told.evaluation, told.proposal.proposer, told.proposal.rationale);
+    } else {
+      *request.add_pending() = ToConfig(ChoicesOf(space, told.proposal.config));
+    }
+  }
+  request.set_count(call.count);
+  for (const ProposerRejection& rejection : call.rejections) {
+    v1::ProposerRejection* r = request.add_rejections();
+    *r->mutable_config() = ToConfig(rejection.choices);
+    r->set_reason(rejection.reason);
+  }
+  request.set_repeats(space.repeats);
+  request.set_steps(steps);
+  request.set_seed(space.strategy.seed);
+  const size_t grid = GridSize(space);
+  const bool baseline_in_grid = baseline.size() == space.dimensions.size();
+  request.set_space_size(grid == SIZE_MAX || grid > static_cast<size_t>(INT64_MAX)
+                             ? 0
+                             : static_cast<int64_t>(grid) - (baseline_in_grid && grid > 0 ? 1 : 0));
+  return request;
+}
+
+ProposerAnswer FromProposeResponse(const v1::ProposeResponse& response, size_t max_configs) {
+  ProposerAnswer answer;
+  for (const v1::ProposedConfig& proposed : response.configs()) {
+    if (answer.configs.size() >= max_configs) break;
+    ProposedChoices choices;
+    for (const auto& [name, index] : proposed.config().choices()) {
+      choices.choices[name.substr(0, kMaxKeyBytes)] = index;
+    }
+    choices.rationale = proposed.rationale();
+    choices.steps = proposed.steps();
+    answer.configs.push_back(std::move(choices));
+  }
+  answer.finished = response.finished();
+  answer.proposer = response.proposer().substr(0, 200);
+  answer.usage.prompt_tokens = std::max<int64_t>(0, response.usage().prompt_tokens());
+  answer.usage.completion_tokens = std::max<int64_t>(0, response.usage().completion_tokens());
+  answer.usage.model_calls = std::max(0, response.usage().model_calls());
+  answer.usage.model_latency_ms = std::max<int64_t>(0, response.usage().model_latency_ms());
+  return answer;
+}
+
+}  // namespace frontier
