@@ -1,0 +1,105 @@
+"""A stand-in for an OpenAI-compatible chat-completions server, for tests:
+answers POST /v1/chat/completions from a script, one step per request, and
+records every request (body and Authorization header).
+
+A step is a dict:
+  {"content": TEXT}              200 with that message content (and usage)
+  {"status": 429|500|400, "body": TEXT, "retry_after": S}   an HTTP error
+  {"sleep": S, ...}              waits S seconds first (a timeout when S is past the client's)
+  {"from_schema": true}          valid JSON built from the request's response_format schema:
+                                 the first `maxItems` combinations of the enums not named in the prompt
+When the script runs out, the last step repeats.
+"""
+
+import itertools
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class StandIn:
+    def __init__(self, script):
+        self.script = list(script)
+        self.requests = []
+        self._lock = threading.Lock()
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with standin._lock:
+                    standin.requests.append({"path": self.path, "body": body,
+                                             "authorization": self.headers.get("Authorization", "")})
+                    step = standin.script.pop(0) if len(standin.script) > 1 else standin.script[0]
+                if step.get("sleep"):
+                    time.sleep(step["sleep"])
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, "no such path")
+                if "status" in step:
+                    extra = {"Retry-After": str(step["retry_after"])} if "retry_after" in step else {}
+                    return self._send(step["status"], step.get("body", "error"), extra)
+                content = step.get("content")
+                if step.get("from_schema"):
+                    content = from_schema(body)
+                reply = {"id": "x", "object": "chat.completion", "model": body.get("model"),
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                      "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                self._send(200, json.dumps(reply), {"Content-Type": "application/json"})
+
+            def _send(self, code, text, headers=None):
+                data = text.encode()
+                try:
+                    self.send_response(code)
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout step)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def from_schema(body):
+    schema = body["response_format"]["json_schema"]["schema"]["properties"]["configs"]
+    props = schema["items"]["properties"]["config"]["properties"]
+    names = list(props)
+    prompt = " ".join(m["content"] for m in body["messages"])
+    tried = []
+    marker = "do not propose again): "
+    if marker in prompt:
+        tried = json.loads(prompt.split(marker, 1)[1].split("\n", 1)[0])
+    configs = []
+    for values in itertools.product(*(props[n]["enum"] for n in names)):
+        config = dict(zip(names, values))
+        if config in tried:
+            continue
+        configs.append({"config": config, "rationale": "stand-in: next untried combination"})
+        if len(configs) >= schema["maxItems"]:
+            break
+    return json.dumps({"configs": configs})
+
+
+if __name__ == "__main__":  # a stand-in to point frontier-llm-proposer at by hand
+    import sys
+    with StandIn(json.load(open(sys.argv[1])) if len(sys.argv) > 1 else [{"from_schema": True}]) as s:
+        print(s.url, flush=True)
+        s.thread.join()
