@@ -6,16 +6,23 @@
 #                                what the GPU machine lacks into .gpu-deps/
 #                                (nlohmann/json headers, zlib headers, the
 #                                Fashion-MNIST files) so it can travel with the tree
+#   tests/gpu/check.sh verify DIR  only the checks, on the outputs a run left in DIR
+#                                (tests/gpu/test_checks.py runs it on canned outputs)
 #   tests/gpu/check.sh           on the GPU machine: builds frontier-trial alone
 #                                (-DFRONTIER_RUNNER_ONLY=ON) against PyTorch's
-#                                LibTorch and runs the two example specs on CUDA,
-#                                printing step time, MFU (against the device's
-#                                table peak) and peak memory of each; then, with
-#                                the fused BEV pooling's CUDA kernels built in
-#                                (FRONTIER_WITH_CUDA_OPS, when nvcc is there),
-#                                worker/examples/bev_lss.json with naive and with
-#                                fused pooling in fp32 on CUDA: the two must
-#                                reach the same IoU (same sums), fused faster.
+#                                LibTorch, runs the trials below on CUDA and
+#                                checks their results (tests/gpu/checks.py):
+#     cuda          every run completed on a CUDA device
+#     mfu           baseline and the bf16 channels_last variant: MFU in (0, 1]
+#     bf16-faster   a matmul-heavy variant: bf16 median step below fp32's
+#     peak-memory   CUDA max allocated > 0
+#     profile-cuda  the default profile carries CUDA times and the verdict rests on it
+#     loss-scaler   fp16 (dynamic loss scaling) on a short run: finite, falling loss
+#     pooling-equal bev_lss.json with naive and fused pooling (fp32): the same IoU
+#
+# Each check prints one PASS or FAIL line; the script exits non-zero when any
+# check failed or any step before them (the build, a trial that printed no
+# result) did. Outputs stay in $OUT (default ./out).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 deps="$root/.gpu-deps"
@@ -30,8 +37,32 @@ if [[ "${1:-}" == "prepare" ]]; then
 fi
 
 python="${PYTHON:-python3}"
+checks="$root/tests/gpu/checks.py"
+
+# verify DIR: every check on the outputs in DIR; exits 1 when any failed.
+verify() {
+  local dir="$1" failed=0
+  check() { "$python" "$checks" "$@" || failed=$((failed + 1)); }
+  check cuda "$dir"/{baseline,bf16_channels_last,matmul_fp32,matmul_bf16,fp16,bev_naive,bev_fused}.jsonl
+  check mfu "$dir/baseline.jsonl" "$dir/bf16_channels_last.jsonl"
+  check bf16-faster "$dir/matmul_fp32.jsonl" "$dir/matmul_bf16.jsonl"
+  check peak-memory "$dir/baseline.jsonl" "$dir/bf16_channels_last.jsonl"
+  check profile-cuda "$dir/baseline.jsonl" "$dir/bf16_channels_last.jsonl"
+  check loss-scaler "$dir/fp16.jsonl"
+  check pooling-equal "$dir/bev_naive.jsonl" "$dir/bev_fused.jsonl"
+  if (( failed > 0 )); then
+    echo "FAIL: $failed of 7 checks failed"
+    exit 1
+  fi
+  echo "PASS: all 7 checks"
+}
+if [[ "${1:-}" == "verify" ]]; then
+  [[ -d "${2:-}" ]] || { echo "FAIL: verify needs the folder of a run's outputs"; exit 64; }
+  verify "$2"
+  exit 0
+fi
 torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+"$python" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 zlib_args=()
 if [[ ! -f /usr/include/zlib.h ]]; then
   zlib_so="$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')"
@@ -45,63 +76,59 @@ cmake -S "$root" -B "$build" -DFRONTIER_RUNNER_ONLY=ON -DCMAKE_BUILD_TYPE=Releas
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DFRONTIER_NLOHMANN_INCLUDE="$deps/include" "${zlib_args[@]}" \
   "${cuda_args[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target frontier-trial
+trial="$build/worker/frontier-trial"
 
 data_dir=/usr/share/datasets/fashion-mnist
 [[ -d "$data_dir" ]] || data_dir="$deps/fashion-mnist"
 out="${OUT:-$root/out}"
 mkdir -p "$out"
-for name in baseline attention_bf16_channels_last; do
-  spec="$out/$name.cuda.json"
-  "$python" - "$root/worker/examples/$name.json" "$spec" "$data_dir" <<'PY'
+
+# run NAME EXAMPLE 'PYTHON EDIT OF spec' : the example spec on CUDA with the edit, into $out/NAME.jsonl.
+# A trial that fails still prints its result (the checks say why); one that prints none stops the script.
+run() {
+  local name="$1" example="$2" edit="$3"
+  "$python" - "$root/worker/examples/$example" "$out/$name.json" "$data_dir" "$edit" <<'PY'
 import json, sys
 spec = json.load(open(sys.argv[1]))
-spec["task"]["data_dir"] = sys.argv[3]
+if spec["task"].get("dataset") == "fashion-mnist":
+    spec["task"]["data_dir"] = sys.argv[3]
 spec["runtime"]["device"] = "cuda"
+exec(sys.argv[4])
 json.dump(spec, open(sys.argv[2], "w"))
 PY
-  set +e
-  "$build/worker/frontier-trial" --spec "$spec" --progress-every 100 > "$out/$name.jsonl"
-  rc=$?
-  set -e
+  local rc=0
+  "$trial" --spec "$out/$name.json" --progress-every 10 --artifact-dir "$out/artifacts" > "$out/$name.jsonl" || rc=$?
+  tail -n 1 "$out/$name.jsonl" | grep -q '"event":"result"' || {
+    echo "FAIL: $name: frontier-trial (exit $rc) printed no result"; exit 1; }
   "$python" - "$out/$name.jsonl" "$name" "$rc" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print(f"{sys.argv[2]}: exit {sys.argv[3]}, status {r.get('status')} {r.get('error', '')}")
+line = f"{sys.argv[2]}: exit {sys.argv[3]}, status {r.get('status')} {r.get('error', '')}"
 if r.get("status") == "completed":
     st = r["step_time_ms"]
-    print(f"  device {r['device_name']}, precision {r['precision']}, layout {r['memory_format']}")
-    print(f"  step time median {st['median']:.3f} ms (p10 {st['p10']:.3f}, p90 {st['p90']:.3f}, cv {st['cv']:.3f})")
-    print(f"  throughput {r['throughput']['samples_per_s']:.0f} samples/s, MFU {100 * r['mfu']:.3f}% "
-          f"of {r['peak_flops']['flops_per_s'] / 1e12:.1f} TFLOP/s ({r['peak_flops']['source']})")
-    print(f"  peak memory {r['peak_memory_mb']:.1f} MB ({r['peak_memory_kind']}), "
-          f"val acc {r['val_accuracy']:.4f}, test acc {r['test_accuracy']:.4f}")
+    line += (f"\n  {r['device_name']}, {r['precision']}, {r['memory_format']}: step median {st['median']:.3f} ms"
+             f" (cv {st['cv']:.3f}), MFU {100 * (r.get('mfu') or 0):.3f}% of"
+             f" {r['peak_flops']['flops_per_s'] / 1e12:.1f} TFLOP/s ({r['peak_flops']['source']}),"
+             f" peak {r['peak_memory_mb']:.1f} MB, latency {r.get('latency_ms', float('nan')):.3f} ms"
+             f" (batch 1 {r.get('latency_b1_ms', float('nan')):.3f} ms)"
+             f"\n  bottleneck: {r['bottleneck']['summary']}")
+print(line)
 PY
+}
+
+run baseline baseline.json ''
+run bf16_channels_last attention_bf16_channels_last.json ''
+# Matmul-heavy: wide attention stages at a large batch, fp32 (no TF32 for matmuls) against bf16.
+matmul='spec["task"].update({"steps": 60, "eval_every": 0, "warmup_steps": 10, "batch_size": 256}); spec["task"].pop("target", None)
+spec["arch"] = {"stem": {"kind": "patchify", "width": 256, "stride": 4},
+                "stages": [{"block": "basic", "width": 512, "depth": 2, "stride": 1, "attention": {"kind": "mhsa", "heads": 8}}],
+                "norm": "layer", "activation": "gelu"}
+spec["runtime"]["memory_format"] = "contiguous"'
+run matmul_fp32 attention_bf16_channels_last.json "$matmul"$'\nspec["runtime"]["precision"] = "fp32"'
+run matmul_bf16 attention_bf16_channels_last.json "$matmul"$'\nspec["runtime"]["precision"] = "bf16"'
+run fp16 baseline.json 'spec["task"].update({"steps": 60, "eval_every": 0}); spec["task"].pop("target", None); spec["runtime"]["precision"] = "fp16"'
+for pooling in naive fused; do
+  run "bev_$pooling" bev_lss.json "spec['runtime']['precision'] = 'fp32'; spec['arch']['bev']['pooling'] = '$pooling'"
 done
 
-# The fused BEV pooling on CUDA against the naive one (fp32: the same sums).
-for pooling in naive fused; do
-  spec="$out/bev_$pooling.cuda.json"
-  "$python" - "$root/worker/examples/bev_lss.json" "$spec" "$pooling" <<'PY'
-import json, sys
-spec = json.load(open(sys.argv[1]))
-spec["runtime"]["device"] = "cuda"
-spec["runtime"]["precision"] = "fp32"
-spec["arch"]["bev"]["pooling"] = sys.argv[3]
-json.dump(spec, open(sys.argv[2], "w"))
-PY
-  set +e
-  "$build/worker/frontier-trial" --spec "$spec" --progress-every 100 > "$out/bev_$pooling.jsonl"
-  set -e
-done
-"$python" - "$out/bev_naive.jsonl" "$out/bev_fused.jsonl" <<'PY'
-import json, sys
-r = [json.loads(open(f).read().splitlines()[-1]) for f in sys.argv[1:]]
-for name, x in zip(("naive", "fused"), r):
-    print(f"bev {name}: status {x.get('status')} {x.get('error', '')}")
-if all(x.get("status") == "completed" for x in r):
-    (n, f) = r
-    print(f"  val IoU naive {n['val_iou']:.4f} fused {f['val_iou']:.4f}; median step "
-          f"{n['step_time_ms']['median']:.3f} vs {f['step_time_ms']['median']:.3f} ms "
-          f"(fused {n['step_time_ms']['median'] / f['step_time_ms']['median']:.2f}x)")
-    print("  fused pooling on CUDA:", "same IoU" if abs(n["val_iou"] - f["val_iou"]) < 0.01 else "IoU DIFFERS")
-PY
+verify "$out"
