@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", f.tls_key, help::kTlsKey)->option_text("FILE");
   auto* metrics = app.add_option("--metrics-listen", f.metrics_listen, help::kMetricsListen);
   metrics->option_text("HOST:PORT");
+  app.add_option("--cpus", f.cpus, help::kCpus)->option_text("LIST");
+  app.add_option("--memory-limit-mb", f.memory_limit_mb, help::kMemoryLimitMb)->option_text("N");
+  app.add_flag("!--no-calibrate", f.calibrate, help::kNoCalibrate);
+  app.add_option("--host-lock", f.host_lock, help::kHostLock)->option_text("FILE");
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
   f.threads_per_trial_given = threads->count() > 0;
   f.metrics_listen_given = metrics->count() > 0;

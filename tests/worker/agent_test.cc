@@ -29,6 +29,7 @@
 
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "proto/clock.h"
+#include "worker/agent/placement.h"
 #include "worker/agent/trial_process.h"
 
 namespace frontier {
@@ -56,6 +57,15 @@ bool Eventually(const std::function<bool()>& condition, milliseconds timeout = k
     std::this_thread::sleep_for(milliseconds(10));
   }
   return true;
+}
+
+// A forwarded result line without the worker's "placement" (where the trial
+// ran), which the agent adds to every result; the rest is as printed.
+nlohmann::json WithoutPlacement(const std::string& result_json) {
+  nlohmann::json result = nlohmann::json::parse(result_json);
+  EXPECT_TRUE(result.contains("placement")) << result_json;
+  result.erase("placement");
+  return result;
 }
 
 // A WorkerService that hands out scripted trials and records every call.
@@ -333,7 +343,12 @@ TEST_F(AgentTest, CompletedResultIsForwardedVerbatimWithThrottledProgress) {
   EXPECT_EQ(completions[0].worker_id(), "worker-1");
   EXPECT_EQ(completions[0].trial_id(), "t1");
   EXPECT_EQ(completions[0].attempt(), 1);
-  EXPECT_EQ(completions[0].result_json(), kResultLine);
+  EXPECT_EQ(WithoutPlacement(completions[0].result_json()), nlohmann::json::parse(kResultLine));
+  const auto placement = nlohmann::json::parse(completions[0].result_json())["placement"];
+  EXPECT_EQ(placement["worker"], "test-host");
+  EXPECT_EQ(placement["slot"], 0);
+  EXPECT_EQ(placement["pinned"], false);
+  EXPECT_EQ(placement["shared_cores"], false);
 
   // The second progress event came within progress_interval of the first; evaluations always go.
   const auto progress = coordinator_.Progress();
@@ -355,15 +370,15 @@ TEST_F(AgentTest, DivergedResultIsAResult) {
   RunOneTrial(Script("diverged.sh", "echo '" + line + "'\nexit 3"), Options());
   const auto completions = coordinator_.Completions();
   ASSERT_THAT(completions, SizeIs(1));
-  EXPECT_EQ(completions[0].result_json(), line);
+  EXPECT_EQ(WithoutPlacement(completions[0].result_json()), nlohmann::json::parse(line));
 }
 
-TEST_F(AgentTest, FailedResultIsRetryableUnlessSpecOrPrecision) {
+TEST_F(AgentTest, FailedResultIsRetryableUnlessSpecPrecisionOrOutOfMemory) {
   const struct {
     const char* error_kind;
     bool retryable;
   } cases[] = {
-      {"spec", false}, {"precision", false}, {"out_of_memory", true}, {"runtime", true}, {"data", true}};
+      {"spec", false}, {"precision", false}, {"out_of_memory", false}, {"runtime", true}, {"data", true}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.error_kind);
     const std::string trial_id = std::string("t-") + c.error_kind;
@@ -375,9 +390,12 @@ TEST_F(AgentTest, FailedResultIsRetryableUnlessSpecOrPrecision) {
     const auto failures = coordinator_.Failures();
     ASSERT_FALSE(failures.empty());
     EXPECT_EQ(failures.back().trial_id(), trial_id);
-    EXPECT_EQ(failures.back().error(), "arch.stages: broken");
+    const bool oom = std::string(c.error_kind) == "out_of_memory";
+    EXPECT_EQ(failures.back().error(), oom ? "out of memory: arch.stages: broken" : "arch.stages: broken");
     EXPECT_EQ(failures.back().retryable(), c.retryable);
-    EXPECT_EQ(failures.back().result_json(), line);
+    nlohmann::json expected = nlohmann::json::parse(line);
+    if (oom) expected["error"] = "out of memory: arch.stages: broken";
+    EXPECT_EQ(WithoutPlacement(failures.back().result_json()), expected);
   }
   EXPECT_THAT(coordinator_.Completions(), SizeIs(0));
 }
@@ -408,7 +426,7 @@ TEST_F(AgentTest, ResultPrintedBeforeACrashAtExitStillCounts) {
               Options());
   const auto completions = coordinator_.Completions();
   ASSERT_THAT(completions, SizeIs(1));
-  EXPECT_EQ(completions[0].result_json(), kResultLine);
+  EXPECT_EQ(WithoutPlacement(completions[0].result_json()), nlohmann::json::parse(kResultLine));
 }
 
 TEST_F(AgentTest, HungTrialIsKilledWithItsProcessGroupAfterTheTimeout) {
@@ -894,6 +912,176 @@ TEST_F(AgentTest, NcuOnACpuWorkerRunsUnprofiledAndSaysWhy) {
   const auto result = nlohmann::json::parse(completions[0].result_json());
   EXPECT_EQ(result["profile"]["error"],
             "ncu profiles CUDA work; worker test-host runs trials on cpu, so the trial ran unprofiled");
+}
+
+// A fake frontier-trial that calibrates (printing `calibration`, logging its
+// arguments to calibrations.log) and otherwise writes its FRONTIER_PEAK_FLOPS
+// to peak-<trial>.json and completes.
+std::string CalibratingTrial(const std::string& dir, const std::string& calibration) {
+  return "if [ \"$1\" = --calibrate ]; then\n"
+         "  echo \"$@\" >> " + dir + "/calibrations.log\n"
+         "  " + calibration + "\n"
+         "  exit 0\n"
+         "fi\n"
+         "printf '%s' \"$FRONTIER_PEAK_FLOPS\" > " + dir + "/peak-$FRONTIER_TRIAL_ID.json\n"
+         "echo '" + std::string(kResultLine) + "'\n";
+}
+
+TEST_F(AgentTest, CalibratesOnceBeforeRegisteringAndEveryTrialGetsThatPeak) {
+  const std::string line =
+      R"({"event":"calibration","device":"cpu","device_name":"cpu: test","threads":3,)"
+      R"("peaks":{"fp32":1.5e11,"bf16":2.5e10},"sources":{"fp32":"calibrated:cpu-gemm","bf16":"calibrated:cpu-gemm"},)"
+      R"("measured_at":"2026-12-01T15:00:00Z"})";
+  AgentOptions options = Options();
+  options.calibrate = true;
+  options.host_lock = dir_ + "/host.lock";
+  options.max_trials = 3;
+  for (const char* id : {"t1", "t2", "t3"}) coordinator_.AddTrial(id);
+  auto agent = Start(options, Script("calibrating.sh", CalibratingTrial(dir_, "echo '" + line + "'")));
+  ASSERT_TRUE(agent->Finished());
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(3));
+
+  EXPECT_EQ(ReadFile("calibrations.log"), "--calibrate --device cpu --dtypes fp32,bf16 --threads 3\n")
+      << "one calibration, with the trials' thread count";
+  const auto registrations = coordinator_.Registrations();
+  ASSERT_THAT(registrations, SizeIs(1));
+  EXPECT_EQ(registrations[0].peak_flops().at("fp32"), 1.5e11);
+  EXPECT_EQ(registrations[0].peak_flops().at("bf16"), 2.5e10);
+
+  const std::string first = ReadFile("peak-t1.json");
+  const auto peak = nlohmann::json::parse(first);
+  EXPECT_EQ(peak["fp32"], 1.5e11);
+  EXPECT_EQ(peak["source"], "calibrated:cpu-gemm");
+  EXPECT_EQ(peak["measured_at"], "2026-12-01T15:00:00Z");
+  EXPECT_EQ(peak["threads"], 3);
+  EXPECT_EQ(peak["device"], "cpu");
+  EXPECT_EQ(ReadFile("peak-t2.json"), first) << "every trial of the worker gets the same peak";
+  EXPECT_EQ(ReadFile("peak-t3.json"), first);
+}
+
+TEST_F(AgentTest, AFailedCalibrationLeavesEachTrialToMeasureItsOwnPeak) {
+  AgentOptions options = Options();
+  options.calibrate = true;
+  RunOneTrial(Script("calibrating.sh", CalibratingTrial(dir_, "echo 'no GEMM today' >&2; exit 2")), options);
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(1));
+  EXPECT_TRUE(coordinator_.Registrations()[0].peak_flops().empty());
+  EXPECT_EQ(ReadFile("peak-t1.json"), "") << "no FRONTIER_PEAK_FLOPS without a calibration";
+}
+
+TEST_F(AgentTest, CalibrationWaitsForTheTrialsRunningOnTheHost) {
+  AgentOptions options = Options();
+  options.calibrate = true;
+  options.host_lock = dir_ + "/host.lock";
+  // Another worker's trial runs on this host.
+  HostLock host(options.host_lock);
+  auto running = host.Shared(nullptr);
+  ASSERT_NE(running, nullptr);
+  coordinator_.AddTrial("t1");
+  auto agent = Start(options, Script("calibrating.sh", CalibratingTrial(dir_, "echo '{}'")));
+  // Registration comes after the calibration, which waits for the trial.
+  EXPECT_FALSE(Eventually([&] { return !coordinator_.Registrations().empty(); }, milliseconds(500)));
+  running.reset();
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Registrations(), SizeIs(1));
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(1));
+}
+
+TEST_F(AgentTest, EachSlotRunsPinnedToItsOwnCores) {
+  const std::vector<int> usable = UsableCpus();
+  if (usable.size() < 2) GTEST_SKIP() << "needs two cores";
+  AgentOptions options = Options();
+  options.slots = 2;
+  options.max_trials = 2;
+  options.slot_cpus = {{usable[0]}, {usable[1]}};
+  options.host_lock = dir_ + "/host.lock";
+  coordinator_.AddTrial("t1");
+  coordinator_.AddTrial("t2");
+  auto agent = Start(options, Script("pinned.sh", "grep Cpus_allowed_list /proc/self/status | cut -f2 > " + dir_ +
+                                                      "/cpus-$FRONTIER_TRIAL_ID\n"
+                                                      "echo \"$FRONTIER_CPUS\" > " + dir_ +
+                                                      "/env-$FRONTIER_TRIAL_ID\n"
+                                                      "echo '" + std::string(kResultLine) + "'"));
+  ASSERT_TRUE(agent->Finished());
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(2));
+  std::set<std::string> seen;
+  for (const auto& completion : completions) {
+    const auto placement = nlohmann::json::parse(completion.result_json())["placement"];
+    const std::string cpus = ReadFile("cpus-" + completion.trial_id());
+    EXPECT_EQ(cpus, placement["cpus"].get<std::string>() + "\n") << "the result names the cores it ran on";
+    EXPECT_EQ(ReadFile("env-" + completion.trial_id()), cpus);
+    EXPECT_EQ(placement["pinned"], true);
+    EXPECT_EQ(placement["shared_cores"], false);
+    seen.insert(cpus);
+  }
+  EXPECT_THAT(seen, SizeIs(2)) << "the two slots ran on different cores";
+}
+
+TEST_F(AgentTest, TrialsThatShareACoreSaySo) {
+  const std::vector<int> usable = UsableCpus();
+  // Both slots on one core (as two workers given overlapping --cpus would be),
+  // and each trial waits until it sees the other running.
+  AgentOptions options = Options();
+  options.slots = 2;
+  options.max_trials = 2;
+  options.slot_cpus = {{usable[0]}, {usable[0]}};
+  options.host_lock = dir_ + "/host.lock";
+  coordinator_.AddTrial("t1");
+  coordinator_.AddTrial("t2");
+  auto agent = Start(options, Script("pair.sh", "touch " + dir_ + "/running-$$\n"
+                                                "for i in $(seq 100); do\n"
+                                                "  [ $(ls " + dir_ + " | grep -c running-) -ge 2 ] && break\n"
+                                                "  sleep 0.05\n"
+                                                "done\n"
+                                                "echo '" + std::string(kResultLine) + "'"));
+  ASSERT_TRUE(agent->Finished());
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(2));
+  for (const auto& completion : completions) {
+    EXPECT_EQ(nlohmann::json::parse(completion.result_json())["placement"]["shared_cores"], true)
+        << completion.trial_id();
+  }
+}
+
+TEST_F(AgentTest, OutOfMemoryFailsOnceWithTheLimit) {
+  AgentOptions options = Options();
+  options.memory_limit_mb = 64;
+  const std::string line =
+      R"({"event":"result","schema":1,"status":"failed","error_kind":"out_of_memory",)"
+      R"("error":"CUDA out of memory. Tried to allocate 2.00 GiB"})";
+  RunOneTrial(Script("oom.sh", "[ \"$FRONTIER_MEMORY_LIMIT_MB\" = 64 ] || exit 9\necho '" + line + "'\nexit 2"),
+              options);
+  const auto failure = OnlyFailure();
+  EXPECT_FALSE(failure.retryable()) << "a deterministic OOM is not retried";
+  EXPECT_THAT(failure.error(), HasSubstr("out of memory under the worker's limit of 64 MiB per trial ("));
+  EXPECT_THAT(failure.error(), HasSubstr("CUDA out of memory. Tried to allocate 2.00 GiB"));
+  const auto result = nlohmann::json::parse(failure.result_json());
+  EXPECT_EQ(result["error_kind"], "out_of_memory");
+  EXPECT_EQ(result["memory_limit_mb"], 64);
+  EXPECT_EQ(result["error"], failure.error());
+}
+
+TEST_F(AgentTest, ACrashOnAnAllocationUnderTheLimitIsOutOfMemory) {
+  const std::string crash =
+      "echo \"terminate called after throwing an instance of 'std::bad_alloc'\" >&2\nkill -ABRT $$";
+  AgentOptions options = Options();
+  options.memory_limit_mb = 64;
+  RunOneTrial(Script("abort.sh", crash), options);
+  const auto failure = OnlyFailure();
+  if (failure.error().find("RLIMIT_AS") == std::string::npos) GTEST_SKIP() << "a cgroup limit: " << failure.error();
+  EXPECT_FALSE(failure.retryable());
+  EXPECT_THAT(failure.error(), HasSubstr("out of memory under the worker's limit of 64 MiB per trial (RLIMIT_AS)"));
+  EXPECT_THAT(failure.error(), HasSubstr("std::bad_alloc"));
+  EXPECT_EQ(nlohmann::json::parse(failure.result_json())["error_kind"], "out_of_memory");
+}
+
+TEST_F(AgentTest, ACrashWithoutAMemoryLimitStaysRetryable) {
+  RunOneTrial(Script("abort.sh", "echo \"terminate called after throwing an instance of 'std::bad_alloc'\" >&2\n"
+                                 "kill -ABRT $$"),
+              Options());
+  const auto failure = OnlyFailure();
+  EXPECT_TRUE(failure.retryable()) << "without the worker's limit an allocation crash may be the host's";
+  EXPECT_THAT(failure.error(), HasSubstr("ended without a result (signal SIGABRT"));
 }
 
 // The real runner, when FRONTIER_TRIAL_BINARY names it (a LibTorch build).

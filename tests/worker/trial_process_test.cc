@@ -2,6 +2,7 @@
 // (worker/agent/trial_process.h), with shell-script trial binaries.
 #include "worker/agent/trial_process.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,18 +66,17 @@ TEST(ProcessTrialLauncherTest, StreamsLinesAndKeepsTheStderrTail) {
 // A trial binary that runs `body` (shell), in a folder of its own.
 class ScriptTrial {
  public:
-  explicit ScriptTrial(const std::string& body) {
+  explicit ScriptTrial(const std::string& body, const TrialCommand& base = TrialCommand()) {
     dir_ = (std::filesystem::temp_directory_path() / "frontier-bounds-test-XXXXXX").string();
     if (mkdtemp(dir_.data()) == nullptr) ADD_FAILURE() << "mkdtemp";
     const std::string script = dir_ + "/trial.sh";
     std::ofstream(script) << "#!/bin/sh\n" << body;
     chmod(script.c_str(), 0755);
     ProcessTrialLauncher launcher(script);
-    std::string error;
-    TrialCommand command;
+    TrialCommand command = base;
     command.spec_path = "spec.json";
-    process_ = launcher.Start(command, &error);
-    if (process_ == nullptr) ADD_FAILURE() << error;
+    process_ = launcher.Start(command, &error_);
+    if (process_ == nullptr) ADD_FAILURE() << error_;
   }
   ~ScriptTrial() { std::filesystem::remove_all(dir_); }
 
@@ -92,8 +92,59 @@ class ScriptTrial {
 
  private:
   std::string dir_;
+  std::string error_;
   std::unique_ptr<TrialProcess> process_;
 };
+
+// The child runs on the command's CPUs from its first instruction (set before exec).
+TEST(ProcessTrialLauncherTest, PinsTheChildToItsCpus) {
+  cpu_set_t usable;
+  ASSERT_EQ(sched_getaffinity(0, sizeof usable, &usable), 0);
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &usable)) last = cpu;
+  }
+  TrialCommand command;
+  command.cpus = {last};
+  ScriptTrial trial("grep Cpus_allowed_list /proc/self/status\n", command);
+  EXPECT_THAT(trial.Lines(), ::testing::ElementsAre("Cpus_allowed_list:\t" + std::to_string(last)));
+  EXPECT_EQ(trial.process().MemoryLimitKind(), "");
+}
+
+// --memory-limit-mb reaches the child: RLIMIT_AS (in KiB for ulimit -v), or
+// its own cgroup where the worker's cgroup delegates memory.
+TEST(ProcessTrialLauncherTest, LimitsTheChildsMemory) {
+  TrialCommand command;
+  command.memory_limit_mb = 100;
+  ScriptTrial trial("ulimit -v; cat /proc/self/cgroup\n", command);
+  const std::vector<std::string> lines = trial.Lines();
+  ASSERT_FALSE(lines.empty());
+  const std::string kind = trial.process().MemoryLimitKind();
+  if (kind == "RLIMIT_AS") {
+    EXPECT_EQ(lines[0], "102400");
+  } else {
+    ASSERT_EQ(kind, "cgroup memory.max");
+    EXPECT_THAT(lines, ::testing::Contains(::testing::HasSubstr("/frontier-trial-")));
+  }
+  EXPECT_FALSE(trial.process().OomKilled());
+}
+
+// What the child could not do before exec is a start error naming it.
+TEST(ProcessTrialLauncherTest, ChildSetupFailuresAreStartErrors) {
+  ProcessTrialLauncher launcher("/bin/true");
+  std::string error;
+  TrialCommand command;
+  command.workdir = "/nonexistent/frontier-test-folder";
+  EXPECT_EQ(launcher.Start(command, &error), nullptr);
+  EXPECT_THAT(error, ::testing::HasSubstr("cannot start /bin/true: entering its working directory: No such file or directory"));
+  command.workdir.clear();
+  command.cpus = {CPU_SETSIZE - 1};  // no such CPU here
+  EXPECT_EQ(launcher.Start(command, &error), nullptr);
+  EXPECT_THAT(error, ::testing::HasSubstr("cannot start /bin/true: pinning it to its CPUs: Invalid argument"));
+  ProcessTrialLauncher missing("/nonexistent/frontier-trial");
+  EXPECT_EQ(missing.Start(TrialCommand(), &error), nullptr);
+  EXPECT_EQ(error, "cannot start /nonexistent/frontier-trial: No such file or directory");
+}
 
 // A line over the bound, even one that never ends, stops the trial with a
 // failed result naming the line; the worker holds at most the bound.

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "worker/agent/placement.h"
 #include "worker/agent/worker_metrics.h"
 #include "worker/host.h"
 
@@ -215,6 +216,34 @@ std::string WithProfile(const std::string& result_json, const ProfileWrapping& w
   return result.dump();
 }
 
+// The result line with where the trial ran: {"placement": {"worker", "slot",
+// "cpus", "pinned", "shared_cores"}}. shared_cores: another slot or another
+// trial on this host ran on one of these cores meanwhile (or may have: an
+// unpinned slot of a worker with several slots).
+std::string WithPlacement(const std::string& result_json, const AgentOptions& options, int slot,
+                          const std::vector<int>& cpus, bool claim_shared) {
+  if (result_json.empty()) return result_json;
+  json result = json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  if (!result.is_object()) return result_json;
+  const bool pinned = !cpus.empty();
+  result["placement"] = {{"worker", options.host},
+                         {"slot", slot},
+                         {"device", options.device},
+                         {"cpus", FormatCpuList(pinned ? cpus : UsableCpus())},
+                         {"pinned", pinned},
+                         {"shared_cores", claim_shared || options.cpus_shared || (!pinned && options.slots > 1 &&
+                                                                                   options.device == "cpu")}};
+  return result.dump();
+}
+
+// Evidence of an allocation failure in a crashed trial's error (its stderr tail).
+bool MentionsAllocationFailure(const std::string& text) {
+  for (const char* sign : {"std::bad_alloc", "can't allocate memory", "Cannot allocate memory", "out of memory"}) {
+    if (text.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // How long a call keeps retrying.
@@ -362,6 +391,11 @@ grpc::Status Agent::Register(Retry retry) {
   request.set_device_name(options_.device_name);
   request.set_device_count(options_.slots);
   request.set_version(kWorkerVersion);
+  if (calibration_.is_object()) {
+    for (const auto& [dtype, peak] : calibration_["peaks"].items()) {
+      if (peak.is_number()) (*request.mutable_peak_flops())[dtype] = peak.get<double>();
+    }
+  }
   v1::RegisterWorkerResponse response;
   grpc::Status status = Call(
       "RegisterWorker", retry, options_.rpc_timeout,
@@ -392,7 +426,76 @@ void Agent::Reregister(const std::string& stale_worker_id) {
   if (!status.ok()) spdlog::error("registering again failed: {}", status.error_message());
 }
 
+void Agent::Calibrate() {
+  const auto give_up = [this] { return GivingUp(Retry::kUntilDrain); };
+  HostLock host_lock(options_.host_lock);
+  const std::unique_ptr<HostLock::Hold> hold = host_lock.Exclusive(give_up, [&] {
+    spdlog::info("calibration waits until no trial runs on this host (lock {})", host_lock.path());
+  });
+  if (!hold) return;  // drained while waiting
+  std::vector<std::string> dtypes = options_.calibration_dtypes;
+  if (dtypes.empty()) dtypes = options_.device == "cuda" ? std::vector<std::string>{"fp32", "bf16", "fp16"}
+                                                         : std::vector<std::string>{"fp32", "bf16"};
+  std::string list;
+  for (const std::string& dtype : dtypes) list += (list.empty() ? "" : ",") + dtype;
+  TrialCommand command;
+  command.trial_arguments = {"--calibrate", "--device", options_.device, "--dtypes", list};
+  if (options_.device == "cpu" && options_.threads_per_trial > 0) {
+    command.trial_arguments.push_back("--threads");
+    command.trial_arguments.push_back(std::to_string(options_.threads_per_trial));
+  }
+  if (!options_.slot_cpus.empty()) command.cpus = options_.slot_cpus[0];
+  if (options_.device == "cuda") {
+    command.environment.emplace_back("CUDA_VISIBLE_DEVICES",
+                                     options_.visible_devices.empty() ? "0" : options_.visible_devices[0]);
+  }
+  const milliseconds started = Now();
+  std::string error;
+  std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
+  json line;
+  if (process) {
+    std::string text;
+    TrialProcess::ReadStatus read;
+    while (Now() - started < options_.calibration_timeout &&
+           (read = process->ReadLine(kSupervisePoll, &text)) != TrialProcess::ReadStatus::kEnd) {
+      if (read != TrialProcess::ReadStatus::kLine) continue;
+      json event = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (event.is_object() && StringField(event, "event") == "calibration") line = std::move(event);
+    }
+    const std::optional<ProcessExit> exit = process->Wait(options_.kill_grace);
+    if (!exit) {
+      process->Terminate(options_.kill_grace);
+      error = "timed out after " + Seconds(options_.calibration_timeout) + " s";
+    } else if (!line.is_object() || !line["peaks"].is_object() || line["peaks"].empty()) {
+      error = "no peaks (" + exit->Describe() + "); stderr: " + process->StderrTail();
+    }
+  }
+  if (!error.empty() || !line.is_object()) {
+    spdlog::warn("calibration failed: {}; each trial measures its own peak", error);
+    return;
+  }
+  json peaks = line["peaks"];
+  std::string source = "calibrated";
+  std::string summary;
+  for (const auto& [dtype, value] : peaks.items()) {
+    if (line["sources"].contains(dtype)) source = line["sources"][dtype].get<std::string>();
+    summary += fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype, value.get<double>() / 1e9);
+  }
+  json env = peaks;
+  env["source"] = source;
+  env["measured_at"] = line.value("measured_at", "");
+  env["threads"] = line.value("threads", 0);
+  env["device"] = options_.device;
+  env["device_name"] = line.value("device_name", options_.device_name);
+  calibration_ = std::move(line);
+  peak_flops_env_ = env.dump();
+  spdlog::info("calibrated peaks on {} ({} thread(s){}): {} in {} s", options_.device, env["threads"].get<int>(),
+               command.cpus.empty() ? "" : ", CPUs " + FormatCpuList(command.cpus), summary,
+               Seconds(Now() - started));
+}
+
 grpc::Status Agent::Run() {
+  if (options_.calibrate) Calibrate();
   grpc::Status status = Register(Retry::kUntilDrain);
   if (!status.ok()) {
     if (GivingUp(Retry::kUntilDrain)) return grpc::Status::OK;
@@ -502,6 +605,15 @@ void Agent::RunTrial(int slot, const Lease& lease) {
                          {"FRONTIER_ARTIFACT_DIR", artifacts.string()},
                          {"FRONTIER_STOP_FILE", launch.stop_file},
                          {"FRONTIER_PROGRESS_EVERY", std::to_string(options_.progress_every)}};
+  if (!peak_flops_env_.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peak_flops_env_);
+  const std::vector<int> cpus =
+      static_cast<size_t>(slot) < options_.slot_cpus.size() ? options_.slot_cpus[slot] : std::vector<int>();
+  command.cpus = cpus;
+  command.memory_limit_mb = options_.memory_limit_mb;
+  if (!cpus.empty()) command.environment.emplace_back("FRONTIER_CPUS", FormatCpuList(cpus));
+  if (options_.memory_limit_mb > 0) {
+    command.environment.emplace_back("FRONTIER_MEMORY_LIMIT_MB", std::to_string(options_.memory_limit_mb));
+  }
   std::remove(launch.stop_file.c_str());
   if (options_.device == "cuda") {
     const size_t i = static_cast<size_t>(slot);
@@ -509,12 +621,23 @@ void Agent::RunTrial(int slot, const Lease& lease) {
                                                                  ? options_.visible_devices[i]
                                                                  : std::to_string(slot));
   }
+  // No trial starts while a calibration measures this host; each claims its cores.
+  HostLock host_lock(options_.host_lock);
+  const std::unique_ptr<HostLock::Hold> hold = host_lock.Shared([this] { return GivingUp(Retry::kUntilStop); });
+  if (!hold) {
+    std::remove(spec_path.c_str());
+    Report(lease, Outcome{Outcome::Kind::kFail, "worker shutting down", /*retryable=*/true, ""});
+    return;
+  }
+  const CpuClaim claim(options_.host_lock, cpus.empty() ? UsableCpus() : cpus);
   std::string error;
   std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
   const bool started = process != nullptr;
   Outcome outcome =
       started ? Supervise(lease, launch, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
+  if (started) ClassifyOutOfMemory(*process, &outcome);
   outcome.result_json = WithProfile(outcome.result_json, wrapping);
+  outcome.result_json = WithPlacement(outcome.result_json, options_, slot, cpus, claim.Shared());
   if (!wrapping.wrapper.empty() && outcome.kind == Outcome::Kind::kFail && outcome.result_json.empty()) {
     outcome.error += " (run under " + wrapping.profile.value("command", std::string()) + ")";
   }
@@ -606,7 +729,8 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
         if (status == "failed") {
           const std::string kind = StringField(result, "error_kind");
           return Outcome{Outcome::Kind::kFail, StringField(result, "error"),
-                         /*retryable=*/kind != "spec" && kind != "precision", result_line};
+                         /*retryable=*/kind != "spec" && kind != "precision" && kind != "out_of_memory",
+                         result_line};
         }
         return Outcome{Outcome::Kind::kFail, launch.what + " printed a result with unknown status '" + status + "'",
                        /*retryable=*/true, result_line};
@@ -661,6 +785,35 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
       }
     }
   }
+}
+
+void Agent::ClassifyOutOfMemory(const TrialProcess& process, Outcome* outcome) const {
+  if (outcome->kind != Outcome::Kind::kFail) return;
+  json result = outcome->result_json.empty() ? json()
+                                             : json::parse(outcome->result_json, nullptr, /*allow_exceptions=*/false);
+  const bool said_so = result.is_object() && StringField(result, "error_kind") == "out_of_memory";
+  const bool crashed = outcome->result_json.empty() && outcome->error.find("ended without a result") != std::string::npos;
+  const bool killed = crashed && process.OomKilled();
+  const bool crashed_on_allocation =
+      crashed && process.MemoryLimitKind() == "RLIMIT_AS" && MentionsAllocationFailure(outcome->error);
+  if (!said_so && !killed && !crashed_on_allocation) return;
+  std::string what = said_so ? StringField(result, "error") : outcome->error;
+  if (killed) what = "killed by the kernel's OOM killer in its cgroup; " + what;
+  const std::string limit = process.MemoryLimitKind().empty()
+                                ? std::string()
+                                : fmt::format("the worker's limit of {} MiB per trial ({})", options_.memory_limit_mb,
+                                              process.MemoryLimitKind());
+  if (!result.is_object()) result = {{"event", "result"}, {"schema", 1}, {"status", "failed"}};
+  result["status"] = "failed";
+  result["error_kind"] = "out_of_memory";
+  result["error"] = "out of memory" + (limit.empty() ? std::string() : " under " + limit) + ": " + what;
+  if (!limit.empty()) {
+    result["memory_limit_mb"] = options_.memory_limit_mb;
+    result["memory_limit_kind"] = process.MemoryLimitKind();
+  }
+  outcome->error = result["error"].get<std::string>();
+  outcome->retryable = false;
+  outcome->result_json = result.dump();
 }
 
 void Agent::Report(const Lease& lease, const Outcome& outcome) {

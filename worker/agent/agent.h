@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
 
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "proto/auth.h"
@@ -65,6 +66,29 @@ struct AgentOptions {
   // Told about every trial's start, output events and end (frontier-worker's
   // /metrics); null: no metrics.
   std::shared_ptr<WorkerMetrics> metrics;
+
+  // Timing isolation: slot i's trials run on slot_cpus[i] (set in the child
+  // before exec); empty: where the worker runs. `cpus_shared` says the split
+  // gave two slots the same core (fewer cores than slots).
+  std::vector<std::vector<int>> slot_cpus;
+  bool cpus_shared = false;
+  // Calibrated peaks: before registering, `frontier-trial --calibrate` runs
+  // once on slot 0's device and cores with threads_per_trial threads, for
+  // these dtypes (empty: fp32 and bf16, and fp16 on cuda), holding the host
+  // lock exclusively. Its peaks go to RegisterWorker.peak_flops and to every
+  // trial (FRONTIER_PEAK_FLOPS). A failed calibration is logged; trials then
+  // measure their own peak.
+  bool calibrate = false;
+  std::vector<std::string> calibration_dtypes;
+  std::chrono::milliseconds calibration_timeout{std::chrono::minutes(3)};
+  // Host-wide lock file (placement.h HostLock, CpuClaim): calibrations hold it
+  // exclusively, trials shared, and each trial claims its CPUs next to it, to
+  // learn whether another trial on the host shared them. Empty: none.
+  std::string host_lock;
+  // A memory limit on each trial process in MiB (cgroup memory.max, else
+  // RLIMIT_AS); 0: none. A trial that runs out of memory fails for good
+  // (error_kind out_of_memory, the limit in its error).
+  int64_t memory_limit_mb = 0;
 };
 
 // Runs trials for one coordinator. Run blocks; RequestDrain and RequestStop
@@ -133,6 +157,13 @@ class Agent {
   // Streams the trial's output until it exits, is killed or times out.
   Outcome Supervise(const Lease& lease, const Launch& launch, TrialProcess& process);
   void Report(const Lease& lease, const Outcome& outcome);
+  // Runs frontier-trial --calibrate (see AgentOptions::calibrate) into calibration_.
+  void Calibrate();
+  // A trial that ran out of memory fails for good, with error_kind
+  // out_of_memory and the worker's limit in its error: its own result said
+  // so, the cgroup's OOM killer killed it, or (RLIMIT_AS) it crashed on an
+  // allocation failure. A deterministic OOM is not retried.
+  void ClassifyOutOfMemory(const TrialProcess& process, Outcome* outcome) const;
   void Fail(const Lease& lease, const std::string& error, bool retryable, const std::string& result_json);
   std::chrono::milliseconds Now() const;  // clock_'s time
 
@@ -152,6 +183,9 @@ class Agent {
   int trials_leased_ = 0;                          // counted against max_trials
 
   std::mutex registration_mutex_;  // one re-registration at a time
+  // frontier-trial --calibrate's line; null: not calibrated. Written before the slots start.
+  nlohmann::json calibration_;
+  std::string peak_flops_env_;  // FRONTIER_PEAK_FLOPS for every trial; empty: none
 };
 
 // A channel to the coordinator at `address` (HOST:PORT) that reconnects

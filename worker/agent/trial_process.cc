@@ -2,14 +2,19 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -66,10 +71,90 @@ milliseconds Remaining(Clock::time_point deadline) {
   return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
 }
 
+// The cgroup v2 folder whose children may get a memory limit: this process's
+// cgroup or its parent, where memory is in cgroup.subtree_control and a child
+// folder can be made (a delegated subtree). Empty: none (cgroup v1, no
+// delegation, no permission).
+std::string DelegatedMemoryCgroup() {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string mount;
+  for (std::string line; std::getline(mountinfo, line);) {
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line);
+    std::string id, parent, device, root;
+    fields >> id >> parent >> device >> root >> mount;
+    break;
+  }
+  if (mount.empty()) return "";
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string path;
+  for (std::string line; std::getline(cgroup, line);) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  }
+  if (path.empty()) return "";
+  std::string dir = mount + (path == "/" ? "" : path);
+  for (int up = 0; up < 2; ++up) {
+    std::ifstream control(dir + "/cgroup.subtree_control");
+    std::string controllers;
+    std::getline(control, controllers);
+    if ((" " + controllers + " ").find(" memory ") != std::string::npos && access(dir.c_str(), W_OK) == 0) return dir;
+    if (dir.size() <= mount.size()) break;
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+  return "";
+}
+
+// A child cgroup with memory.max for one trial; removed when the trial ends.
+class TrialCgroup {
+ public:
+  // Empty path() when the cgroup cannot be made or limited.
+  TrialCgroup(const std::string& parent, int64_t limit_bytes) {
+    static std::atomic<int> counter{0};
+    const std::string dir = parent + "/frontier-trial-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    if (mkdir(dir.c_str(), 0755) != 0) return;
+    if (!(std::ofstream(dir + "/memory.max") << limit_bytes << std::flush)) {
+      rmdir(dir.c_str());
+      return;
+    }
+    std::ofstream(dir + "/memory.swap.max") << 0 << std::flush;  // where swap is accounted: the limit is real memory
+    procs_fd_ = open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (procs_fd_ < 0) {
+      rmdir(dir.c_str());
+      return;
+    }
+    path_ = dir;
+  }
+  ~TrialCgroup() {
+    if (procs_fd_ >= 0) close(procs_fd_);
+    if (!path_.empty()) rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+  int procs_fd() const { return procs_fd_; }
+  // memory.events: oom_kill > 0.
+  bool OomKilled() const {
+    std::ifstream events(path_ + "/memory.events");
+    std::string key;
+    int64_t value = 0;
+    while (events >> key >> value) {
+      if (key == "oom_kill" && value > 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::string path_;
+  int procs_fd_ = -1;
+};
+
 class ChildProcess final : public TrialProcess {
  public:
-  ChildProcess(pid_t pid, int stdout_fd, int stderr_fd)
-      : pid_(pid), stdout_fd_(stdout_fd), stderr_fd_(stderr_fd) {}
+  ChildProcess(pid_t pid, int stdout_fd, int stderr_fd, std::unique_ptr<TrialCgroup> cgroup, std::string limit_kind)
+      : pid_(pid),
+        stdout_fd_(stdout_fd),
+        stderr_fd_(stderr_fd),
+        cgroup_(std::move(cgroup)),
+        limit_kind_(std::move(limit_kind)) {}
 
   ~ChildProcess() override {
     if (!exit_) {
@@ -79,6 +164,9 @@ class ChildProcess final : public TrialProcess {
     CloseFd(&stdout_fd_);
     CloseFd(&stderr_fd_);
   }
+
+  std::string MemoryLimitKind() const override { return limit_kind_; }
+  bool OomKilled() const override { return oom_killed_; }
 
   ReadStatus ReadLine(milliseconds timeout, std::string* line) override {
     const Clock::time_point deadline = Clock::now() + timeout;
@@ -222,6 +310,7 @@ class ChildProcess final : public TrialProcess {
       r = waitpid(pid_, &status, 0);
     } while (r < 0 && errno == EINTR);
     exit_ = r == pid_ ? DecodeWaitStatus(status) : ProcessExit{true, 0, SIGKILL};
+    if (cgroup_) oom_killed_ = cgroup_->OomKilled();
   }
 
   const pid_t pid_;
@@ -230,6 +319,9 @@ class ChildProcess final : public TrialProcess {
   OutputLines stdout_lines_;
   std::string stderr_tail_;
   std::optional<ProcessExit> exit_;
+  std::unique_ptr<TrialCgroup> cgroup_;  // removed after the child is reaped (members go in reverse order)
+  std::string limit_kind_;
+  bool oom_killed_ = false;
 };
 
 // The worker's environment with `overrides` replacing or adding variables.
@@ -293,42 +385,49 @@ std::string ProcessExit::Describe() const {
 ProcessTrialLauncher::ProcessTrialLauncher(std::string trial_binary)
     : trial_binary_(std::move(trial_binary)) {}
 
+namespace {
+
+// What a child that could not exec tells the worker through its status pipe.
+struct ChildFailure {
+  int stage = 0;  // index into kChildStages
+  int error = 0;  // errno
+};
+constexpr const char* kChildStages[] = {"", "joining its memory cgroup: ", "pinning it to its CPUs: ",
+                                        "setting its memory limit (RLIMIT_AS): ", "entering its working directory: "};
+
+// In the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void ChildFail(int status_fd, int stage) {
+  const ChildFailure failure{stage, errno};
+  ssize_t ignored = write(status_fd, &failure, sizeof failure);
+  (void)ignored;
+  _exit(127);
+}
+
+}  // namespace
+
 std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& command, std::string* error) {
   // O_CLOEXEC: trials started concurrently by other slots must not inherit
   // this trial's pipes, or its end of file would never come.
   int out[2];
   int err[2];
+  int status[2];  // the child's exec failure, if any; closed by a successful exec
   if (pipe2(out, O_CLOEXEC) != 0) {
     *error = std::string("cannot create a pipe: ") + std::strerror(errno);
     return nullptr;
   }
-  if (pipe2(err, O_CLOEXEC) != 0) {
+  if (pipe2(err, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) {
     *error = std::string("cannot create a pipe: ") + std::strerror(errno);
     close(out[0]);
     close(out[1]);
     return nullptr;
   }
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  sigset_t signals;
-  sigemptyset(&signals);
-  posix_spawnattr_setsigmask(&attributes, &signals);
-  for (int signal : kDefaultSignals) sigaddset(&signals, signal);
-  posix_spawnattr_setsigdefault(&attributes, &signals);
-
   std::vector<std::string> args = command.wrapper;
   if (!command.program.empty()) {
     args.insert(args.end(), command.program.begin(), command.program.end());
+  } else if (!command.trial_arguments.empty()) {
+    args.push_back(trial_binary_);
+    args.insert(args.end(), command.trial_arguments.begin(), command.trial_arguments.end());
   } else {
     for (std::string arg : {trial_binary_, std::string("--spec"), command.spec_path,
                             std::string("--progress-every"), std::to_string(command.progress_every)}) {
@@ -339,25 +438,78 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
       args.push_back(command.artifact_dir);
     }
   }
-  if (!command.workdir.empty()) posix_spawn_file_actions_addchdir_np(&actions, command.workdir.c_str());
   const std::string& program = args.front();
   std::vector<std::string> env = ChildEnvironment(command.environment);
   std::vector<char*> argv = NullTerminated(args);
   std::vector<char*> envp = NullTerminated(env);
 
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, program.c_str(), &actions, &attributes, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
+  // Everything the child needs is prepared here: it may only make system calls.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : command.cpus) CPU_SET(cpu, &cpus);
+  std::unique_ptr<TrialCgroup> cgroup;
+  std::string limit_kind;
+  rlimit address_space{};
+  if (command.memory_limit_mb > 0) {
+    const int64_t bytes = command.memory_limit_mb * 1024 * 1024;
+    static const std::string delegated = DelegatedMemoryCgroup();
+    if (!delegated.empty()) {
+      cgroup = std::make_unique<TrialCgroup>(delegated, bytes);
+      if (cgroup->path().empty()) cgroup.reset();
+    }
+    limit_kind = cgroup ? "cgroup memory.max" : "RLIMIT_AS";
+    address_space.rlim_cur = address_space.rlim_max = static_cast<rlim_t>(bytes);
+  }
+  const int procs_fd = cgroup ? cgroup->procs_fd() : -1;
+  const bool set_rlimit = command.memory_limit_mb > 0 && !cgroup;
+  const char* workdir = command.workdir.empty() ? nullptr : command.workdir.c_str();
+  sigset_t none;
+  sigemptyset(&none);
+
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    for (int signal : kDefaultSignals) sigaction(signal, &default_action, nullptr);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
+        dup2(err[1], STDERR_FILENO) < 0) {
+      ChildFail(status[1], 0);
+    }
+    if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1) ChildFail(status[1], 1);
+    if (!command.cpus.empty() && sched_setaffinity(0, sizeof cpus, &cpus) != 0) ChildFail(status[1], 2);
+    if (set_rlimit && setrlimit(RLIMIT_AS, &address_space) != 0) ChildFail(status[1], 3);
+    if (workdir != nullptr && chdir(workdir) != 0) ChildFail(status[1], 4);
+    execvpe(program.c_str(), argv.data(), envp.data());
+    ChildFail(status[1], 0);
+  }
+  const int fork_error = errno;
+  if (pid > 0) setpgid(pid, pid);  // also here, so a kill right away reaches the group (EACCES once it ran exec)
   close(out[1]);
   close(err[1]);
-  if (rc != 0) {
+  close(status[1]);
+  ChildFailure failure;
+  ssize_t n = 0;
+  if (pid > 0) {
+    do {
+      n = read(status[0], &failure, sizeof failure);
+    } while (n < 0 && errno == EINTR);
+  }
+  close(status[0]);
+  if (pid < 0 || n == static_cast<ssize_t>(sizeof failure)) {
     close(out[0]);
     close(err[0]);
-    *error = "cannot start " + program + ": " + std::strerror(rc);
+    if (pid > 0) {
+      int ignored = 0;
+      waitpid(pid, &ignored, 0);
+    }
+    const int stage = pid < 0 ? 0 : failure.stage;
+    *error = "cannot start " + program + ": " + kChildStages[stage] + std::strerror(pid < 0 ? fork_error : failure.error);
     return nullptr;
   }
-  return std::make_unique<ChildProcess>(pid, out[0], err[0]);
+  return std::make_unique<ChildProcess>(pid, out[0], err[0], std::move(cgroup), limit_kind);
 }
 
 std::string DefaultTrialBinary() {

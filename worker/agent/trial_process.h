@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,16 @@ struct TrialCommand {
   // flags (the spec reaches it through FRONTIER_TRIAL_SPEC); empty: frontier-trial.
   std::vector<std::string> program;
   std::string workdir;  // the child's working directory; empty: the worker's
+  // frontier-trial's arguments instead of `--spec ...` (e.g. {"--calibrate",
+  // ...}); empty: a trial as above.
+  std::vector<std::string> trial_arguments;
+  // The CPUs the child runs on, set in the child before exec
+  // (sched_setaffinity); empty: the worker's own.
+  std::vector<int> cpus;
+  // A memory limit on the child in MiB (0: none): cgroup v2 memory.max in a
+  // cgroup of its own where the worker's cgroup (or its parent) delegates
+  // the memory controller, else RLIMIT_AS set in the child before exec.
+  int64_t memory_limit_mb = 0;
 };
 
 // How a child process ended.
@@ -107,6 +118,13 @@ class TrialProcess {
   // The last lines the child wrote to standard error (at most a few KiB),
   // joined with " | ".
   virtual std::string StderrTail() const = 0;
+
+  // How TrialCommand::memory_limit_mb was applied: "cgroup memory.max" or
+  // "RLIMIT_AS"; empty without a limit.
+  virtual std::string MemoryLimitKind() const { return ""; }
+  // After the child ended: the kernel's OOM killer killed a process of the
+  // trial's cgroup (memory.events oom_kill). Always false under RLIMIT_AS.
+  virtual bool OomKilled() const { return false; }
 };
 
 // Starts trial processes. Thread-safe: every slot of the agent starts its
@@ -119,10 +137,11 @@ class TrialLauncher {
   virtual std::unique_ptr<TrialProcess> Start(const TrialCommand& command, std::string* error) = 0;
 };
 
-// Runs the real binary with posix_spawn: standard output and error are pipes
-// to the worker, standard input is /dev/null, the child leads its own
+// Runs the real binary with fork and exec: standard output and error are
+// pipes to the worker, standard input is /dev/null, the child leads its own
 // process group (so a kill reaches everything it started) and starts with no
-// blocked signals and default signal dispositions.
+// blocked signals and default signal dispositions, on the command's CPUs and
+// under its memory limit.
 class ProcessTrialLauncher final : public TrialLauncher {
  public:
   // `trial_binary` is a path, or a bare name looked up in PATH.

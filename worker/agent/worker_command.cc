@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -19,18 +20,13 @@
 
 #include "metrics/endpoint.h"
 #include "worker/agent/agent.h"
+#include "worker/agent/placement.h"
 #include "worker/agent/trial_process.h"
 #include "worker/agent/worker_metrics.h"
 #include "worker/host.h"
 
 namespace frontier {
 namespace {
-
-int UsableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -76,8 +72,35 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
   options->max_trials = f.max_trials;
   options->drain_timeout = Milliseconds(f.drain_timeout_s);
   options->host = f.name.empty() ? HostName() : f.name;
-  options->threads_per_trial =
-      f.threads_per_trial_given ? f.threads_per_trial : std::max(1, UsableCores() / f.slots);
+  if (f.memory_limit_mb < 0)
+    return bad("--memory-limit-mb", std::to_string(f.memory_limit_mb), "a whole number of MiB >= 0");
+  options->memory_limit_mb = f.memory_limit_mb;
+  options->calibrate = f.calibrate;
+  options->host_lock = f.host_lock;
+  // Timing isolation: each slot on cores of its own, its threads following them.
+  const std::vector<int> usable = UsableCpus();
+  std::vector<int> cpus = usable;
+  if (!f.cpus.empty()) {
+    try {
+      cpus = ParseCpuList(f.cpus);
+    } catch (const std::invalid_argument& e) {
+      return std::string("--cpus: ") + e.what();
+    }
+    for (int cpu : cpus) {
+      if (std::find(usable.begin(), usable.end(), cpu) == usable.end()) {
+        return "--cpus: CPU " + std::to_string(cpu) + " is not available to this process (usable: " +
+               FormatCpuList(usable) + ")";
+      }
+    }
+  }
+  int slot_cores = std::max(1, static_cast<int>(cpus.size()) / f.slots);
+  if (f.device == "cpu" || !f.cpus.empty()) {
+    const SlotCpus split = SplitCpus(cpus, f.slots);
+    options->slot_cpus = split.slots;
+    options->cpus_shared = split.shared;
+    slot_cores = static_cast<int>(split.slots.front().size());
+  }
+  options->threads_per_trial = f.threads_per_trial_given ? f.threads_per_trial : slot_cores;
   options->device_name = DetectDeviceName(options->device);
   // Slot i runs on the i-th GPU this worker was given, when it was given some.
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -207,6 +230,11 @@ int RunWorker(const WorkerFlags& flags, const std::string& usage) {
   spdlog::info("frontier-worker {}: coordinator {}, trial binary {}, work dir {}, artifacts {}:{}",
                kWorkerVersion, flags.coordinator, trial_binary, options.work_dir, HostName(),
                options.artifact_dir);
+  for (size_t slot = 0; slot < options.slot_cpus.size(); ++slot) {
+    spdlog::info("slot {}: CPUs {}, {} thread(s) per trial{}", slot, FormatCpuList(options.slot_cpus[slot]),
+                 options.threads_per_trial, options.cpus_shared ? " (fewer cores than slots: slots share cores)" : "");
+  }
+  if (options.memory_limit_mb > 0) spdlog::info("memory limit {} MiB per trial", options.memory_limit_mb);
   const grpc::Status status = agent.Run();
   done = true;
   signal_thread.join();

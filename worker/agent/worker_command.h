@@ -4,6 +4,7 @@
 // until it is done, drained or stopped (docs/worker.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace frontier {
@@ -33,6 +34,10 @@ struct WorkerFlags {
   std::string tls_ca, tls_cert, tls_key;  // --tls-ca/--tls-cert/--tls-key FILE
   std::string metrics_listen = "127.0.0.1:9465";  // --metrics-listen HOST:PORT; "0" or "": none
   bool metrics_listen_given = false;  // --metrics-listen was on the command line: failing to serve is fatal
+  std::string cpus;                   // --cpus LIST (e.g. 0-3 or 0,1); empty: every usable core
+  int64_t memory_limit_mb = 0;        // --memory-limit-mb N >= 0; 0: none
+  bool calibrate = true;              // --no-calibrate turns it off
+  std::string host_lock = "/tmp/frontier-host.lock";  // --host-lock FILE; "": none
 };
 
 // The help text of each flag, as frontier-worker --help prints it.
@@ -62,6 +67,17 @@ inline constexpr const char* kTlsCert = "client certificate for mutual TLS";
 inline constexpr const char* kTlsKey = "client key for mutual TLS";
 inline constexpr const char* kMetricsListen =
     "serve Prometheus /metrics there (default 127.0.0.1:9465; port 0: any free port; 0 or empty: none)";
+inline constexpr const char* kCpus =
+    "the cores this worker's trials run on, shared out over the slots, each slot pinned to its own (e.g. 0-3 or "
+    "0,2; default: every usable core on cpu, unpinned on cuda)";
+inline constexpr const char* kMemoryLimitMb =
+    "memory limit of each trial process in MiB (cgroup v2 memory.max where delegated, else RLIMIT_AS; default 0: "
+    "none); a trial out of memory fails for good";
+inline constexpr const char* kNoCalibrate =
+    "do not measure this device's peak FLOP/s at start (trials then measure their own)";
+inline constexpr const char* kHostLock =
+    "host-wide lock file: calibrations wait for running trials and trials claim their cores next to it (default "
+    "/tmp/frontier-host.lock; empty: none)";
 inline constexpr const char* kExitStatus =
     "exit status: 0 done or drained, 1 registration refused, no work or artifact folder or no /metrics "
     "address, "
