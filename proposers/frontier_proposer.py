@@ -120,19 +120,55 @@ def common_flags(description):
     parser.add_argument("--listen", default="127.0.0.1:50070", help="HOST:PORT to serve on (port 0: any)")
     parser.add_argument("--port-file", default="", help="write the port bound here once serving")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--tls-cert", default="", help="serve TLS with this certificate (and --tls-key)")
+    parser.add_argument("--tls-key", default="")
+    parser.add_argument("--token-file", default="",
+                        help="refuse calls without 'authorization: Bearer <the token in this file>' (the "
+                             "coordinator's strategy token_file); else env FRONTIER_PROPOSER_TOKEN")
     return parser
+
+
+class _TokenCheck(grpc.ServerInterceptor):
+    def __init__(self, token):
+        self._token = token
+
+        def deny(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    def intercept_service(self, continuation, details):
+        import hmac
+        sent = dict(details.invocation_metadata).get("authorization", "")
+        if hmac.compare_digest(sent.encode(), ("Bearer " + self._token).encode()):
+            return continuation(details)
+        return self._deny
 
 
 def serve(propose, args):
     """Serves `propose(request) -> ProposeResponse` until SIGTERM/SIGINT."""
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    token = os.environ.get("FRONTIER_PROPOSER_TOKEN", "")
+    if args.token_file:
+        with open(args.token_file) as f:
+            token = f.read().strip()
+        if not token:
+            sys.exit(f"--token-file {args.token_file} is empty")
+    interceptors = [_TokenCheck(token)] if token else []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors)
     proposer_pb2_grpc.add_ProposerServicer_to_server(_Servicer(propose), server)
-    port = server.add_insecure_port(args.listen)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        sys.exit("--tls-cert and --tls-key go together")
+    if args.tls_cert:
+        with open(args.tls_key, "rb") as k, open(args.tls_cert, "rb") as c:
+            credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+        port = server.add_secure_port(args.listen, credentials)
+    else:
+        port = server.add_insecure_port(args.listen)
     if port == 0:
         sys.exit(f"cannot listen on {args.listen}")
     server.start()
-    log.info("serving the Proposer API on port %d", port)
+    log.info("serving the Proposer API on port %d%s%s", port, " (TLS)" if args.tls_cert else "",
+             ", bearer token required" if token else "")
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

@@ -77,7 +77,8 @@ json ExperimentJson(const v1::Experiment& e) {
             {"diverged", c.diverged()},
             {"stopped", c.stopped()},
             {"cancelled", c.cancelled()}}},
-          {"skipped", std::vector<std::string>(e.skipped().begin(), e.skipped().end())}};
+          {"skipped", std::vector<std::string>(e.skipped().begin(), e.skipped().end())},
+          {"paused", e.paused()}};
 }
 
 std::string ExperimentLine(const v1::Experiment& e) {
@@ -86,6 +87,7 @@ std::string ExperimentLine(const v1::Experiment& e) {
   os << e.id() << "  " << e.name() << "  " << ExperimentStateName(e.state()) << "  " << Finished(c) << "/"
      << c.total() << " done (running " << c.running() << ", failed " << c.failed() << ", diverged "
      << c.diverged() << ")";
+  if (!e.paused().empty()) os << "  paused: " << e.paused();  // an external proposer (docs/proposers.md)
   return os.str();
 }
 
@@ -98,7 +100,9 @@ json TrialJson(const v1::Trial& t) {
             {"state", TrialStateName(t.state())},
             {"attempt", t.attempt()},
             {"worker", t.worker_id()},
-            {"error", t.error()}};
+            {"error", t.error()},
+            {"proposer", t.proposer()},
+            {"rationale", t.rationale()}};
   j["result"] = t.result_json().empty() ? json(nullptr) : json::parse(t.result_json());
   return j;
 }
@@ -113,7 +117,7 @@ void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output
   const bool csv = output == "csv";
   if (csv) {
     std::cout << "id,config,seed,state,attempt,val_accuracy,test_accuracy,median_step_ms,throughput,mfu,"
-                 "peak_memory_mb,worker,error,val_iou,test_iou\n";
+                 "peak_memory_mb,worker,error,val_iou,test_iou,proposer,rationale\n";
   } else {
     // "val": validation accuracy, or IoU for the BEV task.
     std::printf("%-18s %-9s %4s %3s %8s %10s %10s  %s\n", "trial", "state", "seed", "try", "val", "step_ms",
@@ -134,12 +138,17 @@ void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output
       std::cout << t.id() << "," << CsvField(t.config_json()) << "," << t.seed() << ","
                 << TrialStateName(t.state()) << "," << t.attempt() << "," << val << "," << test << "," << step
                 << "," << tput << "," << mfu << "," << mem << "," << t.worker_id() << ","
-                << CsvField(t.error()) << "," << val_iou << "," << test_iou << "\n";
+                << CsvField(t.error()) << "," << val_iou << "," << test_iou << "," << CsvField(t.proposer())
+                << "," << CsvField(t.rationale()) << "\n";
     } else {
       std::printf("%-18s %-9s %4lld %3d %8.4f %10.2f %10.0f  %s%s\n", t.id().c_str(),
                   TrialStateName(t.state()), static_cast<long long>(t.seed()), t.attempt(),
                   std::isnan(val) ? val_iou : val, step, tput, config.c_str(),
                   t.error().empty() ? "" : ("  [" + t.error() + "]").c_str());
+      // Who proposed it and why (an external proposer's rationale: docs/proposers.md), once per config.
+      if (!t.rationale().empty() && t.seed() == 1) {
+        std::printf("%-18s %s: %s\n", "", t.proposer().c_str(), t.rationale().c_str());
+      }
     }
   }
 }

@@ -146,6 +146,7 @@ int Run(const RunOptions& o) {
     std::ostringstream line;
     line << "[" << id << "] " << Finished(c) << "/" << c.total() << " done, " << c.running() << " running, "
          << c.failed() << " failed, " << c.diverged() << " diverged  elapsed " << Duration(elapsed);
+    if (!e.paused().empty()) line << "  paused: " << e.paused();
     if (done_now > 0 && c.total() > Finished(c)) {
       line << "  ETA " << Duration(elapsed / done_now * (c.total() - Finished(c)));
     }

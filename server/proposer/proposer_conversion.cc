@@ -4,25 +4,11 @@
 #include <cmath>
 #include <set>
 
-#include "search_spaces/metric_catalog.h"
 
 namespace frontier {
 namespace {
 
 using nlohmann::json;
-
-bool Ordinal(const Dimension& dim) {
-  if (dim.choices.size() < 2) return false;
-  bool increasing = true, decreasing = true;
-  for (size_t i = 0; i < dim.choices.size(); ++i) {
-    if (!dim.choices[i].is_number()) return false;
-    if (i == 0) continue;
-    const double a = dim.choices[i - 1].get<double>(), b = dim.choices[i].get<double>();
-    increasing = increasing && a < b;
-    decreasing = decreasing && a > b;
-  }
-  return increasing || decreasing;
-}
 
 v1::ProposerConfig ToConfig(const Choices& choices) {
   v1::ProposerConfig config;
@@ -49,11 +35,11 @@ v1::ProposerOutcome ToProposerOutcome(const SearchSpace& space, const Evaluation
   v1::ProposerOutcome outcome;
   *outcome.mutable_config() = ToConfig(ChoicesOf(space, evaluation.config));
   outcome.set_status(StatusOf(evaluation));
-  std::vector<const json*> completed;
+  int completed = 0;
   std::set<std::string> reasons;
   for (const TrialOutcome& trial : evaluation.trials) {
     if (trial.state == "completed" && trial.result.is_object()) {
-      completed.push_back(&trial.result);
+      ++completed;
     } else if (trial.state != "completed") {
       reasons.insert(trial.error.empty() ? trial.state : trial.state + ": " + trial.error.substr(0, 500));
     }
@@ -62,19 +48,11 @@ v1::ProposerOutcome ToProposerOutcome(const SearchSpace& space, const Evaluation
   for (const Objective& o : space.objectives) metrics.insert(o.metric);
   for (const Constraint& c : space.constraints) metrics.insert(c.metric);
   for (const std::string& metric : metrics) {
-    double sum = 0;
-    int n = 0;
-    for (const json* result : completed) {
-      if (std::optional<double> value = MetricOf(*result, metric)) {
-        sum += *value;
-        ++n;
-      }
-    }
-    if (n > 0) (*outcome.mutable_metrics())[metric] = sum / n;
+    if (std::optional<double> mean = CompletedMean(evaluation, metric)) (*outcome.mutable_metrics())[metric] = *mean;
   }
   outcome.set_violation(FitnessOf(space, evaluation).violation);
   outcome.set_seeds(static_cast<int>(evaluation.trials.size()));
-  outcome.set_seeds_completed(static_cast<int>(completed.size()));
+  outcome.set_seeds_completed(completed);
   std::string reason;
   for (const std::string& r : reasons) reason += (reason.empty() ? "" : "; ") + r;
   outcome.set_reason(reason);
@@ -92,7 +70,7 @@ v1::ProposeRequest ToProposeRequest(const SearchSpace& space, const ProposerCall
     v1::ProposerDimension* d = request.add_dimensions();
     d->set_name(dim.name);
     for (const json& choice : dim.choices) d->add_choices_json(choice.dump());
-    d->set_ordinal(Ordinal(dim));
+    d->set_ordinal(IsOrdinal(dim));
     const auto base = baseline.find(dim.name);
     d->set_baseline_index(base == baseline.end() ? -1 : base->second);
   }

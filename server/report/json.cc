@@ -69,6 +69,8 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"quality_delta", IntervalToJson(c.quality_delta)},
                        {"parity", c.parity},
                        {"parity_test", c.parity_test},
+                       {"proposer", c.proposer},
+                       {"rationale", c.rationale},
                        {"bottleneck",
                         {{"verdicts", c.bottleneck_verdicts},
                          {"summary", c.bottleneck_summary},
@@ -86,7 +88,16 @@ nlohmann::json ReportToJson(const Report& report) {
       {"reference_point", report.reference_point},
       {"hypervolume_note", report.hypervolume_note},
       {"time_to_target_goal",
-       report.time_to_target_goal ? json(*report.time_to_target_goal) : json(nullptr)}};
+       report.time_to_target_goal ? json(*report.time_to_target_goal) : json(nullptr)},
+      {"proposer_calls",
+       {{"calls", report.proposer_calls.calls},
+        {"failed", report.proposer_calls.failed},
+        {"accepted", report.proposer_calls.accepted},
+        {"rejected", report.proposer_calls.rejected},
+        {"latency_ms", report.proposer_calls.latency_ms},
+        {"model_calls", report.proposer_calls.model_calls},
+        {"prompt_tokens", report.proposer_calls.prompt_tokens},
+        {"completion_tokens", report.proposer_calls.completion_tokens}}}};
 }
 
 }  // namespace frontier

@@ -272,6 +272,7 @@ struct ReportBuilder::State {
     std::map<std::string, int> verdicts;
     std::string bottleneck_summary;
     json profiles = json::array();
+    std::string proposer, rationale;  // of the first trial with a rationale (else the first one's proposer)
   };
 
   std::string experiment_id;
@@ -327,6 +328,8 @@ struct ReportBuilder::State {
     summary.bottleneck_verdicts = std::move(group.verdicts);
     summary.bottleneck_summary = std::move(group.bottleneck_summary);
     summary.profiles = std::move(group.profiles);
+    summary.proposer = std::move(group.proposer);
+    summary.rationale = std::move(group.rationale);
     summary.changes = labeler.Changes(summary.config);
     summary.label = summary.is_baseline ? "baseline" : JoinLabel(summary.changes);
     summary.choices = labeler.EffectiveChoices(summary.config);
@@ -471,6 +474,12 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   State::Group& group = it->second;
   if (inserted) group.config = std::move(trial.config);
   group.baseline = group.baseline || trial.is_baseline;
+  if (group.rationale.empty() && !trial.rationale.empty()) {
+    group.proposer = std::move(trial.proposer);
+    group.rationale = std::move(trial.rationale);
+  } else if (group.proposer.empty()) {
+    group.proposer = std::move(trial.proposer);
+  }
   group.trials.push_back(index);
   s.values.insert(s.values.end(), facts.values.begin(), facts.values.end());
   if (t.completed) {

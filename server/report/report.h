@@ -35,6 +35,8 @@ struct TrialRecord {
   // When the trial's lease began and its attempt ended (Unix ms; 0 when it
   // never ran): the device time it cost, for "what the search cost".
   int64_t started_ms = 0, finished_ms = 0;
+  // Who proposed its configuration and why (an external proposer: docs/proposers.md).
+  std::string proposer, rationale;
 };
 
 // One point of a config's learning curve: its seeds' evaluation number i,
@@ -92,6 +94,17 @@ struct ConfigSummary {
   std::map<std::string, double> profile_shares;
   std::vector<CurvePoint> curve;  // the parity metric against summed step time
   SearchCost cost;
+  // Who proposed it (the strategy, or an external proposer such as
+  // "optuna:tpe") and the rationale it gave: of its first trial that has one.
+  std::string proposer, rationale;
+};
+
+// An external proposer's calls over the experiment (docs/proposers.md),
+// summed from the store's proposer_calls; all 0 for the built-in strategies.
+struct ProposerCallsSummary {
+  int calls = 0, failed = 0, accepted = 0, rejected = 0, model_calls = 0;
+  int64_t latency_ms = 0;  // summed, as the coordinator measured the calls
+  int64_t prompt_tokens = 0, completion_tokens = 0;
 };
 
 // The bottleneck column: the verdict all completed seeds share, or the counts
@@ -119,6 +132,7 @@ struct Report {
   StrategySpec strategy;
   int repeats = 0;
   size_t grid_size = 0;  // 0 when the space has no dimensions
+  ProposerCallsSummary proposer_calls;  // set by whoever reads the store (server/rpc/stored_report.cc)
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:

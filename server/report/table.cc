@@ -207,6 +207,17 @@ std::vector<std::string> ReportNotes(const Report& report) {
   for (const ConfigSummary& c : report.configs) {
     if (!c.feasible) notes.push_back("infeasible: " + c.label + ": " + c.infeasible_reason);
   }
+  // An external proposer's rationales and what its calls cost (docs/proposers.md).
+  for (const ConfigSummary& c : report.configs) {
+    if (!c.rationale.empty()) notes.push_back("proposed by " + c.proposer + ": " + c.label + ": " + c.rationale);
+  }
+  if (const ProposerCallsSummary& p = report.proposer_calls; p.calls > 0) {
+    notes.push_back(Printf("proposer calls: %d (%d failed), %d configurations accepted and %d rejected, "
+                           "mean latency %.0f ms; model: %d calls, %lld prompt + %lld completion tokens",
+                           p.calls, p.failed, p.accepted, p.rejected, static_cast<double>(p.latency_ms) / p.calls,
+                           p.model_calls, static_cast<long long>(p.prompt_tokens),
+                           static_cast<long long>(p.completion_tokens)));
+  }
   return notes;
 }
 

@@ -108,6 +108,7 @@ Status ExperimentServiceImpl::WatchExperiment(grpc::ServerContext* ctx, const v1
     std::map<std::string, std::pair<std::string, int>> seen;  // trial -> (state, attempt)
     uint64_t changes = scheduler_.change_count();
     bool first = true;
+    std::string paused;  // the last paused status sent (docs/proposers.md)
     while (!ctx->IsCancelled() && !stopping_) {
       auto e = store_.GetExperiment(id);
       v1::ExperimentEvent event;
@@ -121,6 +122,12 @@ Status ExperimentServiceImpl::WatchExperiment(grpc::ServerContext* ctx, const v1
         event.set_message(t.id + " " + t.state + (t.error.empty() ? "" : ": " + t.error));
         if (!writer->Write(event)) return Status::OK;
       }
+      if (!first && e->paused != paused) {
+        event.clear_trial();
+        event.set_message(e->paused.empty() ? "search resumed" : "search paused: " + e->paused);
+        if (!writer->Write(event)) return Status::OK;
+      }
+      paused = e->paused;
       const bool final = e->state != experiment_state::kRunning;
       if (first || final) {
         event.clear_trial();

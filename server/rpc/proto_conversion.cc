@@ -36,6 +36,8 @@ void FillTrial(const TrialRow& t, v1::Trial* out, bool with_spec) {
   out->set_worker_id(t.worker_id);
   out->set_result_json(t.result_json);
   out->set_error(t.error);
+  out->set_proposer(t.proposer);
+  out->set_rationale(t.rationale);
   if (with_spec) out->set_spec_json(t.spec_json);
 }
 
@@ -47,6 +49,7 @@ void FillExperiment(Store& store, const ExperimentRecord& e, v1::Experiment* out
   out->set_source_name(e.source_name);
   out->set_created_unix_ms(e.created_ms);
   out->set_owner(e.owner);
+  out->set_paused(e.paused);
   for (const std::string& s : e.skipped) out->add_skipped(s);
   const TrialCountsRow c = store.CountTrials(e.id);
   v1::TrialCounts* counts = out->mutable_counts();

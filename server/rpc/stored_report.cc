@@ -52,6 +52,8 @@ std::optional<Report> StoredReport(Store& store, const std::string& id, bool fro
     r.state = std::move(row.state);
     r.started_ms = row.started_ms;
     r.finished_ms = row.finished_ms;
+    r.proposer = std::move(row.proposer);
+    r.rationale = std::move(row.rationale);
     builder.Add(std::move(r), row.result_json);
     row = TrialRow();
   }
@@ -59,6 +61,17 @@ std::optional<Report> StoredReport(Store& store, const std::string& id, bool fro
   rows.shrink_to_fit();
   const auto t3 = Clock::now();
   Report report = builder.Build(front_only);
+  for (const ProposerCallRow& call : store.ListProposerCalls(e->id)) {
+    ProposerCallsSummary& p = report.proposer_calls;
+    ++p.calls;
+    p.failed += call.error.empty() ? 0 : 1;
+    p.accepted += call.accepted;
+    p.rejected += call.rejected;
+    p.latency_ms += call.latency_ms;
+    p.model_calls += call.model_calls;
+    p.prompt_tokens += call.prompt_tokens;
+    p.completion_tokens += call.completion_tokens;
+  }
   const auto t4 = Clock::now();
   const auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();

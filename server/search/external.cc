@@ -94,6 +94,13 @@ class ExternalStrategy final : public Strategy {
     return paused_;
   }
 
+  std::vector<ProposerCallRecord> TakeCalls() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<ProposerCallRecord> out = std::move(calls_);
+    calls_.clear();
+    return out;
+  }
+
   void Attach(const std::string& experiment_id) override {
     std::lock_guard<std::mutex> lock(mu_);
     experiment_id_ = experiment_id;
@@ -149,8 +156,8 @@ class ExternalStrategy final : public Strategy {
     retry_at_ = SteadyClock::now() + std::chrono::milliseconds(retry_ms_);
   }
 
-  // Validates an answer; accepted proposals go to arrived_.
-  void Apply(const ProposerAnswer& answer, int asked) {
+  // Validates an answer; accepted proposals go to arrived_. Returns how many.
+  int Apply(const ProposerAnswer& answer, int asked) {
     rejections_.clear();
     const std::string proposer = answer.proposer.empty() ? "external" : CleanRationale(answer.proposer);
     int accepted = 0;
@@ -180,7 +187,7 @@ class ExternalStrategy final : public Strategy {
       paused_.clear();
       fruitless_ = 0;
       retry_ms_ = 0;
-      return;
+      return accepted;
     }
     ++fruitless_;
     Backoff();
@@ -190,6 +197,7 @@ class ExternalStrategy final : public Strategy {
                 (answer.configs.empty() ? std::string("it proposed nothing") : "last rejected: " + last_reason) +
                 ")";
     }
+    return accepted;
   }
 
   void Run() {
@@ -201,6 +209,7 @@ class ExternalStrategy final : public Strategy {
       lock.unlock();
       std::optional<ProposerAnswer> answer;
       std::string error;
+      const auto started = SteadyClock::now();
       try {
         answer = client_->Propose(call);
       } catch (const ProposerUnavailable& e) {
@@ -208,15 +217,27 @@ class ExternalStrategy final : public Strategy {
       } catch (const std::exception& e) {
         error = std::string("unexpected error: ") + e.what();
       }
+      ProposerCallRecord record;
+      record.latency_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
+      record.asked = call.count;
       lock.lock();
       in_flight_ = false;
       if (stop_) return;
       if (answer) {
-        Apply(*answer, call.count);
+        record.accepted = Apply(*answer, call.count);
+        record.rejected = static_cast<int>(rejections_.size());
+        record.proposer = answer->proposer.empty() ? "external" : CleanRationale(answer->proposer);
+        record.prompt_tokens = answer->usage.prompt_tokens;
+        record.completion_tokens = answer->usage.completion_tokens;
+        record.model_calls = answer->usage.model_calls;
       } else {
         paused_ = "proposer at " + client_->Where() + " unavailable: " + error;
+        record.proposer = client_->Where();
+        record.error = error;
         Backoff();
       }
+      if (calls_.size() < 10000) calls_.push_back(std::move(record));  // taken at every scheduler tick
     }
   }
 
@@ -245,6 +266,7 @@ class ExternalStrategy final : public Strategy {
   int64_t retry_ms_ = 0;
   SteadyClock::time_point retry_at_{};
   std::string paused_;
+  std::vector<ProposerCallRecord> calls_;  // not taken yet
   std::thread worker_;  // last: started once everything above is built
 };
 

@@ -367,6 +367,12 @@ class AblationStrategy final : public Strategy {
 
 }  // namespace
 
+bool IsOrdinal(const Dimension& dim) { return Ordinal(dim); }
+
+std::optional<double> CompletedMean(const Evaluation& evaluation, const std::string& metric) {
+  return MeanOf(CompletedResults(evaluation), metric);
+}
+
 int FullSteps(const SearchSpace& space) { return MakeTrialSpec(space, Config::object(), 1, "").task.steps; }
 
 Fitness FitnessOf(const SearchSpace& space, const Evaluation& evaluation) {

@@ -49,6 +49,17 @@ struct Evaluation {
 
 struct StoredProposal;
 
+// One call of an external proposer (asynchronous strategies), for the
+// record: docs/proposers.md.
+struct ProposerCallRecord {
+  std::string proposer;  // the name it answered with, or where it is when the call failed
+  int64_t latency_ms = 0;
+  int asked = 0, accepted = 0, rejected = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // as the proposer reports its model's usage
+  int model_calls = 0;
+  std::string error;  // why the call failed; "" when it answered
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -79,6 +90,8 @@ class Strategy {
   // The experiment's id, once it has one (after creation, or when loaded
   // after a restart); an asynchronous strategy starts asking only then.
   virtual void Attach(const std::string& /*experiment_id*/) {}
+  // The proposer calls made since the last TakeCalls (none for the built-in strategies).
+  virtual std::vector<ProposerCallRecord> TakeCalls() { return {}; }
   // Restores the state after a restart straight from the stored proposals
   // (see Replay) and returns true, for strategies whose proposals cannot be
   // replayed by asking again; false (the default): Replay asks and tells.
@@ -111,6 +124,15 @@ int FullSteps(const SearchSpace& space);
 // mean of an objective or constrained metric is missing. Metrics are read
 // with MetricOf (search_spaces/metric_catalog.h).
 Fitness FitnessOf(const SearchSpace& space, const Evaluation& evaluation);
+
+// True when a dimension's choices are numbers in strictly increasing or
+// strictly decreasing order (neighbouring choices are similar): how nsga2,
+// tpe and external proposers treat it; otherwise it is categorical.
+bool IsOrdinal(const Dimension& dim);
+
+// The mean of `metric` (MetricOf) over the evaluation's completed seeds;
+// nullopt when none has it.
+std::optional<double> CompletedMean(const Evaluation& evaluation, const std::string& metric);
 
 // A proposal already stored, with its evaluation when every seed is final.
 struct StoredProposal {

@@ -42,6 +42,18 @@ std::vector<ExperimentRecord> MeasuredStore::ListExperiments(int limit) {
   return Timed("list_experiments", [&] { return inner_->ListExperiments(limit); });
 }
 
+void MeasuredStore::SetExperimentPaused(const std::string& id, const std::string& reason) {
+  Timed("set_experiment_paused", [&] { inner_->SetExperimentPaused(id, reason); });
+}
+
+void MeasuredStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) {
+  Timed("add_proposer_calls", [&] { inner_->AddProposerCalls(calls); });
+}
+
+std::vector<ProposerCallRow> MeasuredStore::ListProposerCalls(const std::string& experiment_id) {
+  return Timed("list_proposer_calls", [&] { return inner_->ListProposerCalls(experiment_id); });
+}
+
 void MeasuredStore::SetExperimentState(const std::string& id, const std::string& state) {
   Timed("set_experiment_state", [&] { inner_->SetExperimentState(id, state); });
 }

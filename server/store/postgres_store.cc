@@ -126,15 +126,37 @@ GROUP BY t.experiment_id, t.config_json;
 )sql" + Migration4ConfigFrontView(SqlDialect::kPostgres),
     // 5: who submitted the experiment (a user name of the token file; '' without tokens).
     "ALTER TABLE experiments ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
+    // 6: external proposers (docs/proposers.md): the paused status, who
+    // proposed each trial's configuration and why, and every proposer call.
+    R"sql(
+ALTER TABLE experiments ADD COLUMN paused TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN proposer TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN rationale TEXT NOT NULL DEFAULT '';
+CREATE TABLE proposer_calls (
+  seq BIGSERIAL PRIMARY KEY,
+  experiment_id TEXT NOT NULL REFERENCES experiments(id),
+  at_ms BIGINT NOT NULL,
+  proposer TEXT NOT NULL,
+  latency_ms BIGINT NOT NULL,
+  asked INTEGER NOT NULL,
+  accepted INTEGER NOT NULL,
+  rejected INTEGER NOT NULL,
+  prompt_tokens BIGINT NOT NULL,
+  completion_tokens BIGINT NOT NULL,
+  model_calls INTEGER NOT NULL,
+  error TEXT NOT NULL);
+CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
+)sql",
 };
 
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
-    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms";
+    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, rationale";
 // kTrialColumns with an empty spec, for reads that do not need it.
 constexpr const char* kOutcomeColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
-    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms";
+    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, "
+    "rationale";
 
 TrialRow ReadTrial(const pqxx::row& r) {
   TrialRow t;
@@ -155,11 +177,13 @@ TrialRow ReadTrial(const pqxx::row& r) {
   t.created_ms = r[14].as<int64_t>();
   t.started_ms = r[15].as<int64_t>();
   t.finished_ms = r[16].as<int64_t>();
+  t.proposer = r[17].as<std::string>();
+  t.rationale = r[18].as<std::string>();
   return t;
 }
 
 constexpr const char* kExperimentColumns =
-    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner";
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner, paused";
 
 ExperimentRecord ReadExperiment(const pqxx::row& r) {
   ExperimentRecord e;
@@ -173,6 +197,7 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
     e.skipped.push_back(item.get<std::string>());
   e.goals_json = r[7].as<std::string>();
   e.owner = r[8].as<std::string>();
+  e.paused = r[9].as<std::string>();
   return e;
 }
 
@@ -188,9 +213,9 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
   for (TrialRow& t : trials) {
     NameTrial(experiment_id, ++next, t);
     w.exec_params(Sql("INSERT INTO trials (", kTrialColumns,
-                      ") VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0)"),
+                      ") VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0, $10, $11)"),
                   t.id, experiment_id, t.config_json, t.is_baseline, t.seed, t.steps, t.max_attempts,
-                  t.spec_json, now_ms);
+                  t.spec_json, now_ms, t.proposer, t.rationale);
     ids.push_back(t.id);
   }
   return ids;
@@ -423,6 +448,52 @@ void PostgresStore::SetExperimentState(const std::string& id, const std::string&
   InTransaction("SetExperimentState", [&](pqxx::work& w) {
     w.exec_params("UPDATE experiments SET state = $1 WHERE id = $2", state, id);
     return 0;
+  });
+}
+
+void PostgresStore::SetExperimentPaused(const std::string& id, const std::string& reason) {
+  InTransaction("SetExperimentPaused", [&](pqxx::work& w) {
+    w.exec_params("UPDATE experiments SET paused = $1 WHERE id = $2", reason, id);
+    return 0;
+  });
+}
+
+void PostgresStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) {
+  InTransaction("AddProposerCalls", [&](pqxx::work& w) {
+    for (const ProposerCallRow& c : calls) {
+      w.exec_params(
+          "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, "
+          "prompt_tokens, completion_tokens, model_calls, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+          "$11)",
+          c.experiment_id, c.at_ms, c.proposer, c.latency_ms, c.asked, c.accepted, c.rejected, c.prompt_tokens,
+          c.completion_tokens, c.model_calls, c.error);
+    }
+    return 0;
+  });
+}
+
+std::vector<ProposerCallRow> PostgresStore::ListProposerCalls(const std::string& experiment_id) {
+  return InTransaction("ListProposerCalls", [&](pqxx::work& w) {
+    std::vector<ProposerCallRow> out;
+    for (const auto& r : w.exec_params(
+             "SELECT experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, prompt_tokens, "
+             "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = $1 ORDER BY seq",
+             experiment_id)) {
+      ProposerCallRow c;
+      c.experiment_id = r[0].as<std::string>();
+      c.at_ms = r[1].as<int64_t>();
+      c.proposer = r[2].as<std::string>();
+      c.latency_ms = r[3].as<int64_t>();
+      c.asked = r[4].as<int>();
+      c.accepted = r[5].as<int>();
+      c.rejected = r[6].as<int>();
+      c.prompt_tokens = r[7].as<int64_t>();
+      c.completion_tokens = r[8].as<int64_t>();
+      c.model_calls = r[9].as<int>();
+      c.error = r[10].as<std::string>();
+      out.push_back(std::move(c));
+    }
+    return out;
   });
 }
 

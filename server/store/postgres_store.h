@@ -49,6 +49,9 @@ class PostgresStore final : public Store {
   std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
   std::vector<ExperimentRecord> ListExperiments(int limit) override;
   void SetExperimentState(const std::string& id, const std::string& state) override;
+  void SetExperimentPaused(const std::string& id, const std::string& reason) override;
+  void AddProposerCalls(const std::vector<ProposerCallRow>& calls) override;
+  std::vector<ProposerCallRow> ListProposerCalls(const std::string& experiment_id) override;
   std::vector<TrialRow> ListTrials(const std::string& experiment_id) override;
   std::vector<TrialRow> ListTrialOutcomes(const std::string& experiment_id) override;
   std::optional<TrialRow> GetTrial(const std::string& trial_id) override;

@@ -127,6 +127,27 @@ GROUP BY t.experiment_id, t.config_json;
 )sql" + Migration4ConfigFrontView(SqlDialect::kSqlite),
     // 5: who submitted the experiment (a user name of the token file; '' without tokens).
     "ALTER TABLE experiments ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
+    // 6: external proposers (docs/proposers.md): the paused status, who
+    // proposed each trial's configuration and why, and every proposer call.
+    R"sql(
+ALTER TABLE experiments ADD COLUMN paused TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN proposer TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN rationale TEXT NOT NULL DEFAULT '';
+CREATE TABLE proposer_calls (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  experiment_id TEXT NOT NULL REFERENCES experiments(id),
+  at_ms INTEGER NOT NULL,
+  proposer TEXT NOT NULL,
+  latency_ms INTEGER NOT NULL,
+  asked INTEGER NOT NULL,
+  accepted INTEGER NOT NULL,
+  rejected INTEGER NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL,
+  model_calls INTEGER NOT NULL,
+  error TEXT NOT NULL);
+CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
+)sql",
 };
 
 class Statement {
@@ -191,11 +212,12 @@ void Exec(sqlite3* db, const char* sql) {
 
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
-    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms";
+    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, rationale";
 // kTrialColumns with an empty spec, for reads that do not need it.
 constexpr const char* kOutcomeColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
-    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms";
+    "lease_expires_ms, '' AS spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, "
+    "rationale";
 
 TrialRow ReadTrial(const Statement& s) {
   TrialRow t;
@@ -216,11 +238,13 @@ TrialRow ReadTrial(const Statement& s) {
   t.created_ms = s.Int(14);
   t.started_ms = s.Int(15);
   t.finished_ms = s.Int(16);
+  t.proposer = s.Text(17);
+  t.rationale = s.Text(18);
   return t;
 }
 
 constexpr const char* kExperimentColumns =
-    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner";
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner, paused";
 
 ExperimentRecord ReadExperiment(const Statement& s) {
   ExperimentRecord e;
@@ -233,6 +257,7 @@ ExperimentRecord ReadExperiment(const Statement& s) {
   for (const auto& item : nlohmann::json::parse(s.Text(6))) e.skipped.push_back(item.get<std::string>());
   e.goals_json = s.Text(7);
   e.owner = s.Text(8);
+  e.paused = s.Text(9);
   return e;
 }
 
@@ -362,10 +387,11 @@ std::vector<std::string> SqliteStore::InsertTrials(const std::string& experiment
   for (TrialRow& t : trials) {
     NameTrial(experiment_id, ++next, t);
     Statement s(db_, Sql("INSERT INTO trials (", kTrialColumns,
-                         ") VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', 0, ?, '', '', ?, 0, 0)")
+                         ") VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', 0, ?, '', '', ?, 0, 0, ?, ?)")
                          .c_str());
     s.Bind(1, t.id).Bind(2, experiment_id).Bind(3, t.config_json).Bind(4, t.is_baseline).Bind(5, t.seed);
-    s.Bind(6, t.steps).Bind(7, t.max_attempts).Bind(8, t.spec_json).Bind(9, now_ms).Run();
+    s.Bind(6, t.steps).Bind(7, t.max_attempts).Bind(8, t.spec_json).Bind(9, now_ms);
+    s.Bind(10, t.proposer).Bind(11, t.rationale).Run();
     ids.push_back(t.id);
   }
   return ids;
@@ -425,6 +451,50 @@ std::vector<ExperimentRecord> SqliteStore::ListExperiments(int limit) {
 void SqliteStore::SetExperimentState(const std::string& id, const std::string& state) {
   std::lock_guard<std::mutex> lock(mu_);
   Statement(db_, "UPDATE experiments SET state = ? WHERE id = ?").Bind(1, state).Bind(2, id).Run();
+}
+
+void SqliteStore::SetExperimentPaused(const std::string& id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement(db_, "UPDATE experiments SET paused = ? WHERE id = ?").Bind(1, reason).Bind(2, id).Run();
+}
+
+void SqliteStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  for (const ProposerCallRow& c : calls) {
+    Statement s(db_,
+                "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, "
+                "prompt_tokens, completion_tokens, model_calls, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    s.Bind(1, c.experiment_id).Bind(2, c.at_ms).Bind(3, c.proposer).Bind(4, c.latency_ms).Bind(5, c.asked);
+    s.Bind(6, c.accepted).Bind(7, c.rejected).Bind(8, c.prompt_tokens).Bind(9, c.completion_tokens);
+    s.Bind(10, c.model_calls).Bind(11, c.error).Run();
+  }
+  tx.Commit();
+}
+
+std::vector<ProposerCallRow> SqliteStore::ListProposerCalls(const std::string& experiment_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_,
+              "SELECT experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, prompt_tokens, "
+              "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = ? ORDER BY seq");
+  s.Bind(1, experiment_id);
+  std::vector<ProposerCallRow> out;
+  while (s.Step()) {
+    ProposerCallRow c;
+    c.experiment_id = s.Text(0);
+    c.at_ms = s.Int(1);
+    c.proposer = s.Text(2);
+    c.latency_ms = s.Int(3);
+    c.asked = static_cast<int>(s.Int(4));
+    c.accepted = static_cast<int>(s.Int(5));
+    c.rejected = static_cast<int>(s.Int(6));
+    c.prompt_tokens = s.Int(7);
+    c.completion_tokens = s.Int(8);
+    c.model_calls = static_cast<int>(s.Int(9));
+    c.error = s.Text(10);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::vector<TrialRow> SqliteStore::ListTrials(const std::string& experiment_id) {

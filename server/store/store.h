@@ -55,6 +55,10 @@ struct ExperimentRecord {
   // The user who submitted it (proto/auth.h Identity); empty when the
   // coordinator has no tokens. Written at creation only.
   std::string owner;
+  // Why the search is paused while the experiment runs ("" when it is not):
+  // its external proposer is down, past its deadline or answers only
+  // invalid proposals (docs/proposers.md). Shown as its status.
+  std::string paused;
 };
 
 struct TrialRow {
@@ -73,6 +77,23 @@ struct TrialRow {
   std::string result_json;  // completed / diverged / failed-with-result
   std::string error;
   int64_t created_ms = 0, started_ms = 0, finished_ms = 0;
+  // Who proposed its configuration (an external proposer's name, e.g.
+  // "optuna:tpe", or the built-in strategy's) and the rationale it gave.
+  std::string proposer;
+  std::string rationale;
+};
+
+// One call of an experiment's external proposer (docs/proposers.md): how
+// long it took, what came of it and the model tokens it reported.
+struct ProposerCallRow {
+  std::string experiment_id;
+  int64_t at_ms = 0;  // when the answer (or the failure) came
+  std::string proposer;  // the name it answered with, or its address when it failed
+  int64_t latency_ms = 0;
+  int asked = 0, accepted = 0, rejected = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int model_calls = 0;
+  std::string error;  // why the call failed; "" when it answered
 };
 
 struct TrialCountsRow {
@@ -135,6 +156,11 @@ class Store {
   virtual std::optional<ExperimentRecord> GetExperiment(const std::string& id) = 0;
   virtual std::vector<ExperimentRecord> ListExperiments(int limit) = 0;  // newest first
   virtual void SetExperimentState(const std::string& id, const std::string& state) = 0;
+  // Sets ExperimentRecord::paused ("" resumes).
+  virtual void SetExperimentPaused(const std::string& id, const std::string& reason) = 0;
+  // The calls of an experiment's external proposer, in the order they were added.
+  virtual void AddProposerCalls(const std::vector<ProposerCallRow>& calls) = 0;
+  virtual std::vector<ProposerCallRow> ListProposerCalls(const std::string& experiment_id) = 0;
 
   virtual std::vector<TrialRow> ListTrials(const std::string& experiment_id) = 0;  // creation order
   // As ListTrials without the specs (spec_json empty): what reports read.

@@ -124,6 +124,24 @@ class OptunaProposerTest(unittest.TestCase):
         finally:
             server.stop(0)
 
+    def test_a_token_is_required_when_set(self):
+        server = grpc.server(fp.futures.ThreadPoolExecutor(max_workers=2),
+                             interceptors=[fp._TokenCheck("proposer-token-0123456789")])
+        fp.proposer_pb2_grpc.add_ProposerServicer_to_server(
+            fp._Servicer(optuna_proposer.OptunaProposer("random").propose), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            stub = fp.proposer_pb2_grpc.ProposerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+            with self.assertRaises(grpc.RpcError) as e:
+                stub.Propose(request(1), timeout=30, metadata=[("authorization", "Bearer wrong")])
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            r = stub.Propose(request(1), timeout=30,
+                             metadata=[("authorization", "Bearer proposer-token-0123456789")])
+            self.assertEqual(len(r.configs), 1)
+        finally:
+            server.stop(0)
+
 
 if __name__ == "__main__":
     unittest.main()

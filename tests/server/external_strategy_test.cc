@@ -219,6 +219,16 @@ TEST(ExternalStrategy, AProposerThatIsDownPausesTheSearchUntilItAnswers) {
   const std::vector<Proposal> got = f.AskUntil([](const auto& all) { return !all.empty(); });
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(f.strategy->Paused(), "");
+  // Both calls are on record: the failure with its reason, the answer with its counts.
+  const std::vector<ProposerCallRecord> calls = f.strategy->TakeCalls();
+  ASSERT_GE(calls.size(), 2u);
+  EXPECT_EQ(calls.front().error, "unreachable: connection refused");
+  EXPECT_EQ(calls.front().proposer, "fake:1");
+  EXPECT_EQ(calls.back().error, "");
+  EXPECT_EQ(calls.back().proposer, "scripted");
+  EXPECT_EQ(calls.back().accepted, 1);
+  EXPECT_EQ(calls.back().asked, 4);
+  EXPECT_TRUE(f.strategy->TakeCalls().empty());
 }
 
 TEST(ExternalStrategy, OnlyInvalidAnswersPauseAfterTheLimit) {

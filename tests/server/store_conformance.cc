@@ -190,4 +190,57 @@ TEST_P(StoreConformanceTest, ProgressAndWorkers) {
   EXPECT_EQ(workers[0].last_heartbeat_ms, 3500);
 }
 
+TEST_P(StoreConformanceTest, KeepsProposersRationalesPausesAndProposerCalls) {
+  ExperimentRecord e;
+  e.name = "ext";
+  TrialRow proposed = Trial(1);
+  proposed.proposer = "llm:qwen";
+  proposed.rationale = "fewer channels: 'cheaper' \"and\" ünïcode";
+  const std::string id = store_->CreateExperiment(e, {Trial(1), proposed}, 5);
+  const std::vector<std::string> added = store_->AddTrials(id, {proposed}, 6);
+  EXPECT_EQ(store_->GetExperiment(id)->paused, "");
+  const std::vector<TrialRow> trials = store_->ListTrials(id);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].proposer, "");
+  EXPECT_EQ(trials[1].proposer, "llm:qwen");
+  EXPECT_EQ(trials[1].rationale, proposed.rationale);
+  EXPECT_EQ(store_->ListTrialOutcomes(id)[2].rationale, proposed.rationale);
+  EXPECT_EQ(store_->GetTrial(added.at(0))->proposer, "llm:qwen");
+
+  store_->SetExperimentPaused(id, "proposer at 127.0.0.1:1 unavailable: unreachable");
+  EXPECT_EQ(store_->GetExperiment(id)->paused, "proposer at 127.0.0.1:1 unavailable: unreachable");
+  EXPECT_EQ(store_->ListExperiments(1).front().paused, "proposer at 127.0.0.1:1 unavailable: unreachable");
+  EXPECT_EQ(store_->GetExperiment(id)->state, "running");
+  store_->SetExperimentPaused(id, "");
+  EXPECT_EQ(store_->GetExperiment(id)->paused, "");
+
+  ProposerCallRow call;
+  call.experiment_id = id;
+  call.at_ms = 7;
+  call.proposer = "llm:qwen";
+  call.latency_ms = 1234;
+  call.asked = 4;
+  call.accepted = 3;
+  call.rejected = 1;
+  call.prompt_tokens = 5000000000;  // 64-bit
+  call.completion_tokens = 321;
+  call.model_calls = 2;
+  ProposerCallRow failed = call;
+  failed.at_ms = 8;
+  failed.accepted = failed.rejected = 0;
+  failed.error = "unreachable";
+  store_->AddProposerCalls({call, failed});
+  const std::vector<ProposerCallRow> calls = store_->ListProposerCalls(id);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].latency_ms, 1234);
+  EXPECT_EQ(calls[0].prompt_tokens, 5000000000);
+  EXPECT_EQ(calls[0].completion_tokens, 321);
+  EXPECT_EQ(calls[0].asked, 4);
+  EXPECT_EQ(calls[0].accepted, 3);
+  EXPECT_EQ(calls[0].rejected, 1);
+  EXPECT_EQ(calls[0].model_calls, 2);
+  EXPECT_EQ(calls[1].error, "unreachable");
+  EXPECT_TRUE(store_->ListProposerCalls(NewExperiment(1)).empty());
+}
+
 }  // namespace frontier
