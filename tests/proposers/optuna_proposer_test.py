@@ -7,6 +7,7 @@ reach the sampler; and the Proposer service answers over gRPC.
 Run: FRONTIER_PROTO_PYTHON=<build>/python /usr/bin/python3 optuna_proposer_test.py
 """
 
+import contextlib
 import itertools
 import os
 import sys
@@ -55,6 +56,20 @@ def request(count, told=(), pending=(), constrained=False):
 
 def configs(response):
     return [(c.config.choices["block"], c.config.choices["width"]) for c in response.configs]
+
+
+@contextlib.contextmanager
+def serving(sampler, interceptors=()):
+    """A stub of the Proposer service of `sampler` on a free loopback port."""
+    server = grpc.server(fp.futures.ThreadPoolExecutor(max_workers=2), interceptors=list(interceptors))
+    fp.proposer_pb2_grpc.add_ProposerServicer_to_server(
+        fp._Servicer(optuna_proposer.OptunaProposer(sampler).propose), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield fp.proposer_pb2_grpc.ProposerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    finally:
+        server.stop(0)
 
 
 class OptunaProposerTest(unittest.TestCase):
@@ -106,13 +121,7 @@ class OptunaProposerTest(unittest.TestCase):
         self.assertEqual(trial.system_attrs["constraints"], (1000,))
 
     def test_serves_the_proposer_api_over_grpc(self):
-        server = grpc.server(fp.futures.ThreadPoolExecutor(max_workers=2))
-        fp.proposer_pb2_grpc.add_ProposerServicer_to_server(
-            fp._Servicer(optuna_proposer.OptunaProposer("tpe").propose), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        server.start()
-        try:
-            stub = fp.proposer_pb2_grpc.ProposerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        with serving("tpe") as stub:
             r = stub.Propose(request(2), timeout=30)
             self.assertEqual(len(r.configs), 2)
             bad = request(1)
@@ -121,27 +130,15 @@ class OptunaProposerTest(unittest.TestCase):
                 stub.Propose(bad, timeout=30)
             self.assertEqual(e.exception.code(), grpc.StatusCode.INTERNAL)
             self.assertEqual(len(stub.Propose(request(1), timeout=30).configs), 1, "still serving")
-        finally:
-            server.stop(0)
 
     def test_a_token_is_required_when_set(self):
-        server = grpc.server(fp.futures.ThreadPoolExecutor(max_workers=2),
-                             interceptors=[fp._TokenCheck("proposer-token-0123456789")])
-        fp.proposer_pb2_grpc.add_ProposerServicer_to_server(
-            fp._Servicer(optuna_proposer.OptunaProposer("random").propose), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        server.start()
-        try:
-            stub = fp.proposer_pb2_grpc.ProposerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        with serving("random", [fp._TokenCheck("proposer-token-0123456789")]) as stub:
             with self.assertRaises(grpc.RpcError) as e:
                 stub.Propose(request(1), timeout=30, metadata=[("authorization", "Bearer wrong")])
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
             r = stub.Propose(request(1), timeout=30,
                              metadata=[("authorization", "Bearer proposer-token-0123456789")])
             self.assertEqual(len(r.configs), 1)
-        finally:
-            server.stop(0)
-
 
 if __name__ == "__main__":
     unittest.main()
