@@ -1,5 +1,7 @@
 #include "search_spaces/search_space.h"
 
+#include "search_spaces/metric_catalog.h"
+
 namespace frontier {
 
 using nlohmann::json;
@@ -15,7 +17,8 @@ json GoalsJson(const SearchSpace& space) {
                                     {"max", c.max ? json(*c.max) : json()}});
   }
   goals["parity"] = {
-      {"metric", space.parity.metric}, {"margin", space.parity.margin}, {"test", space.parity.test}};
+      {"metric", space.parity.metric}, {"margin", space.parity.margin}, {"test", space.parity.test},
+      {"looks", space.parity.looks}};
   return goals;
 }
 
@@ -40,7 +43,18 @@ std::optional<SearchSpace> GoalsOnlySpace(const std::string& name, const json& g
   space.parity.metric = parity.at("metric").get<std::string>();
   space.parity.margin = parity.at("margin").get<double>();
   space.parity.test = parity.at("test").get<std::string>();
+  space.parity.looks = parity.value("looks", 1);
   return space;
+}
+
+bool LowerIsBetter(const std::string& metric, const std::vector<Objective>& objectives) {
+  for (const Objective& objective : objectives) {
+    if (objective.metric == metric) return !objective.maximize;
+  }
+  if (const MetricInfo* info = FindMetric(metric)) return !info->maximize;
+  const std::string suffix = "_loss";
+  return metric.size() >= suffix.size() &&
+         metric.compare(metric.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace frontier

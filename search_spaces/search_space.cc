@@ -335,6 +335,7 @@ class SpaceParser {
   void ParseObjectives(const YAML::Node& node, SearchSpace& space) const;
   void ParseConstraints(const YAML::Node& node, SearchSpace& space) const;
   void ParseStrategy(const YAML::Node& node, SearchSpace& space) const;
+  void ParseRepeats(const Fields& top, SearchSpace& space) const;
 
   std::string source_;
   bool check_choices_ = true;  // every choice makes a valid trial spec
@@ -488,7 +489,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   if (top.Has("space")) ParseDimensions(top.Get("space"), space);
   ParseObjectives(top.Required("objectives"), space);
   if (top.Has("constraints")) ParseConstraints(top.Get("constraints"), space);
-  top.Integer("repeats", space.repeats, 1, 1000);
+  ParseRepeats(top, space);
   if (top.Has("parity")) {
     Fields parity(*this, top.Get("parity"), "parity", {"metric", "margin", "test"});
     if (parity.Has("metric")) space.parity.metric = Metric(parity, true);
@@ -498,6 +499,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
       space.parity.margin = *margin;
     }
   }
+  space.parity.looks = space.max_repeats - space.repeats + 1;
   if (top.Has("strategy")) ParseStrategy(top.Get("strategy"), space);
   top.Integer("max_attempts", space.max_attempts, 1, 100);
   if (space.strategy.name == "grid" && GridSize(space) > kMaxGridForGridStrategy) {
@@ -505,6 +507,25 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
                       std::to_string(kMaxGridForGridStrategy) + "; use strategy random");
   }
   return space;
+}
+
+// `repeats: N` (N seeds each) or `repeats: {min: A, max: B}` (A seeds each,
+// up to B for a configuration whose verdict is inconclusive; docs/search-space.md).
+void SpaceParser::ParseRepeats(const Fields& top, SearchSpace& space) const {
+  if (top.Has("repeats") && top.Get("repeats").IsMap()) {
+    Fields repeats(*this, top.Get("repeats"), "repeats", {"min", "max"});
+    repeats.Required("min");
+    repeats.Required("max");
+    repeats.Integer("min", space.repeats, 1, 1000);
+    repeats.Integer("max", space.max_repeats, 1, 1000);
+    if (space.max_repeats < space.repeats) {
+      Fail("repeats.max", "must be at least repeats.min (" + std::to_string(space.repeats) + "), got " +
+                              std::to_string(space.max_repeats));
+    }
+    return;
+  }
+  top.Integer("repeats", space.repeats, 1, 1000);
+  space.max_repeats = space.repeats;
 }
 
 void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {

@@ -55,9 +55,14 @@ struct Dimension {
 struct ParityRule {
   std::string metric = "val_accuracy";
   double margin = 0.005;
-  // welch: unpaired (Welch) over the seeds' means; paired: differences per
-  // seed, for variants that share the baseline's seeds (data order, init).
-  std::string test = "welch";
+  // paired (default): differences per seed, seed k of every config sharing
+  // the data order and, where shapes allow, the initialization; Welch
+  // (unpaired) when the seeds completed differ. welch: always unpaired.
+  std::string test = "paired";
+  // The looks a verdict may take: 1, or with adaptive seeds one per seed
+  // count from repeats.min to repeats.max; alpha is split over them
+  // (SequentialOneSidedQuantile in server/analysis/parity.h).
+  int looks = 1;
 };
 
 // How configurations are chosen (docs/strategies.md). Each field applies to
@@ -91,10 +96,21 @@ struct SearchSpace {
   std::vector<Objective> objectives;
   std::vector<Constraint> constraints;
   int repeats = 1;        // seeds per configuration, the baseline included; seeds are 1..repeats
+  // Adaptive seeds (`repeats: {min, max}`): up to max_repeats seeds for a
+  // configuration whose parity verdict is still inconclusive after `repeats`
+  // (= min) and which is on the front or could reach it (docs/search-space.md).
+  // Equal to `repeats` for a plain integer.
+  int max_repeats = 1;
+  bool AdaptiveSeeds() const { return max_repeats > repeats; }
   ParityRule parity;
   StrategySpec strategy;
   int max_attempts = 3;   // leases per trial before it fails for good
 };
+
+// Direction of a metric (a parity metric, an objective): an objective's goal
+// when the space has one on that metric, else the catalog's direction, else
+// lower is better exactly for losses (a name ending in "_loss").
+bool LowerIsBetter(const std::string& metric, const std::vector<Objective>& objectives);
 
 // The bounds of a search-space file (docs/hardening.md), besides
 // kMaxNesting (input_bounds.h): its size, and with every alias expanded, its

@@ -1,5 +1,6 @@
 #include "server/analysis/parity.h"
 
+#include <stdexcept>
 #include <vector>
 
 namespace frontier {
@@ -15,10 +16,12 @@ std::string VerdictFromBounds(const Interval& bounds, double margin, bool lower_
   return "inconclusive";
 }
 
-// The per-seed differences variant - baseline, when both completed the same seeds (at least 2).
+// The per-seed differences variant - baseline over the variant's seeds, when
+// the baseline completed each of them (at least 2; the baseline may have more,
+// added by adaptive seeding for other configurations).
 std::optional<std::vector<double>> PairedDifferences(const std::map<int64_t, double>& variant,
                                                      const std::map<int64_t, double>& baseline) {
-  if (variant.size() < 2 || variant.size() != baseline.size()) return std::nullopt;
+  if (variant.size() < 2) return std::nullopt;
   std::vector<double> d;
   for (const auto& [seed, value] : variant) {
     auto b = baseline.find(seed);
@@ -40,19 +43,49 @@ std::optional<Interval> PairedDifferenceInterval(const std::map<int64_t, double>
 
 std::string PairedParityVerdict(const std::map<int64_t, double>& variant,
                                 const std::map<int64_t, double>& baseline, double margin,
-                                bool lower_is_better) {
+                                bool lower_is_better, double one_sided_quantile) {
   const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
   if (!d) return "inconclusive";
   const MetricSummary s = SummarizeMetric(*d);
-  const double half = MeanHalfWidth(s, kOneSidedQuantile);
+  const double half = MeanHalfWidth(s, one_sided_quantile);
   return VerdictFromBounds(Interval{s.mean, s.mean - half, s.mean + half, s.n, s.n}, margin, lower_is_better);
 }
 
 std::string ParityVerdict(const MetricSummary& variant, const MetricSummary& baseline, double margin,
-                          bool lower_is_better) {
-  const Interval bounds = WelchInterval(variant, baseline, kOneSidedQuantile);  // its ends: one-sided bounds
+                          bool lower_is_better, double one_sided_quantile) {
+  const Interval bounds = WelchInterval(variant, baseline, one_sided_quantile);  // its ends: one-sided bounds
   if (variant.n < 2 || baseline.n < 2) return "inconclusive";
   return VerdictFromBounds(bounds, margin, lower_is_better);
+}
+
+double SequentialOneSidedQuantile(int looks) {
+  if (looks < 1) throw std::invalid_argument("SequentialOneSidedQuantile: looks must be at least 1");
+  return 1.0 - (1.0 - kOneSidedQuantile) / looks;
+}
+
+QualityComparison CompareQuality(const std::map<int64_t, double>& variant,
+                                 const std::map<int64_t, double>& baseline, bool paired, double margin,
+                                 bool lower_is_better, double one_sided_quantile) {
+  QualityComparison comparison;
+  if (paired) {
+    if (std::optional<Interval> delta = PairedDifferenceInterval(variant, baseline)) {
+      comparison.test = "paired";
+      comparison.delta = delta;
+      comparison.verdict = PairedParityVerdict(variant, baseline, margin, lower_is_better, one_sided_quantile);
+      return comparison;
+    }
+  }
+  if (variant.empty() || baseline.empty()) return comparison;
+  const auto summary = [](const std::map<int64_t, double>& by_seed) {
+    std::vector<double> values;
+    for (const auto& [seed, value] : by_seed) values.push_back(value);
+    return SummarizeMetric(values);
+  };
+  const MetricSummary v = summary(variant), b = summary(baseline);
+  comparison.test = "welch";
+  comparison.delta = DifferenceInterval(v, b);
+  comparison.verdict = ParityVerdict(v, b, margin, lower_is_better, one_sided_quantile);
+  return comparison;
 }
 
 }  // namespace frontier

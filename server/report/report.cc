@@ -163,37 +163,18 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
   if (throughput != nullptr && baseline_throughput != nullptr) {
     config.speedup = SpeedupInterval(*throughput, *baseline_throughput);
   }
-  const MetricSummary* q = find(config, quality);
-  const MetricSummary* baseline_q = find(*baseline, quality);
   const bool lower = LowerIsBetter(quality, report.objectives);
-  std::optional<Interval> paired;
-  if (report.parity.test == "paired")
-    paired = PairedDifferenceInterval(config.parity_by_seed, baseline->parity_by_seed);
-  if (paired) {
-    // Same seeds on both sides (same data order and initialization): the
-    // per-seed differences carry the comparison.
-    config.parity_test = "paired";
-    config.quality_delta = paired;
-    config.parity =
-        PairedParityVerdict(config.parity_by_seed, baseline->parity_by_seed, report.parity.margin, lower);
-  } else if (q != nullptr && baseline_q != nullptr) {
-    config.parity_test = "welch";
-    config.quality_delta = DifferenceInterval(*q, *baseline_q);
-    config.parity = ParityVerdict(*q, *baseline_q, report.parity.margin, lower);
-  }
+  QualityComparison comparison =
+      CompareQuality(config.parity_by_seed, baseline->parity_by_seed, report.parity.test == "paired",
+                     report.parity.margin, lower, SequentialOneSidedQuantile(report.parity.looks));
+  if (comparison.test.empty()) return;
+  config.parity_test = comparison.test;
+  config.quality_delta = comparison.delta;
+  config.parity = comparison.verdict;
 }
 
 }  // namespace
 
-bool LowerIsBetter(const std::string& metric, const std::vector<Objective>& objectives) {
-  for (const Objective& objective : objectives) {
-    if (objective.metric == metric) return !objective.maximize;
-  }
-  if (const MetricInfo* info = FindMetric(metric)) return !info->maximize;
-  const std::string suffix = "_loss";
-  return metric.size() >= suffix.size() &&
-         metric.compare(metric.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::vector<std::string> SummarizedMetrics(const std::vector<Objective>& objectives,
                                            const std::vector<Constraint>& constraints,

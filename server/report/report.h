@@ -149,10 +149,6 @@ std::vector<std::string> SummarizedMetrics(const std::vector<Objective>& objecti
                                            const std::vector<Constraint>& constraints,
                                            const ParityRule& parity);
 
-// Direction of a parity metric: an objective's goal when the space has one on
-// that metric, else the catalog's direction, else lower is better exactly for
-// losses (a name ending in "_loss").
-bool LowerIsBetter(const std::string& metric, const std::vector<Objective>& objectives);
 
 // Groups trials (one fidelity) by config key and summarizes each group over
 // its completed trials: every ReportMetrics() metric plus any other metric the

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
+#include "server/search/adaptive_seeds.h"
 
 namespace frontier {
 namespace {
@@ -67,21 +68,39 @@ struct Scheduler::Search {
     std::vector<std::string> trial_ids;  // one per seed
     std::vector<int64_t> seeds;          // of trial_ids
     std::map<std::string, TrialOutcome> ended;  // final trials by id, until the strategy is told
+    std::map<int64_t, TrialOutcome> finals;     // every final trial by seed (adaptive seeds read them)
     bool told = false;                   // the strategy has its evaluation
     bool stopped = false;                // a seed ended as stopped
 
-    // The evaluation for the strategy, once, when every seed has ended: every
-    // seed 1..repeats, or, under ASHA's delayed seeds, the first seed alone
-    // when it was stopped (the later ones are never run).
+    // The evaluation for the strategy, once, when every seed 1..repeats has
+    // ended, or, under ASHA's delayed seeds, the first seed alone when it was
+    // stopped (the later ones are never run). Seeds that adaptive seeding adds
+    // beyond `repeats` refine the report's verdict, not the strategy's
+    // evaluation, so a replay after a restart tells the same evaluation.
     std::optional<Evaluation> TakeEvaluation(int repeats) {
-      if (told || ended.size() < trial_ids.size()) return std::nullopt;
-      if (trial_ids.size() < static_cast<size_t>(repeats) && !stopped) return std::nullopt;
+      if (told) return std::nullopt;
+      std::vector<std::string> first;  // the trials of seeds 1..repeats
+      for (size_t i = 0; i < trial_ids.size(); ++i) {
+        if (seeds[i] <= repeats) first.push_back(trial_ids[i]);
+      }
+      for (const std::string& id : first) {
+        if (!ended.count(id)) return std::nullopt;
+      }
+      if (first.size() < static_cast<size_t>(repeats) && !stopped) return std::nullopt;
       Evaluation evaluation{config, steps, {}};
-      for (const std::string& id : trial_ids) evaluation.trials.push_back(std::move(ended.at(id)));
+      for (const std::string& id : first) evaluation.trials.push_back(std::move(ended.at(id)));
       ended.clear();
       told = true;
       return evaluation;
     }
+
+    // Every final seed of it, as an evaluation.
+    Evaluation AllSeeds() const {
+      Evaluation evaluation{config, steps, {}};
+      for (const auto& [seed, outcome] : finals) evaluation.trials.push_back(outcome);
+      return evaluation;
+    }
+    bool AllFinal() const { return finals.size() >= trial_ids.size(); }
   };
 
   SearchSpace space;
@@ -110,6 +129,7 @@ struct Scheduler::Search {
       group_of[row.id] = key;
       if (trial_state::IsFinal(row.state)) {
         it->second.ended[row.id] = OutcomeOf(row);
+        it->second.finals[row.seed] = it->second.ended[row.id];
         if (row.state == trial_state::kStopped) it->second.stopped = true;
       } else {
         open.insert(row.id);
@@ -124,9 +144,10 @@ struct Scheduler::Search {
     if (key == group_of.end()) return std::nullopt;
     open.erase(trial_id);
     Group& group = groups.at(key->second);
-    if (group.told) return std::nullopt;
     const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
     outcome.seed = group.seeds.at(index);
+    group.finals[outcome.seed] = outcome;  // adaptive seeds read every seed, told or not
+    if (group.told) return std::nullopt;
     if (outcome.state == trial_state::kStopped) group.stopped = true;
     group.ended[trial_id] = std::move(outcome);
     return group.TakeEvaluation(space.repeats);
@@ -151,6 +172,46 @@ struct Scheduler::Search {
       if (std::find(group.seeds.begin(), group.seeds.end(), seed) == group.seeds.end()) seeds.push_back(seed);
     }
     return seeds;
+  }
+
+  // Adaptive seeds: (group key, seed) of every trial to add now. Decided when
+  // the baseline and the configuration have no trial running: the next seed
+  // of each configuration WantsAnotherSeed picks, and that seed of the
+  // baseline when it lacks it (the paired test needs both sides' seed).
+  std::vector<std::pair<std::string, int>> AdaptiveSeedsDue() const {
+    if (!space.AdaptiveSeeds()) return {};
+    const std::string* baseline_key = nullptr;
+    for (const std::string& key : group_order) {
+      if (groups.at(key).baseline) baseline_key = &key;
+    }
+    if (baseline_key == nullptr || !groups.at(*baseline_key).AllFinal()) return {};
+    const Group& baseline = groups.at(*baseline_key);
+    std::vector<std::string> keys;
+    std::vector<Evaluation> field;  // every configuration at the full budget, with what has ended of it
+    for (const std::string& key : group_order) {
+      const Group& group = groups.at(key);
+      if (group.steps != FullSteps(space)) continue;
+      keys.push_back(key);
+      field.push_back(group.AllSeeds());
+    }
+    std::vector<std::pair<std::string, int>> due;
+    std::set<int> baseline_needs;
+    const Evaluation baseline_seeds = baseline.AllSeeds();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Group& group = groups.at(keys[i]);
+      if (group.baseline || group.stopped || !group.AllFinal()) continue;
+      if (group.trial_ids.size() < static_cast<size_t>(space.repeats)) continue;
+      std::vector<Evaluation> others = field;
+      others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+      if (!WantsAnotherSeed(space, baseline_seeds, field[i], others)) continue;
+      const int next = static_cast<int>(*std::max_element(group.seeds.begin(), group.seeds.end())) + 1;
+      due.emplace_back(keys[i], next);
+      if (std::find(baseline.seeds.begin(), baseline.seeds.end(), next) == baseline.seeds.end()) {
+        baseline_needs.insert(next);
+      }
+    }
+    for (int seed : baseline_needs) due.emplace_back(*baseline_key, seed);
+    return due;
   }
 };
 
@@ -263,6 +324,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   searches_[experiment_id] = std::move(search);
   // Later seeds that became due before the restart but were not stored.
   for (const std::string& key : std::vector<std::string>(loaded->group_order)) AddDueSeeds(experiment_id, *loaded, key);
+  AddAdaptiveSeeds(experiment_id, *loaded);
   AddProposals(experiment_id, *loaded, beyond);
   return loaded;
 }
@@ -273,6 +335,20 @@ void Scheduler::AddDueSeeds(const std::string& experiment_id, Search& search, co
   const Search::Group& group = search.groups.at(group_key);
   std::vector<TrialRow> rows;
   for (int seed : seeds) {
+    std::vector<TrialRow> one = TrialRows(search.space, group.config, group.steps, seed, seed);
+    rows.insert(rows.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
+  }
+  const std::vector<std::string> ids = store_.AddTrials(experiment_id, rows, clock_.NowMs());
+  for (size_t i = 0; i < rows.size() && i < ids.size(); ++i) rows[i].id = ids[i];
+  search.Index(rows);
+}
+
+void Scheduler::AddAdaptiveSeeds(const std::string& experiment_id, Search& search) {
+  const std::vector<std::pair<std::string, int>> due = search.AdaptiveSeedsDue();
+  if (due.empty()) return;
+  std::vector<TrialRow> rows;
+  for (const auto& [key, seed] : due) {
+    const Search::Group& group = search.groups.at(key);
     std::vector<TrialRow> one = TrialRows(search.space, group.config, group.steps, seed, seed);
     rows.insert(rows.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
   }
@@ -306,6 +382,7 @@ void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
   const std::string group_key = key != search->group_of.end() ? key->second : "";
   std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome));
   if (!group_key.empty()) AddDueSeeds(experiment_id, *search, group_key);
+  AddAdaptiveSeeds(experiment_id, *search);
   if (evaluation) {
     search->strategy->Tell(*evaluation);
     AddProposals(experiment_id, *search, search->strategy->Ask());

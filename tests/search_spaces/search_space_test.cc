@@ -312,6 +312,28 @@ TEST(SearchSpaceTest, ScalarsFollowYamlTypes) {
   EXPECT_EQ(space.dimensions[1].choices, std::vector<json>{false});
 }
 
+TEST(SearchSpaceTest, RepeatsMayBeAdaptive) {
+  SearchSpace fixed = Parse("repeats: 3\n");
+  EXPECT_EQ(fixed.repeats, 3);
+  EXPECT_EQ(fixed.max_repeats, 3);
+  EXPECT_FALSE(fixed.AdaptiveSeeds());
+  EXPECT_EQ(fixed.parity.looks, 1);
+  EXPECT_EQ(fixed.parity.test, "paired");  // seed k of every config shares data order and init
+  SearchSpace adaptive = Parse("repeats: {min: 2, max: 6}\n");
+  EXPECT_EQ(adaptive.repeats, 2);
+  EXPECT_EQ(adaptive.max_repeats, 6);
+  EXPECT_TRUE(adaptive.AdaptiveSeeds());
+  EXPECT_EQ(adaptive.parity.looks, 5);  // seed counts 2, 3, 4, 5, 6
+  EXPECT_EQ(GoalsOnlySpace("g", GoalsJson(adaptive))->parity.looks, 5);
+  EXPECT_EQ(ErrorOf(std::string(kHead) + "repeats: {min: 4, max: 2}\n"),
+            "t.yaml:9: repeats.max: must be at least repeats.min (4), got 2");
+  EXPECT_EQ(ErrorOf(std::string(kHead) + "repeats: {min: 2}\n"), "t.yaml:9: repeats: missing field 'max'");
+  EXPECT_EQ(ErrorOf(std::string(kHead) + "repeats: {min: 2, max: 3, step: 1}\n"),
+            "t.yaml:9: repeats.step: unknown field; expected one of min, max");
+  EXPECT_EQ(ErrorOf(std::string(kHead) + "repeats: {min: 0, max: 3}\n"),
+            "t.yaml:9: repeats.min: must be in [1, 1000], got 0");
+}
+
 TEST(SearchSpaceTest, MissingFileIsASpaceError) {
   EXPECT_THROW(LoadSearchSpaceFile("/nonexistent/space.yaml"), SpaceError);
 }

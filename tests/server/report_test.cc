@@ -158,6 +158,13 @@ TEST(ReportTest, PairedParityUsesPerSeedDifferences) {
   // Not paired: different seeds, or fewer than 2.
   EXPECT_FALSE(PairedDifferenceInterval({{1, 0.5}, {2, 0.5}}, {{1, 0.5}, {3, 0.5}}).has_value());
   EXPECT_FALSE(PairedDifferenceInterval({{1, 0.5}}, {{1, 0.5}}).has_value());
+  // Paired on the variant's seeds when the baseline has more (adaptive seeds
+  // added for another configuration): the same differences as above.
+  const std::map<int64_t, double> more = {{1, 0.50}, {2, 0.50}, {3, 0.50}, {4, 0.9}};
+  const std::optional<Interval> superset = PairedDifferenceInterval(v, more);
+  ASSERT_TRUE(superset.has_value());
+  EXPECT_NEAR(superset->value, 0.02, 1e-12);
+  EXPECT_EQ(PairedParityVerdict(v, more, 0.0, false), "at parity");
 }
 
 TEST(ReportTest, TableShowsIouForTheBevTask) {

@@ -508,5 +508,90 @@ TEST_F(SchedulerTest, ACancelledSearchProposesNothingMore) {
   EXPECT_EQ(store_.GetExperiment(id)->state, "cancelled");
 }
 
+// ------------------------------------------------------------ adaptive seeds
+
+// The baseline (stem width 8) and three variants, 2 seeds each, up to 4.
+constexpr const char* kAdaptiveSpace = R"(
+name: adaptive
+task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
+       batch_size: 8, steps: 40, warmup_steps: 1, eval_every: 10}
+baseline:
+  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}
+  runtime: {threads: 1}
+space:
+  stem.width: [8, 12, 16, 20]
+objectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]
+repeats: {min: 2, max: 4}
+)";
+
+// Per seed: width 12 is as accurate as the baseline on average but swings
+// +-0.03 from seed to seed (inconclusive at every look) and is faster (on the
+// front); width 16 is exactly the baseline's accuracy (paired: at parity at
+// the first look) and fastest; width 20 swings too but is slower and less
+// accurate than the baseline even one standard error in its favour
+// (inconclusive, dominated).
+std::string AdaptiveResult(const TrialRow& trial) {
+  const int width = nlohmann::json::parse(trial.config_json).value("stem.width", 8);
+  const double base = 0.7 + 0.01 * static_cast<double>(trial.seed);
+  const double swing = trial.seed % 2 == 1 ? 0.03 : -0.03;
+  double accuracy = base, throughput = 100;
+  if (width == 12) accuracy = base + swing, throughput = 150;
+  if (width == 16) throughput = 200;
+  if (width == 20) accuracy = base - 0.04 + swing / 3, throughput = 50;
+  return nlohmann::json{{"event", "result"},
+                        {"status", "completed"},
+                        {"val_accuracy", accuracy},
+                        {"throughput", {{"samples_per_s", throughput}}}}
+      .dump();
+}
+
+int CompleteAdaptive(Scheduler& scheduler, FakeClock& clock, int limit = 1 << 30) {
+  int done = 0;
+  while (done < limit) {
+    auto t = scheduler.Lease("w1");
+    if (!t) break;
+    clock.now += 1000;
+    EXPECT_EQ(scheduler.Complete("w1", t->id, t->attempt, AdaptiveResult(*t)), Transition::kApplied);
+    ++done;
+  }
+  return done;
+}
+
+TEST_F(SchedulerTest, AdaptiveSeedsGoToInconclusiveConfigsThatCouldReachTheFront) {
+  const std::string id = scheduler_.Submit(kAdaptiveSpace, "adaptive.yaml").id;
+  EXPECT_EQ(store_.ListTrials(id).size(), 8u);  // min seeds first
+  CompleteAdaptive(scheduler_, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"{}", {1, 2, 3, 4}},                 // the paired test needs the baseline's seeds 3 and 4
+      {R"({"stem.width":12})", {1, 2, 3, 4}},  // inconclusive at every look, up to max
+      {R"({"stem.width":16})", {1, 2}},        // at parity after the first look
+      {R"({"stem.width":20})", {1, 2}},        // inconclusive but dominated
+  };
+  EXPECT_EQ(ConfigsOf(store_, id), expected);
+}
+
+TEST_F(SchedulerTest, AdaptiveSeedsAreRebuiltAfterARestart) {
+  SqliteStore other(":memory:");
+  FakeClock other_clock;
+  Scheduler uninterrupted(other, other_clock, Options());
+  const std::string reference = uninterrupted.Submit(kAdaptiveSpace, "adaptive.yaml").id;
+  CompleteAdaptive(uninterrupted, other_clock);
+  const std::string id = scheduler_.Submit(kAdaptiveSpace, "adaptive.yaml").id;
+  CompleteAdaptive(scheduler_, clock_, 9);  // the first extra seeds were added
+  auto restarted = std::make_unique<Scheduler>(store_, clock_, Options());
+  CompleteAdaptive(*restarted, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  EXPECT_EQ(ConfigsOf(store_, id), ConfigsOf(other, reference));
+}
+
+TEST_F(SchedulerTest, AnIntegerRepeatsAddsNoSeeds) {
+  std::string yaml = kAdaptiveSpace;
+  yaml.replace(yaml.find("repeats: {min: 2, max: 4}"), 25, "repeats: 2");
+  const std::string id = scheduler_.Submit(yaml, "adaptive.yaml").id;
+  CompleteAdaptive(scheduler_, clock_);
+  for (const auto& [config, seeds] : ConfigsOf(store_, id)) EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
+}
+
 }  // namespace
 }  // namespace frontier
