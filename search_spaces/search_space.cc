@@ -809,12 +809,15 @@ const std::map<std::string, std::vector<std::string>>& StrategyFields() {
       {"nsga2", {"trials", "seed", "population", "generations"}},
       {"tpe", {"trials", "seed"}},
       {"asha", {"proposer", "min_steps", "eta", "trials", "seed", "population", "generations"}},
-      {"ablation", {"cumulative", "metric"}}};
+      {"ablation", {"cumulative", "metric"}},
+      {"external",
+       {"address", "batch", "trials", "seed", "deadline_s", "max_invalid", "token_file", "tls_ca", "tls_cert",
+        "tls_key"}}};
   return fields;
 }
 
 void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) const {
-  const std::vector<std::string> names = {"grid", "random", "sobol", "nsga2", "tpe", "asha", "ablation"};
+  const std::vector<std::string> names = {"grid", "random", "sobol", "nsga2", "tpe", "asha", "ablation", "external"};
   StrategySpec& strategy = space.strategy;
   if (node.IsMap() && node["name"]) {
     const json name = YamlToJson(node["name"]);
@@ -864,6 +867,36 @@ void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) cons
   if (strategy.name == "sobol" && strategy.trials == 0 && GridSize(space) > kMaxGridForGridStrategy) {
     Fail("strategy", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
                          std::to_string(kMaxGridForGridStrategy) + "; set trials");
+  }
+  if (strategy.name == "external") {
+    // A proposer outside the coordinator (docs/proposers.md); its settings
+    // go to strategy.options for MakeStrategy and server/proposer/.
+    fields.Required("address");
+    std::string address;
+    fields.String("address", address);
+    const size_t colon = address.rfind(':');
+    if (address.empty() || colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+      Fail(fields.Field("address"), "expected HOST:PORT of a Proposer service, got '" + address + "'");
+    }
+    int batch = 4, max_invalid = 3;
+    fields.Integer("batch", batch, 1, 1000);
+    fields.Integer("max_invalid", max_invalid, 1, 1000);
+    double deadline_s = 30;
+    if (const std::optional<double> d = fields.Number("deadline_s")) {
+      if (!(*d > 0 && *d <= 3600)) Fail(fields.Field("deadline_s"), "must be in (0, 3600] seconds");
+      deadline_s = *d;
+    }
+    json options = {{"address", address}, {"batch", batch}, {"max_invalid", max_invalid}, {"deadline_s", deadline_s}};
+    for (const char* key : {"token_file", "tls_ca", "tls_cert", "tls_key"}) {
+      std::string value;
+      fields.String(key, value);
+      if (fields.Has(key)) options[key] = value;
+    }
+    if (options.contains("tls_cert") != options.contains("tls_key")) {
+      Fail(fields.Field(options.contains("tls_cert") ? "tls_cert" : "tls_key"), "tls_cert and tls_key go together");
+    }
+    strategy.options = std::move(options);
+    return;
   }
   if (strategy.name != "asha") return;
   for (const char* key : {"population", "generations"}) {

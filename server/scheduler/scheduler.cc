@@ -36,10 +36,20 @@ std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, 
   return rows;
 }
 
+// Who proposed the trials' configuration and why (docs/proposers.md): an
+// external proposer's name and rationale, else the strategy's name.
+void Label(std::vector<TrialRow>& rows, const SearchSpace& space, const Proposal& proposal) {
+  for (TrialRow& row : rows) {
+    row.proposer = proposal.proposer.empty() ? space.strategy.name : proposal.proposer;
+    row.rationale = proposal.rationale;
+  }
+}
+
 TrialOutcome OutcomeOf(const TrialRow& row) {
   TrialOutcome outcome;
   outcome.seed = row.seed;
   outcome.state = row.state;
+  outcome.error = row.error;
   if (!row.result_json.empty()) {
     outcome.result = nlohmann::json::parse(row.result_json, nullptr, /*allow_exceptions=*/false);
     if (outcome.result.is_discarded()) outcome.result = nullptr;
@@ -71,6 +81,7 @@ struct Scheduler::Search {
     std::map<int64_t, TrialOutcome> finals;     // every final trial by seed (adaptive seeds read them)
     bool told = false;                   // the strategy has its evaluation
     bool stopped = false;                // a seed ended as stopped
+    std::string proposer, rationale;     // who proposed it and why (stored with its trials)
 
     // The evaluation for the strategy, once, when every seed 1..repeats has
     // ended, or, under ASHA's delayed seeds, the first seed alone when it was
@@ -111,8 +122,14 @@ struct Scheduler::Search {
   std::map<std::string, std::string> group_of;  // trial id -> group key
   std::set<std::string> open;                   // trials not final yet
 
-  explicit Search(SearchSpace s)
-      : space(std::move(s)), strategy(MakeStrategy(space)), stopping(MakeEarlyStopping(space)) {}
+  std::string paused;                           // the paused status last stored (external proposers)
+
+  Search(SearchSpace s, const ProposerFactory& proposers)
+      : space(std::move(s)), strategy(MakeStrategy(space, proposers)), stopping(MakeEarlyStopping(space)) {}
+
+  // An asynchronous strategy (external) may still propose while nothing is
+  // open: its experiment completes only once it is finished.
+  bool Settled() const { return !strategy->Asynchronous() || strategy->Finished(); }
 
   void Index(const std::vector<TrialRow>& rows) {
     for (const TrialRow& row : rows) {
@@ -122,6 +139,8 @@ struct Scheduler::Search {
         it->second.config = nlohmann::json::parse(row.config_json);
         it->second.steps = row.steps;
         it->second.baseline = row.is_baseline;
+        it->second.proposer = row.proposer;
+        it->second.rationale = row.rationale;
         group_order.push_back(key);
       }
       it->second.trial_ids.push_back(row.id);
@@ -243,7 +262,7 @@ uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
 
 ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::string& source_name,
                                    const std::string& owner) {
-  auto search = std::make_unique<Search>(ParseSearchSpace(space_yaml, source_name));
+  auto search = std::make_unique<Search>(ParseSearchSpace(space_yaml, source_name), options_.proposers);
   const SearchSpace& space = search->space;
   const std::vector<Proposal> proposals = search->strategy->Ask();
   ExperimentRecord experiment;
@@ -256,6 +275,7 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
   std::vector<TrialRow> trials = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
   for (const Proposal& p : proposals) {
     std::vector<TrialRow> rows = TrialRows(space, p.config, p.steps, 1, search->LastSeedAtFirst(false));
+    Label(rows, space, p);
     trials.insert(trials.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
   std::string id;
@@ -263,6 +283,7 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
     std::lock_guard<std::mutex> lock(search_mu_);
     id = store_.CreateExperiment(experiment, std::move(trials), clock_.NowMs());
     search->Index(store_.ListTrials(id));
+    search->strategy->Attach(id);
     searches_[id] = std::move(search);
   }
   Changed();
@@ -276,7 +297,8 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   if (!experiment || experiment->state != experiment_state::kRunning) return nullptr;
   std::unique_ptr<Search> search;
   try {
-    search = std::make_unique<Search>(ParseStoredSearchSpace(experiment->space_yaml, experiment->source_name));
+    search = std::make_unique<Search>(ParseStoredSearchSpace(experiment->space_yaml, experiment->source_name),
+                                      options_.proposers);
   } catch (const SpaceError&) {
     return nullptr;  // accepted by an older version: it runs the trials it has
   }
@@ -294,10 +316,12 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
     if (group.baseline) {
       if (evaluation) baseline = std::move(evaluation);
     } else {
-      history.push_back({{group.config, group.steps}, std::move(evaluation)});
+      history.push_back({{group.config, group.steps, group.proposer, group.rationale}, std::move(evaluation)});
     }
   }
   const std::vector<Proposal> beyond = Replay(*search->strategy, baseline, history);
+  search->strategy->Attach(experiment_id);
+  search->paused = experiment->paused;
 
   // Early stopping: replay every progress event in the order it arrived.
   if (search->stopping) {
@@ -363,6 +387,7 @@ void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
   for (const Proposal& p : proposals) {
     if (search.groups.count(GroupKey(ConfigKey(p.config), p.steps))) continue;  // stored already
     std::vector<TrialRow> more = TrialRows(search.space, p.config, p.steps, 1, search.LastSeedAtFirst(false));
+    Label(more, search.space, p);
     rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
   if (rows.empty()) return;
@@ -387,7 +412,7 @@ void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
     search->strategy->Tell(*evaluation);
     AddProposals(experiment_id, *search, search->strategy->Ask());
   }
-  if (search->open.empty()) {
+  if (search->open.empty() && search->Settled()) {
     store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
     searches_.erase(experiment_id);
   }
@@ -562,7 +587,7 @@ void Scheduler::CompleteFinishedExperiments() {
   for (const std::string& id : store_.ExperimentsReadyToComplete()) {
     // A search loaded now (after a restart) may still propose: then it goes on.
     const Search* search = SearchOf(id);
-    if (search && !search->open.empty()) continue;
+    if (search && (!search->open.empty() || !search->Settled())) continue;
     const TrialCountsRow counts = store_.CountTrials(id);
     if (counts.pending + counts.running > 0) continue;
     store_.SetExperimentState(id, experiment_state::kCompleted);
@@ -570,17 +595,57 @@ void Scheduler::CompleteFinishedExperiments() {
   }
 }
 
+bool Scheduler::PollProposers() {
+  bool changed = false;
+  std::vector<std::string> ids;
+  for (const auto& [id, search] : searches_) {
+    if (search->strategy->Asynchronous()) ids.push_back(id);
+  }
+  for (const std::string& id : ids) {
+    Search& search = *searches_.at(id);
+    const size_t groups = search.groups.size();
+    AddProposals(id, search, search.strategy->Ask());
+    changed = changed || search.groups.size() != groups;
+    std::vector<ProposerCallRow> rows;
+    for (const ProposerCallRecord& call : search.strategy->TakeCalls()) {
+      ProposerCallRow row;
+      row.experiment_id = id;
+      row.at_ms = clock_.NowMs();
+      row.proposer = call.proposer;
+      row.latency_ms = call.latency_ms;
+      row.asked = call.asked;
+      row.accepted = call.accepted;
+      row.rejected = call.rejected;
+      row.prompt_tokens = call.prompt_tokens;
+      row.completion_tokens = call.completion_tokens;
+      row.model_calls = call.model_calls;
+      row.error = call.error;
+      rows.push_back(std::move(row));
+    }
+    if (!rows.empty()) store_.AddProposerCalls(rows);
+    const std::string paused = search.strategy->Paused();
+    if (paused != search.paused) {
+      store_.SetExperimentPaused(id, paused);
+      search.paused = paused;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 void Scheduler::Tick() {
   std::vector<TrialRow> expired;
+  bool polled = false;
   {
     std::lock_guard<std::mutex> lock(search_mu_);
     expired = store_.ExpireLeases(clock_.NowMs());
     for (const TrialRow& trial : expired) {
       if (trial_state::IsFinal(trial.state)) TrialEnded(trial.id, OutcomeOf(trial));
     }
+    polled = PollProposers();
     CompleteFinishedExperiments();
   }
-  if (!expired.empty()) Changed();
+  if (!expired.empty() || polled) Changed();
 }
 
 }  // namespace frontier

@@ -6,8 +6,10 @@
 // as trials; ASHA's early stopping answers progress reports. The search
 // state lives in memory and is rebuilt from the store when an experiment is
 // first touched after a restart (Replay), so nothing but the store is
-// persistent. Thread-safe. Time comes from the injected Clock, so tests
-// drive expiry without sleeping.
+// persistent. An external proposer (strategy external) answers in the
+// background: Tick adds what it proposed, records its calls and stores the
+// experiment's paused status while it is down or useless. Thread-safe. Time
+// comes from the injected Clock, so tests drive expiry without sleeping.
 #pragma once
 
 #include <condition_variable>
@@ -114,6 +116,9 @@ class Scheduler {
   // Adds the next seed of each configuration adaptive seeding picks (Search::AdaptiveSeedsDue).
   void AddAdaptiveSeeds(const std::string& experiment_id, Search& search);
   bool ExperimentCancelled(const std::string& experiment_id);
+  // Asynchronous strategies (external proposers): adds what arrived, records
+  // their calls, stores their paused status. True when anything changed.
+  bool PollProposers();
 
   Store& store_;
   Clock& clock_;

@@ -1,0 +1,217 @@
+// The scheduler driving strategy external (docs/proposers.md) over a
+// scripted proposer client and an in-memory SQLite store: proposals become
+// trials labelled with their proposer and rationale, outcomes are told back,
+// a proposer that fails pauses the experiment (stored, not failed, not
+// completed) until it answers again, every call is recorded, the experiment
+// completes once the proposer is finished, and a restarted scheduler tells
+// the proposer everything stored.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "server/scheduler/scheduler.h"
+#include "server/search/external.h"
+#include "server/store/sqlite_store.h"
+#include "tests/server/fake_clock.h"
+
+namespace frontier {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSpace = R"(
+name: ext
+task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
+       batch_size: 8, steps: 4, warmup_steps: 1, eval_every: 0}
+baseline:
+  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}
+  runtime: {threads: 1}
+space:
+  stages[*].block: [basic, mbconv, convnext]
+objectives: [{metric: val_accuracy, goal: maximize}]
+repeats: 2
+strategy: {name: external, address: "fake:1", batch: 1}
+)";
+
+// One shared script for every client the factory makes (a restart makes a new one).
+struct Script {
+  std::mutex mu;
+  std::deque<std::function<ProposerAnswer(const ProposerCall&)>> steps;
+  std::vector<ProposerCall> calls;
+
+  void Add(std::function<ProposerAnswer(const ProposerCall&)> step) {
+    std::lock_guard<std::mutex> lock(mu);
+    steps.push_back(std::move(step));
+  }
+  size_t Calls() {
+    std::lock_guard<std::mutex> lock(mu);
+    return calls.size();
+  }
+  ProposerCall Last() {
+    std::lock_guard<std::mutex> lock(mu);
+    return calls.back();
+  }
+};
+
+class ScriptClient final : public ProposerClient {
+ public:
+  explicit ScriptClient(Script& script) : script_(script) {}
+  ProposerAnswer Propose(const ProposerCall& call) override {
+    std::function<ProposerAnswer(const ProposerCall&)> step;
+    {
+      std::lock_guard<std::mutex> lock(script_.mu);
+      script_.calls.push_back(call);
+      if (script_.steps.empty()) throw ProposerUnavailable("no answer scripted");
+      step = std::move(script_.steps.front());
+      script_.steps.pop_front();
+    }
+    return step(call);
+  }
+  void Cancel() override {}
+  std::string Where() const override { return "fake:1"; }
+
+ private:
+  Script& script_;
+};
+
+ProposerAnswer Propose(int block, const std::string& rationale, bool finished = false) {
+  ProposerAnswer answer;
+  answer.configs.push_back({{{"stages[*].block", block}}, rationale, 0});
+  answer.finished = finished;
+  answer.proposer = "scripted";
+  answer.usage.prompt_tokens = 10;
+  answer.usage.completion_tokens = 3;
+  return answer;
+}
+
+class ExternalSchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerOptions Options() {
+    SchedulerOptions o;
+    o.proposers = [this](const SearchSpace&) { return std::make_unique<ScriptClient>(script_); };
+    return o;
+  }
+  // Ticks until `done` holds, at most 10 s (the proposer answers in the background).
+  void TickUntil(Scheduler& scheduler, const std::function<bool()>& done) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+      scheduler.Tick();
+      if (done()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    FAIL() << "timed out";
+  }
+  // Leases and completes every pending trial.
+  void RunAll(Scheduler& scheduler, const std::string& worker) {
+    while (std::optional<TrialRow> t = scheduler.Lease(worker)) {
+      const json result = {{"event", "result"}, {"status", "completed"}, {"val_accuracy", 0.5 + 0.01 * t->seed}};
+      ASSERT_EQ(scheduler.Complete(worker, t->id, t->attempt, result.dump()), Transition::kApplied);
+    }
+  }
+  std::vector<TrialRow> Proposed(const std::string& id) {
+    std::vector<TrialRow> out;
+    for (TrialRow& t : store_.ListTrials(id)) {
+      if (!t.is_baseline) out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  Script script_;
+  SqliteStore store_{":memory:"};
+  FakeClock clock_;
+};
+
+TEST_F(ExternalSchedulerTest, ProposalsBecomeLabelledTrialsUntilTheProposerIsFinished) {
+  Scheduler scheduler(store_, clock_, Options());
+  script_.Add([](const ProposerCall&) { return Propose(1, "mbconv is cheaper"); });
+  const std::string id = scheduler.Submit(kSpace, "ext.yaml").id;
+  EXPECT_EQ(store_.ListTrials(id).size(), 2u) << "the baseline's seeds; the proposer answers in the background";
+  TickUntil(scheduler, [&] { return Proposed(id).size() == 2; });
+  for (const TrialRow& t : Proposed(id)) {
+    EXPECT_EQ(t.config_json, R"({"stages[*].block":"mbconv"})");
+    EXPECT_EQ(t.proposer, "scripted");
+    EXPECT_EQ(t.rationale, "mbconv is cheaper");
+  }
+  EXPECT_EQ(store_.ListTrials(id)[0].proposer, "") << "the baseline has no proposer";
+  const std::string worker = scheduler.RegisterWorker({});
+  script_.Add([](const ProposerCall&) { return Propose(2, "convnext, the last one", /*finished=*/true); });
+  RunAll(scheduler, worker);
+  // Everything ran, but the proposer is not finished: the experiment waits for it.
+  TickUntil(scheduler, [&] { return Proposed(id).size() == 4; });
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kRunning);
+  const ProposerCall second = script_.Last();
+  ASSERT_EQ(second.proposals.size(), 1u);
+  ASSERT_TRUE(second.proposals[0].evaluation) << "the first proposal is told";
+  EXPECT_EQ(second.proposals[0].evaluation->trials.size(), 2u);
+  ASSERT_TRUE(second.baseline);
+  RunAll(scheduler, worker);
+  scheduler.Tick();
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+  const std::vector<ProposerCallRow> calls = store_.ListProposerCalls(id);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].proposer, "scripted");
+  EXPECT_EQ(calls[0].accepted, 1);
+  EXPECT_EQ(calls[0].prompt_tokens, 10);
+  EXPECT_EQ(calls[1].completion_tokens, 3);
+}
+
+TEST_F(ExternalSchedulerTest, AFailingProposerPausesTheExperimentUntilItAnswers) {
+  Scheduler scheduler(store_, clock_, Options());
+  const std::string id = scheduler.Submit(kSpace, "ext.yaml").id;  // nothing scripted: every call fails
+  const std::string worker = scheduler.RegisterWorker({});
+  RunAll(scheduler, worker);
+  TickUntil(scheduler, [&] { return !store_.GetExperiment(id)->paused.empty(); });
+  EXPECT_EQ(store_.GetExperiment(id)->paused, "proposer at fake:1 unavailable: no answer scripted");
+  for (int i = 0; i < 20; ++i) scheduler.Tick();
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kRunning) << "paused, neither failed nor completed";
+  EXPECT_FALSE(store_.ListProposerCalls(id).empty());
+  EXPECT_EQ(store_.ListProposerCalls(id).front().error, "no answer scripted");
+
+  script_.Add([](const ProposerCall&) { return Propose(1, "back", /*finished=*/true); });
+  TickUntil(scheduler, [&] { return Proposed(id).size() == 2; });
+  EXPECT_EQ(store_.GetExperiment(id)->paused, "") << "resumed";
+  RunAll(scheduler, worker);
+  scheduler.Tick();
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+TEST_F(ExternalSchedulerTest, ARestartedSchedulerTellsTheProposerWhatIsStored) {
+  std::string id;
+  {
+    Scheduler first(store_, clock_, Options());
+    script_.Add([](const ProposerCall&) { return Propose(1, "first"); });
+    id = first.Submit(kSpace, "ext.yaml").id;
+    TickUntil(first, [&] { return Proposed(id).size() == 2; });
+    RunAll(first, first.RegisterWorker({}));
+  }
+  const size_t before = script_.Calls();
+  script_.Add([](const ProposerCall&) { return Propose(2, "after the restart", /*finished=*/true); });
+  Scheduler restarted(store_, clock_, Options());
+  TickUntil(restarted, [&] { return Proposed(id).size() == 4; });
+  ASSERT_GT(script_.Calls(), before);
+  const ProposerCall call = script_.Last();
+  ASSERT_TRUE(call.baseline);
+  ASSERT_EQ(call.proposals.size(), 1u);
+  EXPECT_EQ(call.proposals[0].proposal.rationale, "first");
+  EXPECT_EQ(call.proposals[0].proposal.proposer, "scripted");
+  ASSERT_TRUE(call.proposals[0].evaluation);
+  EXPECT_EQ(call.experiment_id, id);
+  RunAll(restarted, restarted.RegisterWorker({}));
+  restarted.Tick();
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+TEST_F(ExternalSchedulerTest, WithoutAProposerClientTheSpaceIsRefused) {
+  Scheduler scheduler(store_, clock_, SchedulerOptions{});
+  EXPECT_THROW(scheduler.Submit(kSpace, "ext.yaml"), SpaceError);
+  EXPECT_TRUE(store_.ListExperiments(10).empty());
+}
+
+}  // namespace
+}  // namespace frontier
