@@ -15,7 +15,14 @@ int main(int argc, char** argv) {
   frontier::TrialOptions options;
   CLI::App app("frontier-trial: runs one trial and prints JSON lines", "frontier-trial");
   app.footer(help::kExitStatus);
-  app.add_option("--spec", spec_path, help::kSpec)->option_text("FILE")->required();
+  frontier::CalibrateOptions calibrate;
+  bool calibrating = false;
+  app.add_option("--spec", spec_path, help::kSpec)->option_text("FILE");
+  app.add_option("--peak-flops", options.peak_flops_json, help::kPeakFlops)->option_text("JSON")->envname("FRONTIER_PEAK_FLOPS");
+  app.add_flag("--calibrate", calibrating, help::kCalibrate);
+  app.add_option("--device", calibrate.device, help::kDevice)->option_text("cpu|cuda");
+  app.add_option("--threads", calibrate.threads, help::kThreads)->option_text("N")->check(frontier::AtLeast(1));
+  app.add_option("--dtypes", calibrate.dtypes, help::kDtypes)->option_text("LIST")->delimiter(',');
   app.add_option("--progress-every", options.progress_every, help::kProgressEvery)
       ->option_text("N")
       ->check(frontier::AtLeast(0));
@@ -23,5 +30,7 @@ int main(int argc, char** argv) {
       ->option_text("DIR")
       ->check(frontier::NonEmptyFolder());
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
+  if (calibrating) return frontier::RunCalibration(calibrate, std::cout, std::cerr);
+  if (spec_path.empty()) return frontier::PrintUsageError("frontier-trial", "--spec is required", app.help());
   return frontier::RunTrialSpec(spec_path, options, std::cin, std::cout, std::cerr);
 }

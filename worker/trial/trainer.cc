@@ -101,10 +101,7 @@ std::string ErrorKind(const std::exception& e) {
   if (dynamic_cast<const SpecError*>(&e)) return "spec";
   if (dynamic_cast<const DataError*>(&e)) return "data";
   if (dynamic_cast<const UnsupportedPrecision*>(&e)) return "precision";
-  const std::string what = e.what();
-  if (what.find("out of memory") != std::string::npos || dynamic_cast<const std::bad_alloc*>(&e)) {
-    return "out_of_memory";
-  }
+  if (IsOutOfMemory(e)) return "out_of_memory";
   return "runtime";
 }
 
@@ -168,15 +165,16 @@ class TrialRun {
     const int64_t params = model::CountParameters(*net_);
     flops_ = CountModelFlops(
         net_, Normalize(data_, data_.train.images.slice(0, 0, task_spec_.batch_size), dev_.device, format_));
-    peak_ = DevicePeakFlops(rt_.precision, dev_);
+    peak_ = DevicePeakFlops(rt_.precision, dev_,
+                            options_.peak_flops_json.empty() ? std::nullopt
+                                                             : std::optional(ParseGivenPeaks(options_.peak_flops_json)));
     result_["params"] = params;
     result_["flops"] = {{"forward_per_step", flops_.forward},
                         {"train_per_step", flops_.train_step},
                         {"train_per_sample", flops_.train_step / task_spec_.batch_size},
                         {"forward_by_op", flops_.forward_by_op},
                         {"convention", task_->flop_convention()}};
-    result_["peak_flops"] = {
-        {"flops_per_s", peak_.flops_per_s}, {"dtype", peak_.dtype}, {"source", peak_.source}};
+    result_["peak_flops"] = peak_.ToJson();
     options_.emit({{"event", "start"},
                    {"trial_id", spec_.trial_id},
                    {"device", dev_.device.str()},

@@ -26,6 +26,9 @@ enum TrialExit : int {
 struct TrialOptions {
   int progress_every = 10;                 // a progress event every this many steps; 0: none
   std::string artifact_dir = "artifacts";  // profiles are written under this folder
+  // The worker's calibrated peaks (FRONTIER_PEAK_FLOPS, docs/trial-protocol.md;
+  // device.h ParseGivenPeaks); empty: the table or a GEMM measured in the trial.
+  std::string peak_flops_json;
   // Receives every event (start, progress, eval) as it happens. The result is
   // returned, not emitted.
   std::function<void(const nlohmann::json&)> emit = [](const nlohmann::json&) {};

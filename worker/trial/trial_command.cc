@@ -3,6 +3,8 @@
 #include <iostream>
 #include <iterator>
 
+#include "worker/trial/measure/device.h"
+
 namespace frontier {
 
 int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istream& in, std::ostream& out,
@@ -26,6 +28,14 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
     err << "frontier-trial: invalid spec: " << e.what() << "\n";
     return kExitFailed;
   }
+  if (!options.peak_flops_json.empty()) {
+    try {
+      ParseGivenPeaks(options.peak_flops_json);
+    } catch (const std::exception& e) {
+      err << "frontier-trial: --peak-flops / FRONTIER_PEAK_FLOPS: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
   options.emit = print;
   const nlohmann::json result = RunTrial(spec, options);
   print(result);
@@ -34,6 +44,28 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
         << result["error"].get<std::string>() << "\n";
   }
   return ExitCodeFor(result);
+}
+
+int RunCalibration(const CalibrateOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.device != "cpu" && options.device != "cuda") {
+    err << "frontier-trial: --device takes cpu or cuda, not '" << options.device << "'\n";
+    return kExitUsage;
+  }
+  for (const std::string& dtype : options.dtypes) {
+    if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
+      err << "frontier-trial: --dtypes takes fp32, bf16 and fp16, not '" << dtype << "'\n";
+      return kExitUsage;
+    }
+  }
+  try {
+    const DeviceInfo device = SelectDevice(options.device);
+    const GemmBudget budget{0.5, device.is_cuda() ? int64_t{8192} : int64_t{2048}};
+    out << Calibrate(device, options.dtypes, options.threads, budget).dump() << std::endl;
+  } catch (const std::exception& e) {
+    err << "frontier-trial: calibration failed: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return kExitCompleted;
 }
 
 }  // namespace frontier

@@ -5,6 +5,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "worker/trial/trainer.h"
 
@@ -16,7 +17,15 @@ inline constexpr const char* kSpec = "trial spec (JSON, docs/trial-spec.md); '-'
 inline constexpr const char* kProgressEvery = "a progress event every N steps (default 10, 0 = none)";
 inline constexpr const char* kArtifactDir =
     "profiles (the spec's `profile` section) go to DIR/<trial_id>/ (default ./artifacts; docs/profiling.md)";
-inline constexpr const char* kExitStatus = "exit status: 0 completed, 2 failed, 3 diverged, 64 usage error";
+inline constexpr const char* kPeakFlops =
+    "the worker's calibrated peaks as JSON (docs/trial-protocol.md; default $FRONTIER_PEAK_FLOPS)";
+inline constexpr const char* kCalibrate =
+    "measure this device's peak FLOP/s (timed square GEMMs) and print one JSON line instead of running a trial";
+inline constexpr const char* kDevice = "with --calibrate: cpu or cuda (default cpu)";
+inline constexpr const char* kThreads = "with --calibrate: intra-op threads on the CPU (default: all usable cores)";
+inline constexpr const char* kDtypes = "with --calibrate: comma-separated precisions (default fp32,bf16)";
+inline constexpr const char* kExitStatus =
+    "exit status: 0 completed (or calibrated), 2 failed, 3 diverged, 64 usage error";
 }  // namespace trial_help
 
 // Runs the spec at `spec_path` ("-": read from `in`) with `options` (its emit
@@ -25,5 +34,18 @@ inline constexpr const char* kExitStatus = "exit status: 0 completed, 2 failed, 
 // failed result naming the field. Returns the exit code (TrialExit).
 int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istream& in, std::ostream& out,
                  std::ostream& err);
+
+// frontier-trial --calibrate: the worker's peak measurement at its start.
+struct CalibrateOptions {
+  std::string device = "cpu";                    // cpu | cuda (CUDA device 0 of what is visible)
+  int threads = 0;                               // CPU intra-op threads; 0: every usable core
+  std::vector<std::string> dtypes{"fp32", "bf16"};
+};
+
+// Prints the calibration line (device.h Calibrate) to `out`: GEMMs of
+// 512..2048 on the CPU, 512..8192 on CUDA, at least 3 repetitions and 0.5 s
+// per size. Returns 0, or kExitUsage with the problem on `err` (an unknown
+// device or dtype).
+int RunCalibration(const CalibrateOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace frontier

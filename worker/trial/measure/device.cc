@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +17,8 @@
 
 namespace frontier {
 namespace {
+
+using json = nlohmann::json;
 
 int64_t StatusField(const std::string& key) {
   std::ifstream in("/proc/self/status");
@@ -114,56 +118,193 @@ void Synchronize(const DeviceInfo& device) {
 }
 
 std::optional<PeakFlops> TablePeakFlops(const std::string& name, const std::string& precision) {
-  // Dense (no sparsity) datasheet peaks. fp32 is the non-tensor-core rate
+  // Dense (no sparsity) datasheet peaks, by the exact name the driver gives
+  // (cudaDeviceProp::name, nvidia-smi --query-gpu=name). A name not listed
+  // (a variant such as "NVIDIA A10G" or "NVIDIA H100 NVL", a new board) gets
+  // no table peak: the worker calibrates it. fp32 is the non-tensor-core rate
   // (LibTorch leaves TF32 matmul off by default).
   struct Entry {
-    const char* match;
-    const char* exclude;
+    const char* name;
+    const char* label;
     double bf16, fp16, fp32;
   };
   static const Entry kTable[] = {
-      {"H200", nullptr, 989.4e12, 989.4e12, 66.9e12},
-      {"H100", "PCIe", 989.4e12, 989.4e12, 66.9e12},  // SXM
-      {"H100", nullptr, 756.0e12, 756.0e12, 51.2e12},  // PCIe
-      {"A100", nullptr, 312.0e12, 312.0e12, 19.5e12},
-      {"L40S", nullptr, 362.1e12, 362.1e12, 91.6e12},
-      {"A10", nullptr, 125.0e12, 125.0e12, 31.2e12},
-      {"V100", nullptr, 0, 125.0e12, 15.7e12},
-      {"T4", nullptr, 0, 65.0e12, 8.1e12},
+      {"NVIDIA H200", "H200 SXM", 989.4e12, 989.4e12, 66.9e12},
+      {"NVIDIA H100 80GB HBM3", "H100 SXM", 989.4e12, 989.4e12, 66.9e12},
+      {"NVIDIA H100 PCIe", "H100 PCIe", 756.0e12, 756.0e12, 51.2e12},
+      {"NVIDIA A100-SXM4-40GB", "A100 SXM", 312.0e12, 312.0e12, 19.5e12},
+      {"NVIDIA A100-SXM4-80GB", "A100 SXM", 312.0e12, 312.0e12, 19.5e12},
+      {"NVIDIA A100-PCIE-40GB", "A100 PCIe", 312.0e12, 312.0e12, 19.5e12},
+      {"NVIDIA A100 80GB PCIe", "A100 PCIe", 312.0e12, 312.0e12, 19.5e12},
+      {"NVIDIA L40S", "L40S", 362.1e12, 362.1e12, 91.6e12},
+      {"NVIDIA A10", "A10", 125.0e12, 125.0e12, 31.2e12},
+      {"Tesla V100-SXM2-16GB", "V100 SXM2", 0, 125.0e12, 15.7e12},
+      {"Tesla V100-SXM2-32GB", "V100 SXM2", 0, 125.0e12, 15.7e12},
+      {"Tesla V100-PCIE-16GB", "V100 PCIe", 0, 112.0e12, 14.0e12},
+      {"Tesla V100-PCIE-32GB", "V100 PCIe", 0, 112.0e12, 14.0e12},
+      {"Tesla T4", "T4", 0, 65.0e12, 8.1e12},
   };
   for (const Entry& e : kTable) {
-    if (name.find(e.match) == std::string::npos) continue;
-    if (e.exclude && name.find(e.exclude) != std::string::npos) continue;
+    if (name != e.name) continue;
     const double peak = precision == "bf16" ? e.bf16 : precision == "fp16" ? e.fp16 : e.fp32;
     if (peak <= 0) return std::nullopt;
-    return PeakFlops{peak, precision, std::string("table:") + e.match + (e.exclude ? " SXM" : "")};
+    PeakFlops p;
+    p.flops_per_s = peak;
+    p.dtype = precision;
+    p.source = std::string("table:") + e.label;
+    return p;
   }
   return std::nullopt;
 }
 
-PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device) {
+json PeakFlops::ToJson() const {
+  json j = {{"flops_per_s", flops_per_s}, {"dtype", dtype}, {"source", source}};
+  if (!measured_at.empty()) j["measured_at"] = measured_at;
+  if (threads > 0) j["threads"] = threads;
+  if (!note.empty()) j["note"] = note;
+  return j;
+}
+
+GivenPeaks ParseGivenPeaks(const std::string& text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) throw std::invalid_argument("peak FLOP/s: expected a JSON object, got '" + text.substr(0, 80) + "'");
+  GivenPeaks given;
+  for (const char* dtype : {"fp32", "bf16", "fp16"}) {
+    const auto it = j.find(dtype);
+    if (it == j.end()) continue;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() <= 0) {
+      throw std::invalid_argument(std::string("peak FLOP/s: ") + dtype + " must be a number > 0, got " + it->dump());
+    }
+    given.flops_per_s[dtype] = it->get<double>();
+  }
+  const auto text_of = [&](const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  given.source = text_of("source");
+  if (given.source.empty()) given.source = "calibrated:worker";
+  given.measured_at = text_of("measured_at");
+  given.device = text_of("device");
+  if (j.contains("threads") && j["threads"].is_number_integer()) given.threads = j["threads"].get<int>();
+  return given;
+}
+
+PeakFlops MeasurePeakFlops(const std::string& precision, const DeviceInfo& device, const GemmBudget& budget) {
+  torch::NoGradGuard no_grad;
+  const auto options = torch::TensorOptions().dtype(DtypeOf(precision)).device(device.device);
+  // On CUDA one timed repetition is several GEMMs between synchronizations, so
+  // launch latency does not count against small sizes.
+  const int inner = device.is_cuda() ? 10 : 1;
+  double best = 0;
+  int64_t largest = 0;
+  for (int64_t size = 512; size <= budget.max_size; size *= 2) {
+    torch::Tensor a = torch::randn({size, size}, options), b = torch::randn({size, size}, options);
+    torch::Tensor c = torch::mm(a, b);  // warm up kernels and thread pool
+    Synchronize(device);
+    double slowest = 0;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(budget.seconds_per_size);
+    for (int reps = 0; reps < 3 || (std::chrono::steady_clock::now() < deadline && reps < 2000); ++reps) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < inner; ++i) torch::mm_out(c, a, b);
+      Synchronize(device);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, inner * 2.0 * size * size * size / s);
+      slowest = std::max(slowest, s);
+    }
+    largest = size;
+    // The next size costs 8x: stop while the ladder still fits its budget.
+    if (slowest * 8 > budget.seconds_per_size * 3) break;
+  }
+  PeakFlops peak;
+  peak.gemm_size = largest;
+  peak.flops_per_s = best;
+  peak.dtype = precision;
+  peak.source = device.is_cuda() ? "measured:cuda-gemm" : "measured:cpu-gemm";
+  if (!device.is_cuda()) peak.threads = at::get_num_threads();
+  return peak;
+}
+
+PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device,
+                          const std::optional<GivenPeaks>& given) {
+  std::string note;
+  if (given) {
+    const auto it = given->flops_per_s.find(precision);
+    const std::string kind = device.is_cuda() ? "cuda" : "cpu";
+    const int threads = device.is_cuda() ? 0 : at::get_num_threads();
+    if (it == given->flops_per_s.end()) {
+      note = "the worker calibrated no " + precision + " peak";
+    } else if (!given->device.empty() && given->device != kind) {
+      note = "the worker's calibrated peak is for " + given->device + ", this trial runs on " + kind;
+    } else if (!device.is_cuda() && given->threads > 0 && given->threads != threads) {
+      note = "the worker's calibrated peak is for " + std::to_string(given->threads) + " threads, this trial runs " +
+             std::to_string(threads);
+    } else {
+      PeakFlops peak;
+      peak.flops_per_s = it->second;
+      peak.dtype = precision;
+      peak.source = given->source;
+      peak.measured_at = given->measured_at;
+      peak.threads = given->threads;
+      return peak;
+    }
+  }
   if (device.is_cuda()) {
     if (auto peak = TablePeakFlops(device.name, precision)) return *peak;
   }
-  // Measured: square GEMMs of the trial's dtype; best of several repetitions.
-  torch::NoGradGuard no_grad;
-  constexpr int64_t kSize = 1024;
-  const auto options = torch::TensorOptions().dtype(DtypeOf(precision)).device(device.device);
-  torch::Tensor a = torch::randn({kSize, kSize}, options), b = torch::randn({kSize, kSize}, options);
-  torch::Tensor c = torch::mm(a, b);  // warm up kernels and thread pool
-  Synchronize(device);
-  double best = 0;
-  int reps = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
-  while (reps < 5 || (std::chrono::steady_clock::now() < deadline && reps < 200)) {
-    const auto t0 = std::chrono::steady_clock::now();
-    torch::mm_out(c, a, b);
-    Synchronize(device);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * kSize * kSize * kSize / s);
-    ++reps;
+  // The fallback: measured inside this trial, shorter than a calibration.
+  PeakFlops peak = MeasurePeakFlops(precision, device, GemmBudget{0.2, 1024});
+  peak.note = note;
+  return peak;
+}
+
+json Calibrate(const DeviceInfo& device, const std::vector<std::string>& dtypes, int threads,
+               const GemmBudget& budget) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!device.is_cuda() && threads > 0) at::set_num_threads(threads);
+  json peaks = json::object(), sources = json::object(), errors = json::object(), table = json::object(),
+       largest = json::object();
+  for (const std::string& dtype : dtypes) {
+    if (device.is_cuda()) {
+      if (auto known = TablePeakFlops(device.name, dtype)) {
+        table[dtype] = known->source;  // the datasheet is the peak there
+        continue;
+      }
+    }
+    try {
+      CheckPrecision(dtype, device);
+      const PeakFlops measured = MeasurePeakFlops(dtype, device, budget);
+      peaks[dtype] = measured.flops_per_s;
+      largest[dtype] = measured.gemm_size;
+      sources[dtype] = device.is_cuda() ? "calibrated:cuda-gemm" : "calibrated:cpu-gemm";
+    } catch (const std::exception& e) {
+      errors[dtype] = e.what();
+    }
   }
-  return PeakFlops{best, precision, device.is_cuda() ? "measured:cuda-gemm" : "measured:cpu-gemm"};
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  json line = {{"event", "calibration"},
+               {"device", device.is_cuda() ? "cuda" : "cpu"},
+               {"device_name", device.name},
+               {"threads", device.is_cuda() ? 0 : at::get_num_threads()},
+               {"peaks", peaks},
+               {"sources", sources},
+               {"measured_at", when},
+               {"gemm", {{"largest", largest}, {"seconds_per_size", budget.seconds_per_size}}},
+               {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}};
+  if (!table.empty()) line["table"] = table;
+  if (!errors.empty()) line["errors"] = errors;
+  return line;
+}
+
+bool IsOutOfMemory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  const std::string what = e.what();
+  return what.find("out of memory") != std::string::npos || what.find("can't allocate memory") != std::string::npos ||
+         what.find("Cannot allocate memory") != std::string::npos;
 }
 
 std::string ConfigureHostAllocator() {

@@ -2,9 +2,13 @@
 // synchronization, peak FLOP/s for MFU, and peak memory.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <torch/torch.h>
 
@@ -51,16 +55,66 @@ void Synchronize(const DeviceInfo& device);
 struct PeakFlops {
   double flops_per_s = 0;
   std::string dtype;   // fp32 | bf16 | fp16
-  std::string source;  // "table:<entry>" (GPU datasheet) or "measured:cpu-gemm" (in-process GEMM)
+  // "calibrated:<method>" (measured by the worker at its start, given to the
+  // trial), "table:<entry>" (GPU datasheet) or "measured:cpu-gemm" /
+  // "measured:cuda-gemm" (measured inside this trial: the fallback).
+  std::string source;
+  std::string measured_at;  // when a calibrated peak was measured (UTC, ISO 8601); empty otherwise
+  int threads = 0;          // the intra-op thread count a CPU peak was measured with; 0: n/a
+  std::string note;         // why a calibrated peak given to the trial was not used, if one was not
+  int64_t gemm_size = 0;    // measured: the largest square GEMM timed
+
+  // The result's "peak_flops": {flops_per_s, dtype, source, [measured_at], [threads], [note]}.
+  nlohmann::json ToJson() const;
 };
 
-// Dense peak of the device for the precision: the datasheet table for known
-// GPUs, otherwise (CPU) the best of several timed square GEMMs of that dtype
-// on the current intra-op thread count.
-PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device);
+// The peaks a worker calibrated, as it passes them to a trial (the
+// environment's FRONTIER_PEAK_FLOPS, docs/trial-protocol.md):
+// {"fp32": F, "bf16": F, ..., "source": "calibrated:...", "measured_at": "...",
+//  "threads": N, "device": "cpu"}. Throws std::invalid_argument naming the
+// problem when `text` is not such an object.
+struct GivenPeaks {
+  std::map<std::string, double> flops_per_s;  // by dtype
+  std::string source, measured_at, device;
+  int threads = 0;
+};
+GivenPeaks ParseGivenPeaks(const std::string& text);
 
-// The datasheet table alone (exposed for tests); nullopt for unknown devices.
+// Dense peak of the device for the precision: the worker's calibrated peak
+// when `given` has one for this dtype, device kind and thread count; else
+// the datasheet table for known GPUs; else (CPU, unknown GPUs) measured in
+// this process by MeasurePeakFlops (the fallback).
+PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device,
+                          const std::optional<GivenPeaks>& given = std::nullopt);
+
+// The datasheet table alone (exposed for tests); nullopt for devices whose
+// name is not exactly one of the table's (e.g. "NVIDIA A10G" is not an A10,
+// "NVIDIA H100 NVL" neither an SXM nor a PCIe H100).
 std::optional<PeakFlops> TablePeakFlops(const std::string& device_name, const std::string& precision);
+
+// How long MeasurePeakFlops measures.
+struct GemmBudget {
+  double seconds_per_size = 0.4;  // per square size, at least 3 repetitions each
+  int64_t max_size = 2048;        // sizes 512, 1024, ... up to this; a size whose one GEMM takes
+                                  // longer than seconds_per_size ends the ladder
+};
+// The best rate of timed square GEMMs of the dtype on the current intra-op
+// thread count: source "measured:cpu-gemm" or "measured:cuda-gemm".
+PeakFlops MeasurePeakFlops(const std::string& precision, const DeviceInfo& device, const GemmBudget& budget);
+
+// The calibration line frontier-trial --calibrate prints (one JSON object):
+// {"event": "calibration", "device": "cpu", "device_name": ..., "threads": N,
+//  "peaks": {"fp32": F, ...}, "sources": {"fp32": "calibrated:cpu-gemm", ...},
+//  "measured_at": ..., "gemm": {"largest": {"fp32": 2048, ...}, "seconds_per_size": S},
+//  "wall_s": W}. On CUDA, dtypes the datasheet table has are left out (the
+// table is the peak there).
+nlohmann::json Calibrate(const DeviceInfo& device, const std::vector<std::string>& dtypes, int threads,
+                         const GemmBudget& budget);
+
+// True for an allocation failure: std::bad_alloc, c10::OutOfMemoryError,
+// LibTorch's CPU allocator ("can't allocate memory") and CUDA's ("CUDA out of
+// memory").
+bool IsOutOfMemory(const std::exception& e);
 
 // Peak memory of the training loop. CUDA: max allocated bytes since Start().
 // CPU: growth of the resident set's high-water mark above the RSS at Start()
