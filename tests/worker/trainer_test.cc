@@ -69,7 +69,7 @@ TEST(TrainerTest, ResultCarriesEveryMetric) {
   EXPECT_GT(r["flops"]["train_per_step"].get<int64_t>(), 0);
   EXPECT_EQ(r["flops"]["train_per_step"].get<int64_t>(), 3 * r["flops"]["forward_per_step"].get<int64_t>());
   EXPECT_GT(r["mfu"].get<double>(), 0);
-  EXPECT_LT(r["mfu"].get<double>(), 1.5);
+  EXPECT_LE(r["mfu"].get<double>(), 1.0);
   EXPECT_EQ(r["peak_flops"]["source"], "measured:cpu-gemm");
   EXPECT_GT(r["params"].get<int64_t>(), 0);
   EXPECT_GE(r["peak_memory_mb"].get<double>(), 0);

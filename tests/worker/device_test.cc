@@ -1,0 +1,140 @@
+// worker/trial/measure/device.h: the datasheet table matches names exactly,
+// a calibrated peak given by the worker is the trial's peak, the CPU
+// calibration measures, and allocation failures are recognised.
+#include "worker/trial/measure/device.h"
+
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace frontier {
+namespace {
+
+TEST(TablePeakFlopsTest, KnownBoardsByTheirExactNames) {
+  const struct {
+    const char* name;
+    const char* precision;
+    double peak;
+    const char* source;
+  } cases[] = {
+      {"NVIDIA H100 80GB HBM3", "bf16", 989.4e12, "table:H100 SXM"},
+      {"NVIDIA H100 PCIe", "bf16", 756.0e12, "table:H100 PCIe"},
+      {"NVIDIA H100 PCIe", "fp32", 51.2e12, "table:H100 PCIe"},
+      {"NVIDIA H200", "fp16", 989.4e12, "table:H200 SXM"},
+      {"NVIDIA A100-SXM4-80GB", "bf16", 312.0e12, "table:A100 SXM"},
+      {"NVIDIA A10", "fp32", 31.2e12, "table:A10"},
+      {"Tesla V100-PCIE-16GB", "fp16", 112.0e12, "table:V100 PCIe"},
+      {"Tesla T4", "fp32", 8.1e12, "table:T4"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.name) + " " + c.precision);
+    const auto peak = TablePeakFlops(c.name, c.precision);
+    ASSERT_TRUE(peak.has_value());
+    EXPECT_EQ(peak->flops_per_s, c.peak);
+    EXPECT_EQ(peak->source, c.source);
+    EXPECT_EQ(peak->dtype, c.precision);
+  }
+}
+
+TEST(TablePeakFlopsTest, VariantsAndUnknownNamesGetNoTablePeak) {
+  // Each of these once matched a neighbour by substring: an A10G is not an
+  // A10, an H100 NVL (or a name without the form factor) is neither SXM nor PCIe.
+  for (const char* name : {"NVIDIA A10G", "NVIDIA H100 NVL", "NVIDIA H100", "NVIDIA H200 NVL", "H100",
+                           "NVIDIA A100", "NVIDIA L40", "NVIDIA GeForce RTX 4090", "cpu: AMD EPYC", ""}) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(TablePeakFlops(name, "bf16").has_value());
+    EXPECT_FALSE(TablePeakFlops(name, "fp32").has_value());
+  }
+  EXPECT_FALSE(TablePeakFlops("Tesla T4", "bf16").has_value()) << "T4 has no bf16";
+}
+
+TEST(GivenPeaksTest, ParsesTheWorkersCalibration) {
+  const GivenPeaks given = ParseGivenPeaks(
+      R"({"fp32": 1.5e11, "bf16": 2e10, "source": "calibrated:cpu-gemm", "measured_at": "2026-12-01T15:00:00Z",)"
+      R"( "threads": 2, "device": "cpu", "device_name": "cpu: test"})");
+  EXPECT_EQ(given.flops_per_s.at("fp32"), 1.5e11);
+  EXPECT_EQ(given.flops_per_s.at("bf16"), 2e10);
+  EXPECT_EQ(given.flops_per_s.count("fp16"), 0u);
+  EXPECT_EQ(given.source, "calibrated:cpu-gemm");
+  EXPECT_EQ(given.measured_at, "2026-12-01T15:00:00Z");
+  EXPECT_EQ(given.threads, 2);
+  EXPECT_EQ(given.device, "cpu");
+}
+
+TEST(GivenPeaksTest, BadInputNamesTheProblem) {
+  for (const char* bad : {"", "[1]", "not json", R"({"fp32": -1})", R"({"fp32": "fast"})", R"({"bf16": 0})"}) {
+    SCOPED_TRACE(bad);
+    try {
+      ParseGivenPeaks(bad);
+      FAIL() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("peak FLOP/s"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(DevicePeakFlopsTest, TheWorkersCalibratedPeakIsTheTrialsPeak) {
+  at::set_num_threads(1);
+  const DeviceInfo cpu = SelectDevice("cpu");
+  const GivenPeaks given = ParseGivenPeaks(
+      R"({"fp32": 1.25e11, "source": "calibrated:cpu-gemm", "measured_at": "2026-12-01T15:00:00Z", "threads": 1,)"
+      R"( "device": "cpu"})");
+  const PeakFlops peak = DevicePeakFlops("fp32", cpu, given);
+  EXPECT_EQ(peak.flops_per_s, 1.25e11);
+  EXPECT_EQ(peak.source, "calibrated:cpu-gemm");
+  const nlohmann::json j = peak.ToJson();
+  EXPECT_EQ(j["measured_at"], "2026-12-01T15:00:00Z");
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_FALSE(j.contains("note"));
+}
+
+TEST(DevicePeakFlopsTest, APeakForAnotherThreadCountOrDtypeIsNotUsedAndTheResultSaysWhy) {
+  at::set_num_threads(1);
+  const DeviceInfo cpu = SelectDevice("cpu");
+  const GivenPeaks given = ParseGivenPeaks(R"({"fp32": 1e15, "threads": 4, "device": "cpu"})");
+  const PeakFlops peak = DevicePeakFlops("fp32", cpu, given);
+  EXPECT_EQ(peak.source, "measured:cpu-gemm");
+  EXPECT_LT(peak.flops_per_s, 1e15);
+  EXPECT_GT(peak.flops_per_s, 0);
+  EXPECT_EQ(peak.note, "the worker's calibrated peak is for 4 threads, this trial runs 1");
+
+  const GivenPeaks fp32_only = ParseGivenPeaks(R"({"fp32": 1e11, "threads": 1, "device": "cpu"})");
+  EXPECT_EQ(DevicePeakFlops("bf16", cpu, fp32_only).note, "the worker calibrated no bf16 peak");
+}
+
+TEST(CalibrateTest, MeasuresEachDtypeOnTheCpuWithItsThreadCount) {
+  const DeviceInfo cpu = SelectDevice("cpu");
+  const nlohmann::json line = Calibrate(cpu, {"fp32", "fp16"}, 1, GemmBudget{0.05, 1024});
+  EXPECT_EQ(line["event"], "calibration");
+  EXPECT_EQ(line["device"], "cpu");
+  EXPECT_EQ(line["threads"], 1);
+  ASSERT_TRUE(line["peaks"]["fp32"].is_number());
+  EXPECT_GT(line["peaks"]["fp32"].get<double>(), 0);
+  EXPECT_EQ(line["sources"]["fp32"], "calibrated:cpu-gemm");
+  EXPECT_GE(line["gemm"]["largest"]["fp32"].get<int>(), 512);
+  EXPECT_FALSE(line["peaks"].contains("fp16")) << "fp16 does not run on the CPU";
+  EXPECT_NE(line["errors"]["fp16"].get<std::string>().find("not supported on the CPU"), std::string::npos);
+  EXPECT_EQ(line["measured_at"].get<std::string>().size(), std::string("2026-12-01T15:00:00Z").size());
+}
+
+TEST(IsOutOfMemoryTest, RecognisesAllocationFailures) {
+  EXPECT_TRUE(IsOutOfMemory(std::bad_alloc()));
+  EXPECT_TRUE(IsOutOfMemory(std::runtime_error("CUDA out of memory. Tried to allocate 2.00 GiB")));
+  EXPECT_TRUE(IsOutOfMemory(std::runtime_error(
+      "[enforce fail at alloc_cpu.cpp:83] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+      "allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)")));
+  EXPECT_FALSE(IsOutOfMemory(std::runtime_error("shape mismatch")));
+  try {
+    // Far more than any address space: LibTorch's CPU allocator refuses it.
+    torch::empty({int64_t{1} << 60}, torch::kFloat);
+    ADD_FAILURE() << "allocated 4 EiB";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(IsOutOfMemory(e)) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace frontier
