@@ -1100,5 +1100,47 @@ TEST_F(AgentTest, RealTrialRunnerCompletes) {
   EXPECT_FALSE(coordinator_.Progress().empty());
 }
 
+// The real runner: the worker calibrates once, every trial's MFU uses that
+// peak, and a variant that cannot fit the memory limit fails once as
+// out_of_memory.
+TEST_F(AgentTest, RealTrialRunnerUsesTheCalibratedPeakAndFailsOutOfMemoryOnce) {
+  const char* binary = std::getenv("FRONTIER_TRIAL_BINARY");
+  if (binary == nullptr) GTEST_SKIP() << "set FRONTIER_TRIAL_BINARY to run frontier-trial for real";
+  AgentOptions options = Options();
+  options.threads_per_trial = 1;
+  options.calibrate = true;
+  options.calibration_dtypes = {"fp32"};
+  options.host_lock = dir_ + "/host.lock";
+  options.memory_limit_mb = 1536;  // frontier-trial's own address space is about 0.9 GiB
+  options.max_trials = 3;
+  options.trial_timeout = milliseconds(120000);
+  nlohmann::json big = nlohmann::json::parse(kSpec);
+  big["arch"]["stages"][0]["width"] = 8192;  // a 3x3 convolution of 8192 channels: 2.4 GB of weights
+  coordinator_.AddTrial("t1");
+  coordinator_.AddTrial("t2");
+  coordinator_.AddTrial("big", big.dump());
+  auto agent = Start(options, binary);
+  ASSERT_TRUE(agent->Finished(milliseconds(300000)));
+  const auto registrations = coordinator_.Registrations();
+  ASSERT_THAT(registrations, SizeIs(1));
+  ASSERT_EQ(registrations[0].peak_flops().count("fp32"), 1u);
+  const double calibrated = registrations[0].peak_flops().at("fp32");
+  EXPECT_GT(calibrated, 0);
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(2));
+  for (const auto& completion : completions) {
+    const auto result = nlohmann::json::parse(completion.result_json());
+    EXPECT_EQ(result["peak_flops"]["source"], "calibrated:cpu-gemm") << completion.trial_id();
+    EXPECT_EQ(result["peak_flops"]["flops_per_s"].get<double>(), calibrated) << completion.trial_id();
+    EXPECT_LE(result["mfu"].get<double>(), 1.0);
+  }
+  const auto failures = coordinator_.Failures();
+  ASSERT_THAT(failures, SizeIs(1));
+  EXPECT_EQ(failures[0].trial_id(), "big");
+  EXPECT_FALSE(failures[0].retryable());
+  EXPECT_THAT(failures[0].error(), HasSubstr("out of memory under the worker's limit of 1536 MiB per trial"));
+  EXPECT_EQ(nlohmann::json::parse(failures[0].result_json())["error_kind"], "out_of_memory");
+}
+
 }  // namespace
 }  // namespace frontier

@@ -104,7 +104,8 @@ TEST_F(HostLockTest, ACalibrationWaitsForRunningTrialsAndKeepsNewOnesOut) {
   EXPECT_EQ(lock.Shared(After(2)), nullptr) << "a trial started during a calibration";
   EXPECT_EQ(lock.Exclusive(After(2), nullptr), nullptr) << "two calibrations at once";
   calibration.reset();
-  EXPECT_NE(lock.Shared(After(0)), nullptr);
+  // (The calibration that gave up may still take and drop the turnstile once.)
+  EXPECT_NE(lock.Shared(After(40)), nullptr);
 }
 
 TEST_F(HostLockTest, AnEmptyPathLocksNothing) {

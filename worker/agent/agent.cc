@@ -581,7 +581,7 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   }
   std::error_code ignored;
   const std::string spec_file = std::filesystem::absolute(spec_path, ignored).string();
-  TrialCommand command{spec_file, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper, {}, {}};
+  TrialCommand command{spec_file, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper, {}, {}, {}, {}, 0};
   Launch launch{"frontier-trial", spec_file + ".stop", options_.trial_timeout};
   if (spec.contains("command")) {
     if (std::optional<std::string> problem = ReadCommandSection(spec["command"], &command, &launch.timeout)) {
@@ -629,7 +629,17 @@ void Agent::RunTrial(int slot, const Lease& lease) {
     Report(lease, Outcome{Outcome::Kind::kFail, "worker shutting down", /*retryable=*/true, ""});
     return;
   }
-  const CpuClaim claim(options_.host_lock, cpus.empty() ? UsableCpus() : cpus);
+  // A GPU trial claims its GPU (CUDA_VISIBLE_DEVICES is one index), a CPU trial its cores.
+  std::vector<int> gpu;
+  if (options_.device == "cuda") {
+    std::string visible;
+    for (const auto& [name, value] : command.environment) {
+      if (name == "CUDA_VISIBLE_DEVICES") visible = value;
+    }
+    if (!visible.empty() && visible.find_first_not_of("0123456789") == std::string::npos) gpu = {std::stoi(visible)};
+  }
+  const CpuClaim claim(options_.host_lock, options_.device == "cuda" ? gpu : cpus.empty() ? UsableCpus() : cpus,
+                       options_.device == "cuda" ? ".gpu" : ".cpu");
   std::string error;
   std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
   const bool started = process != nullptr;

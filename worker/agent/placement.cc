@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -137,16 +139,51 @@ SlotCpus SplitCpus(const std::vector<int>& cpus, int slots) {
   return split;
 }
 
+namespace {
+
+// flock(fd, LOCK_EX) blocking, on a thread of its own so that `give_up` can
+// still end the wait: the kernel wakes a blocked waiter the moment the lock
+// is released, before a process that merely polls (a worker's next trial)
+// gets there. Returns the fd holding the lock, or -1 after giving up (the
+// thread then closes the fd once its flock returns).
+int BlockingExclusive(int fd, const std::function<bool()>& give_up, const std::function<void()>& waiting) {
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  if (errno != EWOULDBLOCK) return fd;
+  if (waiting) waiting();
+  struct State {
+    std::mutex mutex;
+    std::condition_variable done;
+    bool locked = false;
+    bool abandoned = false;
+  };
+  auto state = std::make_shared<State>();
+  std::thread([fd, state] {
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->locked = true;
+    if (state->abandoned) close(fd);
+    state->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(state->mutex);
+  while (!state->done.wait_for(lock, kLockPoll, [&] { return state->locked; })) {
+    if (give_up && give_up()) {
+      state->abandoned = true;
+      return -1;
+    }
+  }
+  return fd;
+}
+
+}  // namespace
+
 std::unique_ptr<HostLock::Hold> HostLock::Exclusive(const std::function<bool()>& give_up,
                                                     const std::function<void()>& waiting) {
   if (path_.empty()) return std::make_unique<FileHold>(std::vector<int>{});
   // The turnstile first: trials that come later wait at it, so a calibration
   // waiting for the running trials to end is not overtaken by new ones.
-  const int turn = OpenLockFile(path_ + ".turn");
-  if (turn >= 0 && !LockPolling(turn, LOCK_EX, give_up, waiting)) {
-    close(turn);
-    return nullptr;
-  }
+  int turn = OpenLockFile(path_ + ".turn");
+  if (turn >= 0 && (turn = BlockingExclusive(turn, give_up, waiting)) < 0) return nullptr;
   const int lock = OpenLockFile(path_);
   if (lock >= 0 && !LockPolling(lock, LOCK_EX, give_up, waiting)) {
     close(lock);
@@ -173,11 +210,11 @@ std::unique_ptr<HostLock::Hold> HostLock::Shared(const std::function<bool()>& gi
   return std::make_unique<FileHold>(std::vector<int>{lock});
 }
 
-CpuClaim::CpuClaim(const std::string& host_lock_path, const std::vector<int>& cpus) {
+CpuClaim::CpuClaim(const std::string& host_lock_path, const std::vector<int>& devices, const std::string& kind) {
   if (host_lock_path.empty()) return;
-  for (int cpu : cpus) {
+  for (int device : devices) {
     File file;
-    file.fd = OpenLockFile(host_lock_path + ".cpu" + std::to_string(cpu));
+    file.fd = OpenLockFile(host_lock_path + kind + std::to_string(device));
     if (file.fd < 0) continue;
     if (flock(file.fd, LOCK_EX | LOCK_NB) == 0) {
       file.held = true;

@@ -43,9 +43,10 @@ class HostLock {
   explicit HostLock(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  // Waits (polling every 50 ms) until the lock is held; nullptr when
-  // `give_up` says so first. `waiting` is called once if the lock is not
-  // free at once.
+  // Waits until the lock is held; nullptr when `give_up` (asked every 50 ms)
+  // says so first. `waiting` is called when the lock is not free at once.
+  // An exclusive waiter is woken the moment the turnstile is free, ahead of
+  // trials, which poll.
   std::unique_ptr<Hold> Exclusive(const std::function<bool()>& give_up, const std::function<void()>& waiting);
   std::unique_ptr<Hold> Shared(const std::function<bool()>& give_up);
 
@@ -60,7 +61,8 @@ class HostLock {
 // that they shared a core.
 class CpuClaim {
  public:
-  CpuClaim(const std::string& host_lock_path, const std::vector<int>& cpus);
+  // Claims FILE<kind>N for each N of `devices` (kind ".cpu": cores, ".gpu": GPUs).
+  CpuClaim(const std::string& host_lock_path, const std::vector<int>& devices, const std::string& kind = ".cpu");
   ~CpuClaim();
   CpuClaim(const CpuClaim&) = delete;
   CpuClaim& operator=(const CpuClaim&) = delete;
