@@ -5,14 +5,18 @@
 # shown by `frontier trials`, and every call recorded. Then the proposer is
 # killed mid-search: the experiment pauses, with the reason in `frontier
 # status`, instead of failing, and the search continues and completes when
-# the proposer comes back on its port.
+# the proposer comes back on its port. Last, frontier-llm-proposer against
+# the stand-in chat server (tests/proposers/llm_standin.py) drives a run: its
+# rationales, calls and tokens reach the store and the report, and its key
+# reaches the stand-in but no log.
 set -euo pipefail
 build="$1"; src="$2"
 export FRONTIER_PROTO_PYTHON="$build/python" PYTHONWARNINGS=ignore
 work="$(mktemp -d)"
-proposer_pid=""; run_pid=""
+proposer_pid=""; run_pid=""; standin_pid=""
 cleanup() {
   [[ -n "$proposer_pid" ]] && kill "$proposer_pid" 2>/dev/null || true
+  [[ -n "$standin_pid" ]] && kill "$standin_pid" 2>/dev/null || true
   [[ -n "$run_pid" ]] && kill "$run_pid" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -107,4 +111,39 @@ errors = [r[0] for r in db.execute("SELECT error FROM proposer_calls WHERE exper
 assert errors, "no failed call recorded"
 print(f"resumed: all 5 configurations completed; {len(errors)} failed calls recorded while it was down")
 PY
+
+# 3. The LLM proposer against the stand-in chat server.
+kill "$proposer_pid"; wait "$proposer_pid" 2>/dev/null || true; proposer_pid=""
+/usr/bin/python3 "$src/tests/proposers/llm_standin.py" > standin.out 2>&1 &
+standin_pid=$!
+for _ in $(seq 100); do [[ -s standin.out ]] && break; sleep 0.1; done
+endpoint="$(head -1 standin.out)"
+[[ "$endpoint" == http://127.0.0.1:*/v1 ]] || fail "no stand-in: $endpoint"
+key="sk-e2e-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+echo "$key" > key
+rm -f port
+"$src/proposers/llm/frontier-llm-proposer" --endpoint "$endpoint" --model stand-in --api-key-file key \
+  --listen 127.0.0.1:0 --port-file port > llm.log 2>&1 &
+proposer_pid=$!
+for _ in $(seq 200); do [[ -s port ]] && break; sleep 0.1; done
+port="$(cat port)"
+make_space three.yaml 3 2
+"$build/server/frontier" run three.yaml --workers 2 --runs-dir runs3 > run3.out 2>&1 || fail "the LLM run failed"
+exp="$(sed -n 's/^experiment \(exp-[0-9]*\) .*/\1/p' run3.out | head -1)"
+/usr/bin/python3 - runs3/frontier.db "$exp" <<'PY' || fail "the LLM run's store"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT state, proposer, rationale FROM trials WHERE experiment_id = ? AND is_baseline = 0",
+                  (sys.argv[2],)).fetchall()
+assert len(rows) == 3 and all(r == ("completed", "llm:stand-in", "stand-in: next untried combination") for r in rows), rows
+tokens = db.execute("SELECT SUM(prompt_tokens), SUM(completion_tokens), SUM(model_calls) FROM proposer_calls "
+                    "WHERE experiment_id = ?", (sys.argv[2],)).fetchone()
+assert tokens[0] > 0 and tokens[1] > 0 and tokens[2] >= 2, tokens
+print(f"3 proposals of llm:stand-in completed; tokens {tokens[0]} prompt + {tokens[1]} completion, {tokens[2]} model calls")
+PY
+report="$(tr -s '\n ' '  ' < run3.out)"  # the table's notes are wrapped
+grep -q "proposed by llm:stand-in: [^:]*: stand-in: next untried combination" <<< "$report" || fail "no rationale in the report"
+grep -Eq "proposer calls: [0-9]+ \(0 failed\), 3 configurations accepted .* model: [0-9]+ calls, [1-9][0-9]* prompt \+ [1-9][0-9]* completion tokens" \
+  <<< "$report" || fail "the report shows no proposer calls"
+if grep -rq "$key" llm.log run3.out runs3/*/*.log 2>/dev/null; then fail "the key was logged"; fi
 echo "proposer e2e: ok"
