@@ -7,11 +7,10 @@ set -euo pipefail
 build="$1"; src="$2"; limit_mb="${3:-1536}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 cd "$work"
-status=0
+# The experiment ends (a failed trial is a result): the exit status is not the check, the store is.
 "$build/server/frontier" run "$src/tests/integration/oom.yaml" --workers 1 --runs-dir runs \
-  --memory-limit-mb "$limit_mb" > run.out 2>&1 || status=$?
+  --memory-limit-mb "$limit_mb" > run.out 2>&1 || true
 cat run.out
-[[ $status -ne 0 ]] || { echo "the run completed, but a trial cannot fit $limit_mb MiB"; exit 1; }
 exp="$(sed -n 's/^experiment \(exp-[0-9]*\) .*/\1/p' run.out | head -1)"
 [[ -n "$exp" ]] || { echo "no experiment id in the output"; exit 1; }
 /usr/bin/python3 - "$work/runs/frontier.db" "$exp" "$limit_mb" <<'PY' || { for f in runs/*/worker-*.log; do echo "== $f"; tail -30 "$f"; done; exit 1; }
