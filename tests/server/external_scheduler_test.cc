@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -140,9 +141,17 @@ TEST_F(ExternalSchedulerTest, ProposalsBecomeLabelledTrialsUntilTheProposerIsFin
   }
   EXPECT_EQ(store_.ListTrials(id)[0].proposer, "") << "the baseline has no proposer";
   const std::string worker = scheduler.RegisterWorker({});
-  script_.Add([](const ProposerCall&) { return Propose(2, "convnext, the last one", /*finished=*/true); });
+  // The next answer waits for the gate: everything ran, the proposer has not answered yet.
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  script_.Add([opened](const ProposerCall&) {
+    opened.wait();
+    return Propose(2, "convnext, the last one", /*finished=*/true);
+  });
   RunAll(scheduler, worker);
-  // Everything ran, but the proposer is not finished: the experiment waits for it.
+  for (int i = 0; i < 5; ++i) scheduler.Tick();
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kRunning) << "it waits for the proposer";
+  gate.set_value();
   TickUntil(scheduler, [&] { return Proposed(id).size() == 4; });
   EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kRunning);
   const ProposerCall second = script_.Last();
@@ -205,6 +214,47 @@ TEST_F(ExternalSchedulerTest, ARestartedSchedulerTellsTheProposerWhatIsStored) {
   RunAll(restarted, restarted.RegisterWorker({}));
   restarted.Tick();
   EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+std::string WithStrategy(const std::string& strategy) {
+  std::string space = kSpace;
+  space.replace(space.find("strategy: "), std::string::npos, "strategy: " + strategy + "\n");
+  return space;
+}
+
+std::string ParseError(const std::string& strategy) {
+  try {
+    ParseSearchSpace(WithStrategy(strategy), "ext.yaml");
+  } catch (const SpaceError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(ExternalSpaceTest, TheParserChecksTheProposersSettings) {
+  const SearchSpace space = ParseSearchSpace(
+      WithStrategy("{name: external, address: 'proposer.local:50070', batch: 8, trials: 20, deadline_s: 2.5, "
+                   "max_invalid: 5, token_file: t.token, tls_ca: ca.pem}"),
+      "ext.yaml");
+  EXPECT_EQ(space.strategy.name, "external");
+  EXPECT_EQ(space.strategy.trials, 20);
+  EXPECT_EQ(space.strategy.options,
+            (json{{"address", "proposer.local:50070"}, {"batch", 8}, {"max_invalid", 5}, {"deadline_s", 2.5},
+                  {"token_file", "t.token"}, {"tls_ca", "ca.pem"}}));
+  const std::vector<std::pair<std::string, std::string>> errors = {
+      {"{name: external}", "strategy: missing field 'address'"},
+      {"{name: external, address: localhost}",
+       "strategy.address: expected HOST:PORT of a Proposer service, got 'localhost'"},
+      {"{name: external, address: 'h:1', batch: 0}", "strategy.batch: must be in [1, 1000], got 0"},
+      {"{name: external, address: 'h:1', deadline_s: -1}", "strategy.deadline_s: must be in (0, 3600] seconds"},
+      {"{name: external, address: 'h:1', tls_cert: c.pem}", "strategy.tls_cert: tls_cert and tls_key go together"},
+      {"{name: external, address: 'h:1', population: 4}",
+       "strategy.population: applies to strategies asha, nsga2 only"},
+      {"{name: grid, address: 'h:1'}", "strategy.address: applies to strategy external only"},
+  };
+  for (const auto& [strategy, message] : errors) {
+    EXPECT_NE(ParseError(strategy).find(message), std::string::npos) << strategy << " -> " << ParseError(strategy);
+  }
 }
 
 TEST_F(ExternalSchedulerTest, WithoutAProposerClientTheSpaceIsRefused) {

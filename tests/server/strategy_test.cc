@@ -128,9 +128,9 @@ TEST(StrategyTest, SpaceFilesNameStrategiesAndTheirFields) {
   const std::vector<std::pair<std::string, std::string>> errors = {
       {"{name: bayes}",
        "strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, tpe, asha, "
-       "ablation"},
+       "ablation, external"},
       {"{name: grid, trials: 5}",
-       "strategy.trials: applies to strategies asha, nsga2, random, sobol, tpe only"},
+       "strategy.trials: applies to strategies asha, external, nsga2, random, sobol, tpe only"},
       {"{name: tpe, population: 4}", "strategy.population: applies to strategies asha, nsga2 only"},
       {"{name: random, population: 5}", "strategy.population: applies to strategies asha, nsga2 only"},
       {"{name: random, budget: 5}", "strategy.budget: unknown field; expected one of name, trials, seed"},
