@@ -21,6 +21,13 @@ const std::vector<MetricInfo>& MetricCatalog() {
       {"peak_memory_mb",   "MB",        false, "peak_memory_mb",           true,  false, false, false, 8,  "peak_memory_mb",      SqlType::kReal,       9,  true,  true},
       {"params",           "",          false, "params",                   true,  false, false, false, 9,  "params",              SqlType::kBigInteger, 10, true,  false},
       {"time_to_target_s", "s",         false, "time_to_target_s",         true,  false, false, false, 10, "",                    SqlType::kReal,       -1, false, false},
+      // Inference latency (docs/trial-output.md, Latency): eval-mode forward at the latency batch (default
+      // the training batch) and at batch 1; median and p99. Not in the SQL views (their columns are fixed
+      // by migrations; one would add them there).
+      {"latency_ms",       "ms",        false, "latency_ms",               true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"latency_p99_ms",   "ms",        false, "latency_p99_ms",           true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"latency_b1_ms",    "ms",        false, "latency_b1_ms",            true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"latency_b1_p99_ms", "ms",       false, "latency_b1_p99_ms",        true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       // Only in the SQL views.
       {"test_loss",        "",          false, "test_loss",                false, false, true,  false, -1, "test_loss",           SqlType::kReal,       5,  true,  true},
       {"threads",          "",          true,  "threads",                  false, false, false, false, -1, "threads",             SqlType::kInteger,    11, false, false},

@@ -476,7 +476,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.source = source_;
   Fields top(*this, root, "",
              {"name", "description", "task", "baseline", "trial", "space", "objectives", "constraints", "repeats",
-              "parity", "strategy", "max_attempts", "profile"});
+              "parity", "strategy", "max_attempts", "profile", "latency"});
   top.Required("name");
   top.String("name", space.name);
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");
@@ -547,11 +547,18 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
   json arch = YamlToJson(baseline.Required("arch"));
   json runtime = baseline.Has("runtime") ? baseline.Value("runtime") : json::object();
   space.base = {{"schema", kTrialSpecSchema}, {"task", task}, {"arch", arch}, {"runtime", runtime}};
-  // Profiling (docs/profiling.md) applies to every trial of the experiment.
+  // Profiling (docs/profiling.md) and latency (docs/trial-output.md) apply to every trial of the
+  // experiment; trials are profiled unless the space says `profile: off`.
   if (top.Has("profile")) {
-    const json profile = top.Value("profile");
-    if (!profile.is_object()) Fail("profile", "expected a mapping like {steps: 3}, got " + Describe(profile));
+    json profile = top.Value("profile");
+    if (profile == false || profile == "off") profile = {{"steps", 0}};
+    if (!profile.is_object()) Fail("profile", "expected a mapping like {steps: 3} or off, got " + Describe(profile));
     space.base["profile"] = profile;
+  }
+  if (top.Has("latency")) {
+    const json latency = top.Value("latency");
+    if (!latency.is_object()) Fail("latency", "expected a mapping like {batch_size: 8}, got " + Describe(latency));
+    space.base["latency"] = latency;
   }
 }
 

@@ -314,18 +314,34 @@ void ParseRuntime(const json& j, RuntimeSpec& rt) {
   }
 }
 
+// A section without `steps` profiles kDefaultProfileSteps steps with the
+// in-process profiler, none when it names nsys or ncu (they wrap the whole
+// process; steps only narrow what they record).
 void ParseProfile(const json& j, const TaskSpec& task, ProfileSpec& p) {
   ObjectReader r(j, "profile");
+  p.steps = -1;
   r.Int("steps", p.steps, 0, 10000);
   r.Int("start", p.start, -1, kMaxInt);
   r.Choice("tool", p.tool, {"libtorch", "nsys", "ncu"});
   r.RejectUnknown();
-  const int first = p.start < 0 ? task.warmup_steps : p.start;
-  if (p.steps > 0 && first + p.steps > task.steps) {
-    throw SpecError("profile.steps", "profiles steps " + std::to_string(first) + ".." +
-                                         std::to_string(first + p.steps - 1) + " but the trial runs only " +
+  if (p.steps < 0) p.steps = p.tool == "libtorch" ? kDefaultProfileSteps : 0;
+  if (p.steps > task.steps) {
+    throw SpecError("profile.steps", "profiles " + std::to_string(p.steps) + " steps but the trial runs only " +
                                          std::to_string(task.steps) + " steps");
   }
+  if (p.start >= 0 && p.steps > 0 && p.start + p.steps > task.steps) {
+    throw SpecError("profile.steps", "profiles steps " + std::to_string(p.start) + ".." +
+                                         std::to_string(p.start + p.steps - 1) + " but the trial runs only " +
+                                         std::to_string(task.steps) + " steps");
+  }
+}
+
+void ParseLatency(const json& j, LatencySpec& l) {
+  ObjectReader r(j, "latency");
+  r.Int("batch_size", l.batch_size, 0, 65536);
+  r.Int("repetitions", l.repetitions, 0, 100000);
+  r.Int("warmup", l.warmup, 0, 10000);
+  r.RejectUnknown();
 }
 
 int DefaultStemStride(const std::string& kind) { return kind == "patchify" ? 4 : 2; }
@@ -477,6 +493,8 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
   }
   cr.Double("time_limit_s", spec.command.time_limit_s, 0, 1e7);
   cr.RejectUnknown();
+  spec.profile.steps = 0;  // a command is profiled only by wrapping it
+  spec.latency.repetitions = 0;  // the program measures its own (frontier_trial's measure_latency)
   if (const json* p = r.Get("profile")) {
     ParseProfile(*p, spec.task, spec.profile);
     if (spec.profile.tool != "nsys" && spec.profile.tool != "ncu") {
@@ -507,6 +525,7 @@ TrialSpec ParseTrialSpec(const json& j) {
   ParseArch(*arch, spec.arch);
   if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
   if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
+  if (const json* l = r.Get("latency")) ParseLatency(*l, spec.latency);
   r.RejectUnknown();
   const bool bev_task = spec.task.dataset == "bev-synthetic";
   if (bev_task && !spec.arch.bev.enabled) throw SpecError("arch.bev", "the bev-synthetic dataset needs an arch.bev section");
@@ -627,6 +646,10 @@ static json RuntimeJson(const RuntimeSpec& r) {
 
 static json ProfileJson(const ProfileSpec& p) { return {{"steps", p.steps}, {"start", p.start}, {"tool", p.tool}}; }
 
+static json LatencyJson(const LatencySpec& l) {
+  return {{"batch_size", l.batch_size}, {"repetitions", l.repetitions}, {"warmup", l.warmup}};
+}
+
 json ToJson(const TrialSpec& s) {
   if (s.command.enabled) {
     json task = {{"steps", s.task.steps}, {"eval_every", s.task.eval_every}, {"warmup_steps", s.task.warmup_steps}};
@@ -698,7 +721,8 @@ json ToJson(const TrialSpec& s) {
             {"depth_mult", s.arch.depth_mult},
             {"dropout", s.arch.dropout}}},
           {"runtime", RuntimeJson(s.runtime)},
-          {"profile", ProfileJson(s.profile)}};
+          {"profile", ProfileJson(s.profile)},
+          {"latency", LatencyJson(s.latency)}};
   if (s.arch.bev.enabled) {
     const BevArchSpec& b = s.arch.bev;
     out["arch"]["bev"] = {{"view_transform", b.view_transform},

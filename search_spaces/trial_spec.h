@@ -168,11 +168,22 @@ struct RuntimeSpec {
   std::string device = "auto";             // auto | cpu | cuda | cuda:N
 };
 
-// Optional profiling of a few training steps (docs/profiling.md).
+// Profiling of a few training steps (docs/profiling.md). On by default for
+// frontier-trial's own trials: the bottleneck verdict rests on it.
+inline constexpr int kDefaultProfileSteps = 3;
 struct ProfileSpec {
-  int steps = 0;                 // profiled steps; 0 = off
-  int start = -1;                // first profiled step (0-based); -1 = right after task.warmup_steps
+  int steps = kDefaultProfileSteps;  // profiled steps; 0 = off (a spec without a profile section: 3)
+  int start = -1;  // -1: extra steps after the last training step, outside every training figure;
+                   // N >= 0: training steps N.. (kept out of step statistics and train time)
   std::string tool = "libtorch";  // libtorch (in-process trace) | nsys | ncu (wrap the trial process)
+};
+
+// Inference latency, measured once training and evaluation are done
+// (docs/trial-output.md, Latency).
+struct LatencySpec {
+  int batch_size = 0;     // the second batch size measured besides 1; 0 = task.batch_size
+  int repetitions = 100;  // timed forward passes per batch size; 0 = off
+  int warmup = 5;         // untimed forward passes before them
 };
 
 // A command trial (docs/trial-protocol.md): the user's own training program
@@ -192,6 +203,7 @@ struct TrialSpec {
   ArchSpec arch;       // built-in trials only
   RuntimeSpec runtime;
   ProfileSpec profile; // built-in trials only
+  LatencySpec latency; // built-in trials only
   CommandSpec command;
   nlohmann::json params = nlohmann::json::object();  // command trials: stored and passed exactly as given
 };

@@ -67,6 +67,9 @@ int RunCli(int argc, char** argv) {
       ->capture_default_str();
   run_cmd->add_option("--slots", run.slots, "trials each local worker runs at once (on cuda: one per GPU)")
       ->capture_default_str();
+  run_cmd->add_option("--memory-limit-mb", run.memory_limit_mb,
+                      "memory limit of each trial process in MiB (0: none); a trial out of memory fails for good")
+      ->capture_default_str();
 
   std::string space_file;
   auto* submit = app.add_subcommand("submit", "submit a search-space file to a coordinator");

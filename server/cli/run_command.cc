@@ -78,6 +78,10 @@ int Run(const RunOptions& o) {
     std::cerr << "frontier run: give a search-space file, or --resume EXPERIMENT (with --db)\n";
     return kCliUsage;
   }
+  if (o.memory_limit_mb < 0) {
+    std::cerr << "frontier run: --memory-limit-mb takes a whole number of MiB >= 0\n";
+    return kCliUsage;
+  }
   if (o.workers < 1 || o.slots < 1) {
     std::cerr << "frontier run: --workers and --slots must be at least 1\n";
     return kCliUsage;
@@ -121,7 +125,7 @@ int Run(const RunOptions& o) {
   }
 
   LocalWorkers workers;
-  workers.Start(LocalWorkerOptions{o.workers, o.slots, o.device}, address, fs::path(o.runs_dir) / id,
+  workers.Start(LocalWorkerOptions{o.workers, o.slots, o.device, o.memory_limit_mb}, address, fs::path(o.runs_dir) / id,
                 workers_metrics);
   struct sigaction sa = {};
   sa.sa_handler = [](int) { g_interrupted = true; };

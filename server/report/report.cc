@@ -258,6 +258,7 @@ struct ReportBuilder::State {
 
   std::string experiment_id;
   std::string name;
+  int trials_on_shared_cores = 0;
   std::vector<Objective> objectives;
   std::vector<Constraint> constraints;
   ParityRule parity;
@@ -442,6 +443,7 @@ void ReportBuilder::Add(TrialRecord trial, std::string_view result_json) {
 
 void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   State& s = *state_;
+  if (facts.shared_cores) ++s.trials_on_shared_cores;
   const uint32_t index = static_cast<uint32_t>(s.trials.size());
   State::Trial t;
   t.seed = trial.seed;
@@ -486,6 +488,7 @@ Report ReportBuilder::Build(bool front_only) {
   Report report;
   report.experiment_id = s.experiment_id;
   report.name = s.name;
+  report.trials_on_shared_cores = s.trials_on_shared_cores;
   report.objectives = s.objectives;
   report.constraints = s.constraints;
   report.parity = s.parity;

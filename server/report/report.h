@@ -121,6 +121,7 @@ struct Report {
   double hypervolume = 0;
   std::vector<double> reference_point;  // in baseline-normalized objective space
   std::string hypervolume_note;         // how it was computed, for people
+  int trials_on_shared_cores = 0;       // completed trials whose cores another trial used meanwhile (placement)
   // Time to target: the summed step time until a trial's validation first
   // reached `time_to_target_goal` (the baseline's mean final parity metric
   // minus the margin, plus it for a loss), from the evaluations each result

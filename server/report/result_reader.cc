@@ -31,6 +31,14 @@ json ProfileEntry(const std::string& trial_id, const json& profile) {
   return entry;
 }
 
+// The verdict as the report shows it: with what it rests on, e.g.
+// "overhead-bound (profile)", "input-bound (data wait)" (docs/profiling.md).
+std::string VerdictLabel(const std::string& verdict, std::string basis) {
+  if (basis.empty() || basis == "none") return verdict;
+  for (char& c : basis) c = c == '_' ? ' ' : c;
+  return verdict + " (" + basis + ")";
+}
+
 }  // namespace
 
 void ReadResultFacts(const json& result, const std::vector<std::vector<std::string>>& paths,
@@ -52,11 +60,14 @@ void ReadResultFacts(const json& result, const std::vector<std::vector<std::stri
   }
   const json& bottleneck = result.value("bottleneck", json());
   if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
-    facts.verdict = bottleneck["verdict"].get<std::string>();
+    const json basis = bottleneck.value("basis", json());
+    facts.verdict = VerdictLabel(bottleneck["verdict"].get<std::string>(), basis.is_string() ? basis.get<std::string>() : "");
     facts.bottleneck_summary = bottleneck.value("summary", "");
   }
   const json& profile = result.value("profile", json());
   if (profile.is_object()) facts.profile = ProfileEntry(trial_id, profile);
+  const json& placement = result.value("placement", json());
+  facts.shared_cores = placement.is_object() && placement.value("shared_cores", false) == true;
 }
 
 namespace {
@@ -71,13 +82,19 @@ class FactsReader final : public nlohmann::json_sax<json> {
       : paths_(paths), parity_metric_(parity_metric), facts_(facts) {}
 
   bool null() override { return true; }
-  bool boolean(bool) override { return true; }
+  bool boolean(bool v) override {
+    if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "placement" && levels_[1].key == "shared_cores")
+      facts_.shared_cores = v;
+    return true;
+  }
   bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
   bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
   bool number_float(number_float_t v, const string_t&) override { return Number(v); }
   bool string(string_t& v) override {
     if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "bottleneck") {
-      if (levels_[1].key == "verdict") facts_.verdict = v;
+      if (levels_[1].key == "verdict") verdict_ = v;
+      if (levels_[1].key == "basis") basis_ = v;
+      if (!verdict_.empty()) facts_.verdict = VerdictLabel(verdict_, basis_);
       if (levels_[1].key == "summary") facts_.bottleneck_summary = v;
     }
     return true;
@@ -150,6 +167,7 @@ class FactsReader final : public nlohmann::json_sax<json> {
   ResultFacts& facts_;
   std::vector<Level> levels_;
   std::pair<double, double> evaluation_;
+  std::string verdict_, basis_;  // of the bottleneck object
 };
 
 }  // namespace

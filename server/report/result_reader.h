@@ -21,6 +21,7 @@ struct ResultFacts {
   std::optional<std::string> verdict;
   std::string bottleneck_summary;
   nlohmann::json profile;  // the profiled seed's entry in ConfigSummary::profiles; null when not profiled
+  bool shared_cores = false;  // placement.shared_cores: another trial ran on its cores meanwhile
 };
 
 // Reads into `facts` (whose `values` has one NaN per path) the finite numbers

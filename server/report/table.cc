@@ -204,6 +204,11 @@ std::vector<std::string> ReportNotes(const Report& report) {
                "final value, shifted by the margin); trials that never reached it are left out",
                report.parity.metric.c_str(), *report.time_to_target_goal));
   }
+  if (report.trials_on_shared_cores > 0) {
+    notes.push_back(Printf("timing: %d trial(s) shared their cores with another trial (result placement."
+                           "shared_cores): their step times and MFU are not comparable with the others'",
+                           report.trials_on_shared_cores));
+  }
   for (const ConfigSummary& c : report.configs) {
     if (!c.feasible) notes.push_back("infeasible: " + c.label + ": " + c.infeasible_reason);
   }

@@ -34,12 +34,14 @@ for tid, state, result in rows:
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     ops = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("aten::")]
     assert len(ops) > 10, f"{tid}: only {len(ops)} operator events in the trace"
-    # Operator self times add up to (part of) the profiled window: never more;
-    # less when the process waits off-CPU (0.47 seen in CI with a compile
-    # running beside it, ~0.99 on a quiet machine), so only a gross loss fails.
-    assert 0.05 < p["self_time_coverage"] <= 1.0, (tid, p["self_time_coverage"])
+    # Operator self times add up to most of the training thread's CPU time in
+    # the profiled window (CPU time: waiting for a core on a loaded machine
+    # inflates wall time, 0.47 seen in CI with a compile beside it, not this).
+    assert 0.5 < p["coverage"] <= 1.0, (tid, p["coverage"])
+    assert 0 < p["self_time_coverage"] <= 1.0, (tid, p["self_time_coverage"])
     assert p["top_operators"] and p["top_operators"][0]["self_cpu_ms"] > 0, tid
-    assert r["bottleneck"]["verdict"] in ("input-bound", "compute-bound", "memory-bound", "unknown"), r["bottleneck"]
+    assert r["bottleneck"]["verdict"] in ("input-bound", "compute-bound", "memory-bound", "overhead-bound"), r["bottleneck"]
+    assert r["bottleneck"]["basis"] in ("profile", "data_wait"), r["bottleneck"]
     assert p["trace"] in html, f"{tid}: trace path not in the HTML report"
 print(f"{len(rows)} profiled trials: traces valid, verdicts and traces in the report")
 PY

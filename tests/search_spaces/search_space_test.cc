@@ -364,7 +364,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"DuplicateKey", "repeats: 2\nrepeats: 3\n", "t.yaml:10: repeats: duplicate key"},
         ErrorCase{"UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
                   "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, space, "
-                  "objectives, constraints, repeats, parity, strategy, max_attempts, profile"},
+                  "objectives, constraints, repeats, parity, strategy, max_attempts, profile, latency"},
         ErrorCase{"MissingName", "!baseline: {arch: {stages: [{}]}}\nobjectives: [{metric: mfu}]\n",
                   "t.yaml: missing field 'name'"},
         ErrorCase{"BadName", "!name: my space\n",
@@ -439,7 +439,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "  - {metric: accuracy, goal: maximize}\n",
                   "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
                   "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
-                  "time_to_target_s"},
+                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
                   "test_accuracy}]\n",
@@ -453,7 +453,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
                   "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
                   "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
-                  "time_to_target_s"},
+                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
         ErrorCase{"ConstraintBoundNotANumber", "constraints: [{metric: mfu, min: high}]\n",

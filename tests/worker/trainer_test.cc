@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "search_spaces/metric_catalog.h"
+#include "search_spaces/search_space.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/tasks/task.h"
 
@@ -84,6 +86,79 @@ TEST(TrainerTest, ResultCarriesEveryMetric) {
   EXPECT_NEAR(r["mfu"].get<double>(),
               r["flops"]["train_per_step"].get<double>() / median_s / r["peak_flops"]["flops_per_s"].get<double>(),
               1e-9);
+}
+
+// Inference latency: eval-mode forward at batch 1 and at the training batch,
+// warm-up excluded, as catalog metrics of the result.
+TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
+  TrialRun run = RunCollecting(Spec([](json& j) { j["latency"] = {{"repetitions", 30}, {"warmup", 3}}; }));
+  const json& r = run.result;
+  ASSERT_EQ(r["status"], "completed") << r.dump();
+  for (const char* metric : {"latency_ms", "latency_p99_ms", "latency_b1_ms", "latency_b1_p99_ms"}) {
+    ASSERT_TRUE(r.contains(metric)) << metric;
+    EXPECT_GT(r[metric].get<double>(), 0) << metric;
+    EXPECT_EQ(MetricOf(r, metric), r[metric].get<double>()) << "the catalog finds " << metric;
+  }
+  EXPECT_GE(r["latency_p99_ms"].get<double>(), r["latency_ms"].get<double>());
+  EXPECT_GE(r["latency_b1_p99_ms"].get<double>(), r["latency_b1_ms"].get<double>());
+  const json& l = r["latency"];
+  EXPECT_EQ(l["batch"]["batch_size"], 32) << "the training batch by default";
+  EXPECT_EQ(l["batch_1"]["batch_size"], 1);
+  EXPECT_EQ(l["batch"]["n"], 30);
+  EXPECT_EQ(l["batch_1"]["n"], 30);
+  EXPECT_EQ(l["batch"]["warmup"], 3);
+  EXPECT_EQ(l["batch"]["median_ms"], r["latency_ms"]);
+  EXPECT_EQ(l["batch_1"]["p99_ms"], r["latency_b1_p99_ms"]);
+  EXPECT_LE(l["batch"]["min_ms"].get<double>(), l["batch"]["median_ms"].get<double>());
+  EXPECT_EQ(l["precision"], "fp32");
+  EXPECT_EQ(l["memory_format"], "contiguous");
+
+  const json eight = RunCollecting(Spec([](json& j) {
+                       j["latency"] = {{"batch_size", 8}, {"repetitions", 20}};
+                       j["runtime"]["precision"] = "bf16";
+                       j["runtime"]["memory_format"] = "channels_last";
+                     })).result;
+  ASSERT_EQ(eight["status"], "completed") << eight.dump();
+  EXPECT_EQ(eight["latency"]["batch"]["batch_size"], 8);
+  EXPECT_EQ(eight["latency"]["precision"], "bf16");
+  EXPECT_EQ(eight["latency"]["memory_format"], "channels_last");
+
+  const json off = RunCollecting(Spec([](json& j) { j["latency"] = {{"repetitions", 0}}; })).result;
+  ASSERT_EQ(off["status"], "completed") << off.dump();
+  EXPECT_FALSE(off.contains("latency_ms"));
+  EXPECT_FALSE(off.contains("latency"));
+}
+
+// A space may select on latency, set its batch, and turn the default profile off.
+TEST(TrainerTest, LatencyIsAnObjectiveAndAConstraint) {
+  const SearchSpace space = ParseSearchSpace(R"(name: t
+baseline:
+  arch:
+    stem: {kind: conv3x3, width: 16, stride: 2, depth: 1}
+    stages: [{block: basic, width: 16, depth: 1}]
+objectives: [{metric: val_accuracy}, {metric: latency_b1_ms}]
+constraints: [{metric: latency_p99_ms, max: 50}]
+latency: {batch_size: 4}
+profile: off
+)",
+                                             "t.yaml");
+  ASSERT_EQ(space.objectives.size(), 2u);
+  EXPECT_EQ(space.objectives[1].metric, "latency_b1_ms");
+  EXPECT_FALSE(space.objectives[1].maximize) << "lower latency is better";
+  EXPECT_EQ(space.constraints[0].metric, "latency_p99_ms");
+  const TrialSpec spec = MakeTrialSpec(space, EnumerateGrid(space).at(0), 1, "t");
+  EXPECT_EQ(spec.latency.batch_size, 4);
+  EXPECT_EQ(spec.profile.steps, 0);
+  EXPECT_EQ(ParseTrialSpec(ToJson(spec)).latency.batch_size, 4) << "the spec round-trips";
+  const SearchSpace profiled = ParseSearchSpace(R"(name: t
+baseline:
+  arch:
+    stem: {kind: conv3x3, width: 16, stride: 2, depth: 1}
+    stages: [{block: basic, width: 16, depth: 1}]
+objectives: [{metric: latency_ms}]
+)",
+                                                "t.yaml");
+  EXPECT_EQ(MakeTrialSpec(profiled, EnumerateGrid(profiled).at(0), 1, "t").profile.steps, kDefaultProfileSteps);
 }
 
 TEST(TrainerTest, Bf16ChannelsLastWithAttentionTrains) {

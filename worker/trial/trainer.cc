@@ -13,6 +13,7 @@
 #include "worker/trial/measure/bottleneck.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/flop_counter.h"
+#include "worker/trial/measure/latency.h"
 #include "worker/trial/measure/profiler.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/model/model.h"
@@ -187,52 +188,30 @@ class TrialRun {
   }
 
   void Train() {
-    std::vector<torch::Tensor> parameters = net_->parameters();
-    auto optimizer = MakeOptimizer(task_spec_.optimizer, parameters);
-    LossScaler scaler(rt_.precision == "fp16");
-    BatchSampler sampler(data_, task_spec_.batch_size, task_spec_.augment, static_cast<uint64_t>(spec_.seed));
+    parameters_ = net_->parameters();
+    optimizer_ = MakeOptimizer(task_spec_.optimizer, parameters_);
+    scaler_ = std::make_unique<LossScaler>(rt_.precision == "fp16");
+    sampler_ = std::make_unique<BatchSampler>(data_, task_spec_.batch_size, task_spec_.augment,
+                                              static_cast<uint64_t>(spec_.seed));
     MemoryTracker memory(dev_);
     memory.Start();
     net_->train();
 
-    StepProfiler profiler(spec_.profile, task_spec_.warmup_steps, options_.artifact_dir, spec_.trial_id,
-                          dev_.is_cuda());
+    // By default the profiled steps come after the last training step (Finish
+    // runs them); a spec's profile.start puts them among the training steps.
+    profiler_ = std::make_unique<StepProfiler>(spec_.profile, task_spec_.steps, options_.artifact_dir,
+                                               spec_.trial_id, dev_.is_cuda());
     for (int step = 0; step < task_spec_.steps; ++step) {
-      profiler.BeforeStep(step);
-      const auto data_start = Clock::now();
-      auto [images, labels] = sampler.Next();
-      torch::Tensor x = Normalize(data_, images, dev_.device, format_);
-      torch::Tensor y = labels.to(dev_.device);
-      Synchronize(dev_);
-      const auto t0 = Clock::now();
-
-      const double lr = LearningRateAt(task_spec_, step);
-      SetLearningRate(*optimizer, lr);
-      optimizer->zero_grad();
-      torch::Tensor loss;
-      {
-        AutocastScope autocast(rt_.precision, dev_);
-        loss = task_->TrainingLoss(net_->forward(x), y, data_, sampler.LastIndices());
-      }
-      scaler.Scale(loss).backward();
-      const bool apply = scaler.Unscale(parameters);
-      if (apply && task_spec_.grad_clip > 0)
-        torch::nn::utils::clip_grad_norm_(parameters, task_spec_.grad_clip);
-      if (apply) optimizer->step();
-      Synchronize(dev_);
-      const auto t1 = Clock::now();
-      profiler.AfterStep(step);
-
-      const double step_s = Seconds(t0, t1), wait_s = Seconds(data_start, t0);
-      if (profiler.Covers(step)) {
-        profiled_times_.push_back(step_s);
+      const StepResult s = RunStep(step);
+      if (profiler_->Covers(step)) {
+        profiled_times_.push_back(s.step_s);
       } else {
-        step_times_.push_back(step_s);
-        data_waits_.push_back(wait_s);
+        step_times_.push_back(s.step_s);
+        data_waits_.push_back(s.wait_s);
+        train_time_ += s.step_s;
       }
-      train_time_ += step_s;
       steps_run_ = step + 1;
-      last_loss_ = loss.item<double>();
+      last_loss_ = s.loss;
       if (!std::isfinite(last_loss_)) {
         status_ = "diverged";
         result_["error"] = "loss became " + std::to_string(last_loss_) + " at step " + std::to_string(step);
@@ -240,7 +219,7 @@ class TrialRun {
       }
       if (options_.progress_every > 0 &&
           (steps_run_ % options_.progress_every == 0 || steps_run_ == task_spec_.steps)) {
-        EmitProgress(lr, step_s, wait_s);
+        EmitProgress(s.lr, s.step_s, s.wait_s);
       }
       const bool eval_point = (task_spec_.eval_every > 0 && steps_run_ % task_spec_.eval_every == 0) ||
                               steps_run_ == task_spec_.steps;
@@ -249,8 +228,7 @@ class TrialRun {
     result_["peak_memory_mb"] = memory.PeakBytes() / (1024.0 * 1024.0);
     result_["peak_memory_kind"] = memory.kind();
     result_["process_peak_rss_mb"] = MemoryTracker::PeakResidentBytes() / (1024.0 * 1024.0);
-    if (scaler.scale() != 65536.0) loss_scale_ = scaler.scale();
-    profile_ = profiler.Finish();
+    if (scaler_->scale() != 65536.0) loss_scale_ = scaler_->scale();
   }
 
   void Finish() {
@@ -292,9 +270,14 @@ class TrialRun {
       result_["test_" + quality] = test.quality;
     }
     if (loss_scale_) result_["loss_scale"] = *loss_scale_;
-    if (!profile_.is_null()) {
-      result_["profile"] = profile_;
+    if (status_ == "completed") MeasureLatency();
+    std::string profile_error;
+    if (status_ == "completed" && spec_.profile.start < 0) profile_error = RunProfiledSteps();
+    const json profile = profiler_->Finish();
+    if (!profile.is_null()) {
+      result_["profile"] = profile;
       result_["profile"]["profiled_step_time_ms"] = StatsJson(Summarize(profiled_times_), 1e3);
+      if (!profile_error.empty()) result_["profile"]["error"] = profile_error;
     }
     result_["bottleneck"] = BottleneckVerdict(result_);
   }
@@ -302,6 +285,103 @@ class TrialRun {
   int steps_run() const { return steps_run_; }
 
  private:
+  struct StepResult {
+    double step_s = 0, wait_s = 0, loss = 0, lr = 0;
+  };
+
+  // One optimizer step: the batch (its data wait), then forward, backward and
+  // update between device-synchronized points; profiled when the profiler covers it.
+  StepResult RunStep(int step) {
+    const auto data_start = Clock::now();
+    if (options_.before_batch) options_.before_batch(step);
+    auto [images, labels] = sampler_->Next();
+    torch::Tensor x = Normalize(data_, images, dev_.device, format_);
+    torch::Tensor y = labels.to(dev_.device);
+    Synchronize(dev_);
+    profiler_->BeforeStep(step);
+    const auto t0 = Clock::now();
+
+    StepResult r;
+    r.lr = LearningRateAt(task_spec_, step);
+    SetLearningRate(*optimizer_, r.lr);
+    optimizer_->zero_grad();
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(rt_.precision, dev_);
+      loss = task_->TrainingLoss(net_->forward(x), y, data_, sampler_->LastIndices());
+    }
+    scaler_->Scale(loss).backward();
+    const bool apply = scaler_->Unscale(parameters_);
+    if (apply && task_spec_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters_, task_spec_.grad_clip);
+    if (apply) optimizer_->step();
+    Synchronize(dev_);
+    const auto t1 = Clock::now();
+    profiler_->AfterStep(step);
+    r.step_s = Seconds(t0, t1);
+    r.wait_s = Seconds(data_start, t0);
+    r.loss = loss.item<double>();
+    return r;
+  }
+
+  // The default profile: spec.profile.steps more steps after training and
+  // evaluation, so that no training figure includes them. Returns the error,
+  // if any: a profiling problem never fails the trial.
+  std::string RunProfiledSteps() {
+    try {
+      for (int i = 0; i < spec_.profile.steps; ++i) {
+        profiled_times_.push_back(RunStep(task_spec_.steps + i).step_s);
+      }
+    } catch (const std::exception& e) {
+      return "the profiled steps after training failed: " + Message(e);
+    }
+    return "";
+  }
+
+  // Eval-mode forward latency at batch 1 and at spec.latency.batch_size (the
+  // training batch by default), in the trial's precision and memory format,
+  // each pass device-synchronized (docs/trial-output.md, Latency).
+  void MeasureLatency() {
+    const LatencySpec& spec = spec_.latency;
+    if (spec.repetitions <= 0) return;
+    const int batch = spec.batch_size > 0 ? spec.batch_size : task_spec_.batch_size;
+    LatencyPlan plan;
+    plan.warmup = spec.warmup;
+    plan.repetitions = spec.repetitions;
+    const torch::Tensor& images = data_.train.images;
+    const auto measure = [&](int b) {
+      const torch::Tensor index = torch::arange(b, torch::kLong) % images.size(0);
+      const torch::Tensor x = Normalize(data_, images.index_select(0, index), dev_.device, format_);
+      return TimeRepeatedly(
+          [&] {
+            {
+              AutocastScope autocast(rt_.precision, dev_);
+              net_->forward(x);
+            }
+            Synchronize(dev_);
+          },
+          plan);
+    };
+    net_->eval();
+    SeriesStats one, many;
+    {
+      torch::NoGradGuard no_grad;  // not InferenceMode: its tensors must not reach the profiled steps
+      one = measure(1);
+      many = batch == 1 ? one : measure(batch);
+    }
+    net_->train();
+    result_["latency_ms"] = many.median * 1e3;
+    result_["latency_p99_ms"] = many.p99 * 1e3;
+    result_["latency_b1_ms"] = one.median * 1e3;
+    result_["latency_b1_p99_ms"] = one.p99 * 1e3;
+    result_["latency"] = {{"mode", "eval, no autograd, forward only"},
+                          {"precision", rt_.precision},
+                          {"memory_format", rt_.memory_format},
+                          {"device", dev_.device.str()},
+                          {"synchronized", dev_.is_cuda() ? "cuda: after every pass" : "cpu: synchronous"},
+                          {"batch_1", LatencyJson(1, one, plan.warmup)},
+                          {"batch", LatencyJson(batch, many, plan.warmup)}};
+  }
+
   EvalResult EvaluateOn(const Split& split) const {
     return Evaluate(*net_, *task_, data_, split, task_spec_.batch_size, dev_, rt_, format_);
   }
@@ -350,10 +430,16 @@ class TrialRun {
   ModelFlops flops_;
   PeakFlops peak_;
 
+  std::vector<torch::Tensor> parameters_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<BatchSampler> sampler_;
+  std::unique_ptr<StepProfiler> profiler_;
+
   std::vector<double> step_times_, data_waits_;  // seconds, every step outside the profiled ones
   std::vector<double> profiled_times_;           // kept out of step_times_: the profiler slows them down
   int steps_run_ = 0;
-  double train_time_ = 0;  // summed step time so far
+  double train_time_ = 0;  // summed step time so far, profiled steps left out
   double last_loss_ = 0;
   std::string status_ = "completed";
   json evals_ = json::array();
@@ -362,7 +448,6 @@ class TrialRun {
   std::optional<double> time_to_target_;
   std::optional<int> steps_to_target_;
   std::optional<double> loss_scale_;
-  json profile_;
 };
 
 }  // namespace

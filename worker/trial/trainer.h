@@ -32,6 +32,9 @@ struct TrialOptions {
   // Receives every event (start, progress, eval) as it happens. The result is
   // returned, not emitted.
   std::function<void(const nlohmann::json&)> emit = [](const nlohmann::json&) {};
+  // Called before each batch is drawn (with the step), inside the step's data
+  // wait: how tests stand in for a slow input pipeline. Empty: nothing.
+  std::function<void(int step)> before_batch;
 };
 
 // Never throws for problems of the trial itself: they come back as a result

@@ -6,6 +6,7 @@ Run by ctest (sdk.*) with FRONTIER_TRIAL_BINARY set; needs /usr/bin/python3
 import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,12 +44,16 @@ QUICKSTART = {"schema": 1, "trial_id": "flops", "seed": 1,
 def run(cmd, spec=None, env=None, timeout=300):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec or {}, f)
+    artifacts = tempfile.mkdtemp()  # frontier-trial writes its (default) profile there
     try:
         args = cmd + ["--spec", f.name] if spec is not None else cmd
+        if cmd == [TRIAL]:
+            args += ["--artifact-dir", artifacts]
         p = subprocess.run(args, capture_output=True, text=True, env=env or ENV, timeout=timeout)
         return p
     finally:
         os.unlink(f.name)
+        shutil.rmtree(artifacts, ignore_errors=True)
 
 
 def trial_flops(spec):
@@ -247,6 +252,65 @@ class Failures(unittest.TestCase):
             os.unlink(path)
         result = json.loads(p.stdout.splitlines()[-1])
         self.assertEqual((result["status"], result["error_kind"], p.returncode), ("failed", "spec", 2))
+
+
+LATENCY_METRICS = ("latency_ms", "latency_p99_ms", "latency_b1_ms", "latency_b1_p99_ms")
+
+
+class Latency(unittest.TestCase):
+    """trial.measure_latency: frontier-trial's inference-latency measurement and fields."""
+
+    def sdk_result(self):
+        p = run_script("""
+            for i in range(3):
+                with trial.step(8) as s:
+                    s.loss = 1.0
+            trial.eval(3, val_accuracy=0.5, val_loss=1.0)
+            latency = trial.measure_latency(model, torch.zeros(8, 4), repetitions=25, warmup=2)
+            assert latency["batch"]["n"] == 25, latency
+            trial.finish(test_accuracy=0.5, test_loss=1.0)
+        """, {"trial_id": "t", "task": {"steps": 3, "warmup_steps": 1}})
+        events, result = protocol.check_output(p.stdout, p.returncode)
+        self.assertEqual(result["status"], "completed", p.stderr[-2000:])
+        return result
+
+    def test_batch_one_and_the_batch(self):
+        r = self.sdk_result()
+        for metric in LATENCY_METRICS:
+            self.assertGreater(r[metric], 0, metric)
+        self.assertGreaterEqual(r["latency_p99_ms"], r["latency_ms"])
+        self.assertGreaterEqual(r["latency_b1_p99_ms"], r["latency_b1_ms"])
+        self.assertEqual(r["latency"]["batch"]["batch_size"], 8)
+        self.assertEqual(r["latency"]["batch_1"]["batch_size"], 1)
+        self.assertEqual((r["latency"]["batch"]["n"], r["latency"]["batch"]["warmup"]), (25, 2))
+        self.assertEqual(r["latency"]["batch"]["median_ms"], r["latency_ms"])
+
+    def test_same_fields_as_frontier_trial(self):
+        spec = copy.deepcopy(QUICKSTART)
+        spec["task"].update({"steps": 3, "warmup_steps": 1})
+        spec["latency"] = {"repetitions": 20}
+        spec["profile"] = {"steps": 0}
+        p = run([TRIAL], spec)
+        native = json.loads(p.stdout.splitlines()[-1])
+        self.assertEqual(native["status"], "completed", p.stderr[-2000:])
+        sdk = self.sdk_result()
+        for metric in LATENCY_METRICS:
+            self.assertIn(metric, native)
+        self.assertEqual(sorted(native["latency"]), sorted(sdk["latency"]))
+        self.assertEqual(sorted(native["latency"]["batch"]), sorted(sdk["latency"]["batch"]))
+        self.assertEqual(native["latency"]["batch"]["batch_size"], 128)
+        self.assertEqual(native["latency"]["batch"]["n"], 20)
+
+    def test_no_latency_without_the_call(self):
+        p = run_script("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.finish()
+        """, {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}})
+        result = json.loads(p.stdout.splitlines()[-1])
+        self.assertNotIn("latency_ms", result)
+        self.assertEqual(result["bottleneck"]["verdict"], "unknown")
+        self.assertEqual(result["bottleneck"]["basis"], "none")
 
 
 if __name__ == "__main__":

@@ -124,3 +124,33 @@ class MemoryTracker:
     @staticmethod
     def process_peak_bytes():
         return _status_bytes("VmHWM")
+
+
+def latency(forward, device, repetitions=100, warmup=5, budget_s=10.0, min_repetitions=20):
+    """Times `forward()` (one eval-mode forward pass) as frontier-trial times inference latency
+    (docs/trial-output.md, Latency): `warmup` untimed passes, then `repetitions` timed ones, each
+    ended by a device synchronization; stops early once `min_repetitions` are timed and `budget_s`
+    is spent. Returns the summary in seconds (see summarize) with "p99"."""
+    for _ in range(warmup):
+        forward()
+        synchronize(device)
+    times, spent = [], 0.0
+    while len(times) < repetitions:
+        t0 = time.perf_counter()
+        forward()
+        synchronize(device)
+        seconds = time.perf_counter() - t0
+        times.append(seconds)
+        spent += seconds
+        if len(times) >= min_repetitions and spent >= budget_s:
+            break
+    s = summarize(times)
+    s["p99"] = percentile(sorted(times), 0.99) if times else 0.0
+    return s
+
+
+def latency_json(batch_size, s, warmup):
+    """The result's `latency.batch_1` / `latency.batch` object (milliseconds)."""
+    return {"batch_size": batch_size, "n": s["n"], "warmup": warmup, "median_ms": s["median"] * 1e3,
+            "p99_ms": s["p99"] * 1e3, "p10_ms": s["p10"] * 1e3, "mean_ms": s["mean"] * 1e3,
+            "min_ms": s["min"] * 1e3, "max_ms": s["max"] * 1e3, "cv": s["cv"]}

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace frontier {
 namespace {
@@ -11,10 +13,18 @@ using json = nlohmann::json;
 
 // Operators named in the verdict.
 constexpr int kVerdictOperators = 5;
-// Input-bound when at least this share of (step + data wait) time waits for data.
+// Input-bound when at least this share of (step + data wait) time waits for
+// data; sure of it from kSureDataWait.
 constexpr double kInputBoundDataWait = 0.20;
-// Without a profile: compute-bound when MFU reaches this.
-constexpr double kComputeBoundMfu = 0.30;
+constexpr double kSureDataWait = 0.30;
+// With a profile, the largest of the compute, memory and overhead shares
+// decides; the verdict is sure ("high") when it leads the next by at least
+// kHighMargin, "medium" by kMediumMargin, else "low".
+constexpr double kHighMargin = 0.20;
+constexpr double kMediumMargin = 0.10;
+// A profile whose operators account for less than this share of the profiled
+// time (coverage) gives a "low" verdict whatever its margin.
+constexpr double kMinCoverage = 0.50;
 
 double NumberAt(const json& j, const char* pointer, double fallback = std::nan("")) {
   const json::json_pointer path(pointer);
@@ -53,14 +63,17 @@ json BottleneckVerdict(const json& result) {
   const double mfu =
       std::isfinite(achieved) && std::isfinite(peak) && peak > 0 ? achieved / peak : std::nan("");
   const json* profile = nullptr;
-  if (const auto it = result.find("profile");
-      it != result.end() && it->is_object() && it->contains("by_bound") && it->contains("top_operators")) {
+  if (const auto it = result.find("profile"); it != result.end() && it->is_object() &&
+                                              it->contains("by_bound") && it->contains("top_operators")) {
     profile = &*it;
   }
 
   json verdict = {{"thresholds",
                    {{"input_bound_data_wait_fraction", kInputBoundDataWait},
-                    {"compute_bound_mfu_without_profile", kComputeBoundMfu}}}};
+                    {"sure_data_wait_fraction", kSureDataWait},
+                    {"high_confidence_margin", kHighMargin},
+                    {"medium_confidence_margin", kMediumMargin},
+                    {"min_coverage", kMinCoverage}}}};
   const auto number_or_null = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   verdict["data_wait_fraction"] = number_or_null(wait);
   verdict["mfu"] = number_or_null(mfu);
@@ -68,14 +81,22 @@ json BottleneckVerdict(const json& result) {
   verdict["peak_flops_per_s"] = number_or_null(peak);
 
   json top = json::array();
-  std::string top_text;
-  double compute = std::nan(""), memory = std::nan(""), overhead = std::nan("");
+  std::string top_text, basis_text;
+  double compute = std::nan(""), memory = std::nan(""), overhead = std::nan(""), coverage = std::nan("");
   if (profile != nullptr) {
     compute = NumberAt(*profile, "/by_bound/compute", 0);
     memory = NumberAt(*profile, "/by_bound/memory", 0);
-    overhead =
-        NumberAt(*profile, "/by_bound/overhead", 0) + NumberAt(*profile, "/by_bound/outside_operators", 0);
+    const double small = NumberAt(*profile, "/small_calls/share", 0);
+    const double framework = std::max(0.0, NumberAt(*profile, "/by_bound/overhead", 0) - small);
+    const bool gpu = profile->at("by_bound").is_object() && profile->at("by_bound").contains("gpu_idle");
+    const double between = NumberAt(*profile, gpu ? "/by_bound/gpu_idle" : "/by_bound/outside_operators", 0);
+    overhead = small + framework + between;
+    coverage = NumberAt(*profile, "/coverage");
     verdict["time_share"] = {{"compute", compute}, {"memory", memory}, {"overhead", overhead}};
+    verdict["overhead_parts"] = {{"small_calls", small},
+                                 {"framework_operators", framework},
+                                 {gpu ? "gpu_idle" : "outside_operators", between}};
+    verdict["coverage"] = number_or_null(coverage);
     json bytes_per_flop = json::object();
     if (const auto classes = profile->find("by_class"); classes != profile->end() && classes->is_object()) {
       for (const auto& [name, c] : classes->items()) {
@@ -95,51 +116,73 @@ json BottleneckVerdict(const json& result) {
                     Percent(op.value("share", 0.0));
       }
     }
+    const int steps = static_cast<int>(NumberAt(*profile, "/steps/recorded", 0));
+    basis_text = "profile of " + std::to_string(steps) + (steps == 1 ? " step" : " steps");
   }
   verdict["top_operators"] = top;
 
-  std::string kind, basis, reason;
-  if (!std::isfinite(wait) && !std::isfinite(mfu)) {
-    kind = "unknown";
-    basis = "none";
-    reason = "no step-time measurements";
-  } else if (std::isfinite(wait) && wait >= kInputBoundDataWait) {
+  std::string kind, basis, confidence, reason;
+  if (std::isfinite(wait) && wait >= kInputBoundDataWait) {
     kind = "input-bound";
     basis = "data_wait";
+    confidence = wait >= kSureDataWait ? "high" : "medium";
+    basis_text = "data wait";
     reason = Percent(wait) + " of step time waits for data (threshold " + Percent(kInputBoundDataWait) + ")";
   } else if (profile != nullptr) {
     basis = "profile";
-    kind = compute >= memory ? "compute-bound" : "memory-bound";
-    reason =
-        (compute >= memory
-             ? "compute-class operators take " + Percent(compute) + ", memory-class " + Percent(memory)
-             : "memory-class operators take " + Percent(memory) + ", compute-class " + Percent(compute)) +
-        " of profiled time";
+    struct Share {
+      const char* kind;
+      const char* what;
+      double share;
+    };
+    std::vector<Share> shares = {{"compute-bound", "compute-class operators", compute},
+                                 {"memory-bound", "memory-class operators", memory},
+                                 {"overhead-bound", "framework overhead", overhead}};
+    const auto takes = [](const Share& s) { return std::string(s.what) + (s.kind[0] == 'o' ? " takes " : " take "); };
+    std::stable_sort(shares.begin(), shares.end(), [](const Share& a, const Share& b) { return a.share > b.share; });
+    kind = shares[0].kind;
+    const double margin = shares[0].share - shares[1].share;
+    confidence = margin >= kHighMargin ? "high" : margin >= kMediumMargin ? "medium" : "low";
+    const std::string of = profile->value("time_basis", std::string("profiled time"));
+    reason = takes(shares[0]) + Percent(shares[0].share) + " of " + of;
+    if (kind == "overhead-bound") {
+      const json& parts = verdict["overhead_parts"];
+      std::string detail;
+      for (const auto& [part, share] : parts.items()) {
+        detail += (detail.empty() ? "" : ", ") + part + " " + Percent(share.get<double>());
+      }
+      std::replace(detail.begin(), detail.end(), '_', ' ');
+      reason += " (" + detail + ")";
+    }
+    reason += "; " + std::string(shares[1].what) + " " + Percent(shares[1].share) + ", " + shares[2].what + " " +
+              Percent(shares[2].share);
     if (!top_text.empty()) reason += " (top: " + top_text + ")";
-    if (overhead > std::max(compute, memory))
-      reason += "; framework overhead " + Percent(overhead) + " exceeds both";
-  } else if (std::isfinite(mfu)) {
-    basis = "mfu";
-    kind = mfu >= kComputeBoundMfu ? "compute-bound" : "memory-bound";
-    reason = "MFU " + Percent(mfu) + (mfu >= kComputeBoundMfu ? " reaches " : " is below ") +
-             Percent(kComputeBoundMfu) + " without a profile to tell memory traffic from overhead";
-    verdict["confidence"] = "low";
+    if (std::isfinite(coverage) && coverage < kMinCoverage) {
+      confidence = "low";
+      reason += "; operators account for only " + Percent(coverage) + " of it";
+    }
+  } else if (std::isfinite(wait) || std::isfinite(mfu)) {
+    kind = "unknown";
+    basis = "none";
+    reason = "no profile (profiling off, or it failed) to tell compute, memory and overhead apart";
+    if (std::isfinite(wait)) reason += "; not input-bound: data wait " + Percent(wait);
   } else {
     kind = "unknown";
     basis = "none";
-    reason = "no FLOP/s measurement";
+    reason = "nothing was measured";
   }
   verdict["verdict"] = kind;
   verdict["basis"] = basis;
+  verdict["confidence"] = confidence.empty() ? json(nullptr) : json(confidence);
 
-  std::string summary = kind + ": " + reason;
-  if (kind != "unknown") {
-    if (std::isfinite(mfu)) {
-      summary += "; MFU " + Percent(mfu) + " (" + FlopRate(achieved) + " of " + FlopRate(peak) + " " +
-                 StringAt(result, "/peak_flops/source", "peak") + ")";
-    }
-    if (std::isfinite(wait) && basis != "data_wait") summary += "; data wait " + Percent(wait);
+  std::string summary = kind;
+  if (!confidence.empty()) summary += " (" + basis_text + ", " + confidence + " confidence)";
+  summary += ": " + reason;
+  if (kind != "unknown" && std::isfinite(mfu)) {
+    summary += "; MFU " + Percent(mfu) + " (" + FlopRate(achieved) + " of " + FlopRate(peak) + " " +
+               StringAt(result, "/peak_flops/source", "peak") + ")";
   }
+  if (kind != "unknown" && std::isfinite(wait) && basis != "data_wait") summary += "; data wait " + Percent(wait);
   verdict["summary"] = summary + ".";
   return verdict;
 }

@@ -25,6 +25,7 @@ SeriesStats Summarize(std::vector<double> v) {
   s.median = Percentile(v, 0.5);
   s.p10 = Percentile(v, 0.1);
   s.p90 = Percentile(v, 0.9);
+  s.p99 = Percentile(v, 0.99);
   s.min = v.front();
   s.max = v.back();
   if (s.n > 1 && s.mean > 0) {

@@ -1,0 +1,35 @@
+// Inference latency: timed repetitions of one forward pass after untimed
+// warm-up ones (docs/trial-output.md, Latency). The forward pass and the
+// device synchronization are the caller's; this file owns the repetition rule
+// and the statistics. Torch-free.
+#pragma once
+
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "worker/trial/measure/step_stats.h"
+
+namespace frontier {
+
+struct LatencyPlan {
+  int warmup = 5;         // untimed passes first
+  int repetitions = 100;  // timed passes wanted
+  // A pass slow enough to spend this much time stops the timing early, once
+  // kMinLatencyRepetitions passes are timed (a large model on a CPU).
+  double budget_s = 10.0;
+};
+
+// Fewer timed passes than this never stop early: p99 of fewer is the maximum.
+inline constexpr int kMinLatencyRepetitions = 20;
+
+// Runs `pass` plan.warmup times untimed, then times it (seconds, steady clock)
+// until plan.repetitions passes are timed, or kMinLatencyRepetitions are and
+// plan.budget_s is spent. `pass` must return only when the device is done
+// (synchronized). The summary has n, median, p99 (and the rest of SeriesStats).
+SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan);
+
+// {batch_size, n, warmup, median_ms, p99_ms, p10_ms, mean_ms, min_ms, max_ms, cv}.
+nlohmann::json LatencyJson(int batch_size, const SeriesStats& seconds, int warmup);
+
+}  // namespace frontier
