@@ -1,5 +1,6 @@
 #include "server/cli/local_cluster.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace frontier {
 namespace fs = std::filesystem;
@@ -27,6 +29,31 @@ std::string SiblingBinary(const std::string& name) {
   return name;  // from PATH
 }
 
+// The CPUs this process may run on, in order.
+std::vector<int> UsableCores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
+    }
+  }
+  if (cores.empty()) {
+    for (unsigned cpu = 0; cpu < std::max(1u, std::thread::hardware_concurrency()); ++cpu) {
+      cores.push_back(static_cast<int>(cpu));
+    }
+  }
+  return cores;
+}
+
+// frontier-worker --cpus: "0,1,2" (the worker sorts and splits it).
+std::string CpuList(const std::vector<int>& cpus) {
+  std::string text;
+  for (int cpu : cpus) text += (text.empty() ? "" : ",") + std::to_string(cpu);
+  return text;
+}
+
 }  // namespace
 
 LocalWorkers::~LocalWorkers() { Stop(std::chrono::seconds(5)); }
@@ -34,16 +61,23 @@ LocalWorkers::~LocalWorkers() { Stop(std::chrono::seconds(5)); }
 void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& coordinator,
                          const fs::path& log_dir, const std::string& metrics_listen) {
   const std::string binary = SiblingBinary("frontier-worker");
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int count = options.count;
-  const std::string threads =
-      std::to_string(std::max(1u, cores / static_cast<unsigned>(count * options.slots)));
+  // Timing isolation: every slot of every worker on cores of its own.
+  const std::vector<int> usable = UsableCores();
+  const int per_slot = std::max(1, static_cast<int>(usable.size()) / (count * options.slots));
+  const std::string threads = std::to_string(per_slot);
   const std::string slots = std::to_string(options.slots);
+  const std::string memory_limit = std::to_string(options.memory_limit_mb);
   fs::create_directories(log_dir);
   const std::string artifacts = fs::absolute(log_dir / "artifacts").string();  // profiles (docs/profiling.md)
   for (int i = 0; i < count; ++i) {
     const std::string log = (log_dir / ("worker-" + std::to_string(i) + ".log")).string();
     const std::string name = "local-" + std::to_string(i);
+    std::vector<int> mine;
+    for (int k = 0; k < per_slot * options.slots; ++k) {
+      mine.push_back(usable[(static_cast<size_t>(i) * per_slot * options.slots + k) % usable.size()]);
+    }
+    const std::string cpus = CpuList(mine);
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error("cannot start a worker: fork failed");
     if (pid == 0) {
@@ -61,7 +95,8 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
                             options.device.c_str(), "--threads-per-trial", threads.c_str(),
                             "--name",        name.c_str(),        "--metrics-listen",
                             metrics_listen.c_str(), "--artifact-dir", artifacts.c_str(),
-                            nullptr};
+                            "--cpus",        cpus.c_str(),        "--memory-limit-mb",
+                            memory_limit.c_str(), nullptr};
       execv(binary.c_str(), const_cast<char* const*>(argv));
       execvp(binary.c_str(), const_cast<char* const*>(argv));
       std::fprintf(stderr, "cannot execute %s\n", binary.c_str());

@@ -17,6 +17,7 @@ struct LocalWorkerOptions {
   int count = 1;              // worker processes
   int slots = 1;              // each worker's --slots: trials at once (on cuda: slot i on GPU i)
   std::string device = "cpu";  // each worker's --device
+  int64_t memory_limit_mb = 0;  // each worker's --memory-limit-mb; 0: none
 };
 
 class LocalWorkers {
@@ -29,8 +30,10 @@ class LocalWorkers {
   LocalWorkers& operator=(const LocalWorkers&) = delete;
 
   // Starts `options.count` workers "local-0".. against `coordinator`
-  // (host:port), each with the options' slots and device and the cores
-  // shared out over every slot, logging to LOG_DIR/worker-I.log, profiles
+  // (host:port), each with the options' slots and device and a disjoint set
+  // of this process's cores (--cpus: an equal run of cores per slot, threads
+  // per trial = cores per slot; with fewer cores than slots the sets wrap
+  // and the trials' results say they shared), logging to LOG_DIR/worker-I.log, profiles
   // under LOG_DIR/artifacts. `metrics_listen` is each worker's
   // --metrics-listen (HOST:0 gives each a free port; "0": none). Throws
   // std::runtime_error when fork fails.

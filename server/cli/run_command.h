@@ -6,6 +6,7 @@
 // and keeps what finished in the store, for --resume.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace frontier {
@@ -21,6 +22,7 @@ struct RunOptions {
   std::string metrics_listen = "127.0.0.1:0";  // the embedded coordinator's /metrics; "0": none
   std::string device = "cpu";                  // the workers' --device: cpu or cuda
   int slots = 1;                               // each worker's --slots (cuda: one per GPU)
+  int64_t memory_limit_mb = 0;                 // each worker's --memory-limit-mb; 0: none
 };
 
 // The exit code (cli.h): kCliOk when the experiment completed, kCliFailed
