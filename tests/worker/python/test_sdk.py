@@ -243,6 +243,19 @@ class Failures(unittest.TestCase):
         self.assertEqual(result["peak_flops"], {"flops_per_s": 1e11, "dtype": "fp32",
                                                 "source": "calibrated:worker-1"})
 
+    def test_worker_peak_of_another_thread_count_is_not_used(self):
+        p = run_script("""
+            for i in range(3):
+                with trial.step(8) as s:
+                    s.loss = 1.0
+            trial.eval(3, val_accuracy=0.5, val_loss=1.0)
+            trial.finish()
+        """, {"trial_id": "t", "task": {"steps": 3, "warmup_steps": 1}},
+                       env=dict(ENV, FRONTIER_PEAK_FLOPS='{"fp32": 1e11, "source": "calibrated:cpu-gemm", '
+                                                         '"threads": 999, "device": "cpu"}'))
+        result = json.loads(p.stdout.splitlines()[-1])
+        self.assertEqual(result["peak_flops"]["source"], "measured:cpu-gemm", result["peak_flops"])
+
     def test_unreadable_spec_is_a_spec_failure(self):
         path = script("trial.finish()\n")
         try:

@@ -44,7 +44,9 @@ def synchronize(device):
 
 
 def worker_peak(precision):
-    """The peak the worker passed in FRONTIER_PEAK_FLOPS ({"fp32": ..., "source": ...}), or None."""
+    """The peak the worker calibrated at its start and passed in FRONTIER_PEAK_FLOPS
+    ({"fp32": ..., "source": ..., "measured_at": ..., "threads": N, "device": "cpu"}), or None
+    when there is none for this precision, or (CPU) it was measured on another thread count."""
     text = os.environ.get("FRONTIER_PEAK_FLOPS")
     if not text:
         return None
@@ -55,7 +57,15 @@ def worker_peak(precision):
         return None
     if not math.isfinite(value) or value <= 0:
         return None
-    return {"flops_per_s": value, "dtype": precision, "source": str(table.get("source", "worker"))}
+    threads = table.get("threads") or 0
+    if table.get("device", "cpu") == "cpu" and threads and threads != torch.get_num_threads():
+        return None
+    peak = {"flops_per_s": value, "dtype": precision, "source": str(table.get("source", "worker"))}
+    if table.get("measured_at"):
+        peak["measured_at"] = str(table["measured_at"])
+    if threads:
+        peak["threads"] = int(threads)
+    return peak
 
 
 def measured_peak(precision, device, budget_s=0.4):
