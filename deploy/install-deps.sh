@@ -8,6 +8,7 @@ set -euo pipefail
 runner_packages=(
   build-essential cmake pkg-config zlib1g-dev
   libtorch-dev libopenblas0-pthread nlohmann-json3-dev
+  libgloo-dev  # the gloo headers c10d's ProcessGroupGloo.hpp includes (data-parallel trials)
   dataset-fashion-mnist
 )
 all_packages=(
