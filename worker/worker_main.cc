@@ -35,10 +35,12 @@ int main(int argc, char** argv) {
   metrics->option_text("HOST:PORT");
   app.add_option("--cpus", f.cpus, help::kCpus)->option_text("LIST");
   app.add_option("--memory-limit-mb", f.memory_limit_mb, help::kMemoryLimitMb)->option_text("N");
-  app.add_flag("!--no-calibrate", f.calibrate, help::kNoCalibrate);
+  bool no_calibrate = false;
+  app.add_flag("--no-calibrate", no_calibrate, help::kNoCalibrate);
   app.add_option("--host-lock", f.host_lock, help::kHostLock)->option_text("FILE");
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
   f.threads_per_trial_given = threads->count() > 0;
+  f.calibrate = !no_calibrate;
   f.metrics_listen_given = metrics->count() > 0;
   return frontier::RunWorker(f, app.help());
 }
