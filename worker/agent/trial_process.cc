@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -466,9 +467,14 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
   sigset_t none;
   sigemptyset(&none);
 
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
+    // A trial never outlives its worker (a SIGKILLed worker's trial would go on
+    // competing for the cores with the next one): killed when the worker is.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
     for (int signal : kDefaultSignals) sigaction(signal, &default_action, nullptr);
