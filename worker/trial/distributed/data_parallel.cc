@@ -275,6 +275,10 @@ struct DataParallel::State {
       bucket.work = group->pg->allreduce(one, allreduce);
       bucket.future = bucket.work->getFuture();
     } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(completions->mu);
+        completions->finished[b] = true;  // nothing in flight: the destructor need not wait for it
+      }
       group->Fail("step " + std::to_string(step) + ": starting the all-reduce of gradient bucket " +
                       std::to_string(b),
                   e);
