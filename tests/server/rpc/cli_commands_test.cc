@@ -98,7 +98,7 @@ TEST_F(CliCommandsTest, TrialsAsCsvHaveTheDocumentedColumns) {
   const std::string csv = GetCapturedStdout();
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "id,config,seed,state,attempt,val_accuracy,test_accuracy,median_step_ms,throughput,mfu,"
-            "peak_memory_mb,worker,error,val_iou,test_iou");
+            "peak_memory_mb,worker,error,val_iou,test_iou,proposer,rationale");
   EXPECT_NE(csv.find("\nexp-000001-t0003,\"{\"\"stages[*].block\"\":\"\"mbconv\"\"}\",1,pending,0,"),
             std::string::npos)
       << csv;
