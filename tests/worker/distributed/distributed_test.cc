@@ -153,6 +153,7 @@ int ChildMain() {
   setup.hidden = std::atoi(Env("DT_HIDDEN", "32"));
   if (std::string(Env("DT_DTYPE", "float")) == "double") setup.dtype = torch::kFloat64;
   const int die_at = std::atoi(Env("DT_DIE_AT", "-1"));
+  const int stop_at = std::atoi(Env("DT_STOP_AT", "-1"));
   const double weight_override = std::atof(Env("DT_WEIGHT", "0"));
   std::ofstream out(Env("DT_OUT", "/dev/stdout"));
   out.precision(17);
@@ -181,6 +182,10 @@ int ChildMain() {
       if (step == die_at && group->rank() == group->world_size() - 1) {
         out << "dying " << step << "\n" << std::flush;
         ::kill(::getpid(), SIGKILL);
+      }
+      if (step == stop_at && group->rank() == group->world_size() - 1) {
+        out << "stopping " << step << "\n" << std::flush;
+        ::kill(::getpid(), SIGSTOP);  // alive but silent: only a timeout can tell
       }
       auto start = std::chrono::steady_clock::now();
       ZeroGrad(*net);
@@ -277,7 +282,9 @@ struct RankRun {
 
 // Starts `world` ranks of this program with `env` and waits at most
 // `deadline_s`; on the deadline every rank is killed (and the test fails).
-RankRun RunRanks(int world, const std::map<std::string, std::string>& env, const TempDir& dir, double deadline_s = 120) {
+// With `kill_rest_after_rank0`, the other ranks are killed once rank 0 has exited.
+RankRun RunRanks(int world, const std::map<std::string, std::string>& env, const TempDir& dir, double deadline_s = 120,
+                 bool kill_rest_after_rank0 = false) {
   std::vector<pid_t> pids;
   auto start = std::chrono::steady_clock::now();
   for (int rank = 0; rank < world; ++rank) {
@@ -324,6 +331,16 @@ RankRun RunRanks(int world, const std::map<std::string, std::string>& env, const
         run.ranks[rank].exited = true;
         run.ranks[rank].status = status;
         --left;
+      }
+    }
+    if (kill_rest_after_rank0 && run.ranks[0].exited) {
+      for (int rank = 1; rank < world; ++rank) {
+        if (!run.ranks[rank].exited) {
+          ::kill(pids[rank], SIGKILL);
+          ::waitpid(pids[rank], &run.ranks[rank].status, 0);
+          run.ranks[rank].exited = true;
+          --left;
+        }
       }
     }
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -501,6 +518,22 @@ TEST(DataParallel, ADeadRankFailsTheOtherCleanly) {
     EXPECT_EQ(errno, ESRCH);
   }
   std::printf("dead peer noticed after %.2f s (whole run): %s\n", run.elapsed_s, survivor.error.c_str());
+}
+
+TEST(DataParallel, ARankThatStopsAnsweringFailsTheOtherAfterTheTimeout) {
+  TempDir dir;
+  // The last rank stops itself (SIGSTOP) before step 3: its sockets stay
+  // open, so only the 4 s collective timeout can end rank 0's wait. The
+  // test kills the stopped rank once rank 0 has exited.
+  RankRun run = RunRanks(2, {{"DT_STOP_AT", "3"}, {"FRONTIER_DIST_TIMEOUT_S", "4"}}, dir, 90, true);
+  ASSERT_FALSE(run.timed_out) << "rank 0 hung after its peer stopped:\n" << run.ranks[0].text;
+  const RankResult& survivor = run.ranks[0];
+  ASSERT_TRUE(WIFEXITED(survivor.status)) << survivor.text;
+  EXPECT_EQ(WEXITSTATUS(survivor.status), 3) << survivor.text;
+  EXPECT_EQ(survivor.steps.size(), 3u) << survivor.text;
+  EXPECT_NE(survivor.error.find("distributed: rank 0 of 2 (gloo): step 3"), std::string::npos) << survivor.error;
+  EXPECT_NE(survivor.error.find("within 4 s"), std::string::npos) << survivor.error;
+  std::printf("silent peer noticed after %.2f s (whole run): %s\n", run.elapsed_s, survivor.error.c_str());
 }
 
 TEST(DataParallel, ARankThatNeverJoinsFailsTheRendezvousWithinTheTimeout) {
