@@ -466,12 +466,18 @@ void Agent::Calibrate() {
     if (!exit) {
       process->Terminate(options_.kill_grace);
       error = "timed out after " + Seconds(options_.calibration_timeout) + " s";
-    } else if (!line.is_object() || !line["peaks"].is_object() || line["peaks"].empty()) {
-      error = "no peaks (" + exit->Describe() + "); stderr: " + process->StderrTail();
+    } else if (!line.is_object() || !line["peaks"].is_object()) {
+      error = "no calibration line (" + exit->Describe() + "); stderr: " + process->StderrTail();
+    } else if (line["peaks"].empty() && !(line.contains("table") && line["table"].is_object() && !line["table"].empty())) {
+      error = "no peaks: " + line.value("errors", json::object()).dump();
     }
   }
   if (!error.empty() || !line.is_object()) {
     spdlog::warn("calibration failed: {}; each trial measures its own peak", error);
+    return;
+  }
+  if (line["peaks"].empty()) {  // a GPU the datasheet table knows for every dtype
+    spdlog::info("no calibration needed: the datasheet table has {} for {}", line["table"].dump(), options_.device_name);
     return;
   }
   json peaks = line["peaks"];
