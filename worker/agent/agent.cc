@@ -528,7 +528,14 @@ void Agent::ReleaseTrial() {
 }
 
 void Agent::RunSlot(int slot) {
+  HostLock host_lock(options_.host_lock);
   while (ReserveTrial()) {
+    // No lease while a calibration on this host waits or measures: a leased
+    // trial would wait for it at the turnstile without heartbeats.
+    if (!host_lock.Shared([this] { return GivingUp(Retry::kUntilDrain); })) {
+      ReleaseTrial();
+      continue;
+    }
     v1::LeaseTrialResponse response;
     const milliseconds asked = Now();
     const grpc::Status status =
