@@ -21,11 +21,16 @@ std::optional<size_t> BaselineIndex(const SearchSpace& space, const Dimension& d
   return std::nullopt;
 }
 
-// Rationales are shown in tables: one line, bounded.
-std::string CleanRationale(const std::string& text) {
+// What a proposer sends (rationales, names, messages) is shown in tables and
+// stored as text: one line, bounded, no
+// control characters (a NUL would not even fit PostgreSQL's TEXT).
+std::string OneBoundedLine(const std::string& text) {
   constexpr size_t kMax = 2000;
   std::string out;
-  for (char c : text.substr(0, kMax)) out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  for (char c : text.substr(0, kMax)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7f ? ' ' : c;
+  }
   // Do not cut a UTF-8 sequence in half.
   if (text.size() > kMax) {
     while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
@@ -159,7 +164,7 @@ class ExternalStrategy final : public Strategy {
   // Validates an answer; accepted proposals go to arrived_. Returns how many.
   int Apply(const ProposerAnswer& answer, int asked) {
     rejections_.clear();
-    const std::string proposer = answer.proposer.empty() ? "external" : CleanRationale(answer.proposer);
+    const std::string proposer = answer.proposer.empty() ? "external" : OneBoundedLine(answer.proposer);
     int accepted = 0;
     std::string last_reason;
     for (const ProposedChoices& proposed : answer.configs) {
@@ -175,7 +180,7 @@ class ExternalStrategy final : public Strategy {
         last_reason = checked.reason;
         continue;
       }
-      Proposal proposal{*checked.config, steps_, proposer, CleanRationale(proposed.rationale)};
+      Proposal proposal{*checked.config, steps_, proposer, OneBoundedLine(proposed.rationale)};
       index_[ConfigKey(proposal.config)] = proposals_.size();
       proposals_.push_back({proposal, std::nullopt});
       arrived_.push_back(std::move(proposal));
@@ -192,10 +197,10 @@ class ExternalStrategy final : public Strategy {
     ++fruitless_;
     Backoff();
     if (fruitless_ >= options_.max_invalid_answers) {
-      paused_ = "proposer at " + client_->Where() + " proposed no valid configuration in " +
+      paused_ = OneBoundedLine("proposer at " + client_->Where() + " proposed no valid configuration in " +
                 std::to_string(fruitless_) + " answers in a row (" +
                 (answer.configs.empty() ? std::string("it proposed nothing") : "last rejected: " + last_reason) +
-                ")";
+                ")");
     }
     return accepted;
   }
@@ -213,9 +218,9 @@ class ExternalStrategy final : public Strategy {
       try {
         answer = client_->Propose(call);
       } catch (const ProposerUnavailable& e) {
-        error = e.what();
+        error = OneBoundedLine(e.what());  // the proposer's own message may be anything
       } catch (const std::exception& e) {
-        error = std::string("unexpected error: ") + e.what();
+        error = OneBoundedLine(std::string("unexpected error: ") + e.what());
       }
       ProposerCallRecord record;
       record.latency_ms =
@@ -227,7 +232,7 @@ class ExternalStrategy final : public Strategy {
       if (answer) {
         record.accepted = Apply(*answer, call.count);
         record.rejected = static_cast<int>(rejections_.size());
-        record.proposer = answer->proposer.empty() ? "external" : CleanRationale(answer->proposer);
+        record.proposer = answer->proposer.empty() ? "external" : OneBoundedLine(answer->proposer);
         record.prompt_tokens = answer->usage.prompt_tokens;
         record.completion_tokens = answer->usage.completion_tokens;
         record.model_calls = answer->usage.model_calls;

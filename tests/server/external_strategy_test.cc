@@ -171,6 +171,21 @@ TEST(ExternalStrategy, AsksOnlyOnceAttachedAndReturnsTheAnswerWithRationale) {
   EXPECT_EQ(f.strategy->Paused(), "");
 }
 
+TEST(ExternalStrategy, RationaleAndNameAreOneBoundedLineWithoutControlCharacters) {
+  Fixture f;
+  f.strategy->Attach("e");
+  f.Script([](const ProposerCall&) {
+    ProposerAnswer answer = Answer({Choose(0, 1, 0, std::string("two\nlines\0nul\ttab", 17) + std::string(3000, 'x'))});
+    answer.proposer = std::string("llm\0x", 5);
+    return answer;
+  });
+  const std::vector<Proposal> got = f.AskUntil([](const auto& all) { return !all.empty(); });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].rationale.size(), 2000u);
+  EXPECT_EQ(got[0].rationale.substr(0, 17), "two lines nul tab");
+  EXPECT_EQ(got[0].proposer, "llm x");
+}
+
 TEST(ExternalStrategy, RejectsInvalidProposalsAndTellsWhyInTheNextCall) {
   ExternalOptions options;
   options.batch = 8;
