@@ -22,8 +22,8 @@ std::optional<size_t> BaselineIndex(const SearchSpace& space, const Dimension& d
 }
 
 // What a proposer sends (rationales, names, messages) is shown in tables and
-// stored as text: one line, bounded, no
-// control characters (a NUL would not even fit PostgreSQL's TEXT).
+// stored as text: one line, bounded, no control characters (a NUL would not
+// even fit PostgreSQL's TEXT).
 std::string OneBoundedLine(const std::string& text) {
   constexpr size_t kMax = 2000;
   std::string out;
