@@ -136,7 +136,7 @@ class MemoryTracker:
         return _status_bytes("VmHWM")
 
 
-def latency(forward, device, repetitions=100, warmup=5, budget_s=10.0, min_repetitions=20):
+def latency(forward, device, repetitions=100, warmup=5, budget_s=5.0, min_repetitions=30):
     """Times `forward()` (one eval-mode forward pass) as frontier-trial times inference latency
     (docs/trial-output.md, Latency): `warmup` untimed passes, then `repetitions` timed ones, each
     ended by a device synchronization; stops early once `min_repetitions` are timed and `budget_s`

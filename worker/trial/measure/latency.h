@@ -15,13 +15,13 @@ namespace frontier {
 struct LatencyPlan {
   int warmup = 5;         // untimed passes first
   int repetitions = 100;  // timed passes wanted
-  // A pass slow enough to spend this much time stops the timing early, once
+  // Passes slow enough to spend this much time stop the timing early, once
   // kMinLatencyRepetitions passes are timed (a large model on a CPU).
-  double budget_s = 10.0;
+  double budget_s = 5.0;
 };
 
-// Fewer timed passes than this never stop early: p99 of fewer is the maximum.
-inline constexpr int kMinLatencyRepetitions = 20;
+// Fewer timed passes than this never stop early.
+inline constexpr int kMinLatencyRepetitions = 30;
 
 // Runs `pass` plan.warmup times untimed, then times it (seconds, steady clock)
 // until plan.repetitions passes are timed, or kMinLatencyRepetitions are and
