@@ -166,11 +166,16 @@ int ChildMain() {
   }
   try {
     auto group = fd::ProcessGroup::Connect(*rendezvous);
-    Data data = MakeData(setup);
-    auto net = MakeNet(setup, 100 + 17 * static_cast<uint64_t>(rendezvous->rank));
     fd::DataParallelOptions options;
     options.bucket_cap_mb = std::atof(Env("DT_CAP_MB", "25"));
     options.overlap = std::string(Env("DT_OVERLAP", "1")) == "1";
+    options.batch_policy = *fd::ParseBatchPolicy(Env("DT_POLICY", "split_global"));
+    // DT_BATCH is the policy's batch (global or per rank); the data hold
+    // `global` rows per step, drawn alike on every rank.
+    const long long policy_batch = setup.batch;
+    setup.batch = fd::ShardOf(policy_batch, rendezvous->rank, rendezvous->world_size, options.batch_policy).global;
+    Data data = MakeData(setup);
+    auto net = MakeNet(setup, 100 + 17 * static_cast<uint64_t>(rendezvous->rank));
     fd::DataParallel dp(*group, net->parameters(), net->buffers(), options);
     {
       std::vector<torch::Tensor> all;
@@ -189,7 +194,7 @@ int ChildMain() {
       }
       auto start = std::chrono::steady_clock::now();
       ZeroGrad(*net);
-      fd::Shard shard = dp.LocalShard(setup.batch);
+      fd::Shard shard = dp.LocalShard(policy_batch);
       auto x = data.x.narrow(0, step * setup.batch + shard.begin, shard.count);
       auto y = data.y.narrow(0, step * setup.batch + shard.begin, shard.count);
       auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
@@ -440,6 +445,19 @@ TEST(DataParallel, TwoRanksMatchOneRankInDoublePrecision) {
   ExpectTrajectoryLikeReference(setup, {{"DT_DTYPE", "double"}, {"DT_CAP_MB", "0.002"}, {"DT_OVERLAP", "0"}});
 }
 
+// 33 rows split 17/16: the weights 17/33 and 16/33 keep the global mean.
+TEST(DataParallel, AnUnevenSplitStillMatchesOneRank) {
+  TrainSetup setup;
+  setup.batch = 33;
+  ExpectTrajectoryLikeReference(setup, {{"DT_BATCH", "33"}});
+}
+
+// fixed_per_rank: 16 rows per rank are one process's 32-row batch.
+TEST(DataParallel, TwoRanksOfFixedBatchMatchOneRankWithTheirUnion) {
+  TrainSetup setup;  // the reference's batch: 2 x 16
+  ExpectTrajectoryLikeReference(setup, {{"DT_POLICY", "fixed_per_rank"}, {"DT_BATCH", "16"}});
+}
+
 TEST(DataParallel, SmallBucketsStartDuringBackward) {
   TempDir dir;
   RankRun run = RunRanks(2, {{"DT_CAP_MB", "0.002"}, {"DT_STEPS", "3"}}, dir);
@@ -603,7 +621,7 @@ TEST(Shard, SplitGlobalCoversTheBatchOnce) {
 
 TEST(Shard, FixedPerRankGivesEveryRankTheWholeBatch) {
   fd::Shard s = fd::ShardOf(16, 1, 4, fd::BatchPolicy::kFixedPerRank);
-  EXPECT_EQ(s.begin, 0);
+  EXPECT_EQ(s.begin, 16);
   EXPECT_EQ(s.count, 16);
   EXPECT_EQ(s.global, 64);
   EXPECT_DOUBLE_EQ(s.weight, 0.25);

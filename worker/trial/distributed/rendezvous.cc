@@ -155,7 +155,7 @@ Shard ShardOf(long long batch, int rank, int world_size, BatchPolicy policy) {
   if (batch < 1) throw std::invalid_argument("ShardOf: batch " + std::to_string(batch) + " < 1");
   Shard shard;
   if (policy == BatchPolicy::kFixedPerRank) {
-    shard.begin = 0;
+    shard.begin = rank * batch;
     shard.count = batch;
     shard.global = batch * world_size;
   } else {

@@ -46,7 +46,10 @@ int FreeTcpPort(const std::string& host = "127.0.0.1");
 // global batch B and rank r trains on rows [begin, begin+count) of it (the
 // first B mod N ranks take one row more), so the optimizer sees the same
 // batch at any rank count. kFixedPerRank: the spec's batch size is each
-// rank's batch and the global batch is N times it.
+// rank's batch and the global batch is N times it. Under both, rank r's
+// rows are [begin, begin+count) of the step's global batch (Shard::global
+// rows drawn the same way on every rank), so the ranks together train on
+// exactly the global batch.
 enum class BatchPolicy { kSplitGlobal, kFixedPerRank };
 
 // "split_global" / "fixed_per_rank"; nullopt for anything else.
@@ -54,7 +57,7 @@ std::optional<BatchPolicy> ParseBatchPolicy(const std::string& name);
 const char* BatchPolicyName(BatchPolicy policy);
 
 struct Shard {
-  long long begin = 0;   // first row of this rank in the batch it was given
+  long long begin = 0;   // first row of this rank in the step's global batch
   long long count = 0;   // rows this rank trains on
   long long global = 0;  // rows all ranks train on together in one step
   // What this rank's gradient is multiplied by before the ranks' gradients
