@@ -129,6 +129,18 @@ TEST(ProcessTrialLauncherTest, LimitsTheChildsMemory) {
   EXPECT_FALSE(trial.process().OomKilled());
 }
 
+// A CUDA trial gets no RLIMIT_AS (its runtime reserves far more address space than memory).
+TEST(ProcessTrialLauncherTest, NoAddressSpaceLimitWhereItIsNotWanted) {
+  TrialCommand command;
+  command.memory_limit_mb = 100;
+  command.address_space_limit = false;
+  ScriptTrial trial("ulimit -v\n", command);
+  const std::vector<std::string> lines = trial.Lines();
+  if (trial.process().MemoryLimitKind() == "cgroup memory.max") GTEST_SKIP() << "a cgroup limit applies here";
+  EXPECT_EQ(trial.process().MemoryLimitKind(), "");
+  EXPECT_THAT(lines, ::testing::ElementsAre("unlimited"));
+}
+
 // What the child could not do before exec is a start error naming it.
 TEST(ProcessTrialLauncherTest, ChildSetupFailuresAreStartErrors) {
   ProcessTrialLauncher launcher("/bin/true");

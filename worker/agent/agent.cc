@@ -623,6 +623,7 @@ void Agent::RunTrial(int slot, const Lease& lease) {
       static_cast<size_t>(slot) < options_.slot_cpus.size() ? options_.slot_cpus[slot] : std::vector<int>();
   command.cpus = cpus;
   command.memory_limit_mb = options_.memory_limit_mb;
+  command.address_space_limit = options_.device != "cuda";
   if (!cpus.empty()) command.environment.emplace_back("FRONTIER_CPUS", FormatCpuList(cpus));
   if (options_.memory_limit_mb > 0) {
     command.environment.emplace_back("FRONTIER_MEMORY_LIMIT_MB", std::to_string(options_.memory_limit_mb));

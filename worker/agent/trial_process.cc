@@ -458,11 +458,11 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
       cgroup = std::make_unique<TrialCgroup>(delegated, bytes);
       if (cgroup->path().empty()) cgroup.reset();
     }
-    limit_kind = cgroup ? "cgroup memory.max" : "RLIMIT_AS";
+    limit_kind = cgroup ? "cgroup memory.max" : command.address_space_limit ? "RLIMIT_AS" : "";
     address_space.rlim_cur = address_space.rlim_max = static_cast<rlim_t>(bytes);
   }
   const int procs_fd = cgroup ? cgroup->procs_fd() : -1;
-  const bool set_rlimit = command.memory_limit_mb > 0 && !cgroup;
+  const bool set_rlimit = command.memory_limit_mb > 0 && !cgroup && command.address_space_limit;
   const char* workdir = command.workdir.empty() ? nullptr : command.workdir.c_str();
   sigset_t none;
   sigemptyset(&none);

@@ -44,6 +44,9 @@ struct TrialCommand {
   // cgroup of its own where the worker's cgroup (or its parent) delegates
   // the memory controller, else RLIMIT_AS set in the child before exec.
   int64_t memory_limit_mb = 0;
+  // Whether RLIMIT_AS stands in where no cgroup can be made: not for CUDA
+  // trials, whose runtime reserves far more address space than memory.
+  bool address_space_limit = true;
 };
 
 // How a child process ended.
