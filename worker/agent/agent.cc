@@ -650,7 +650,9 @@ void Agent::RunTrial(int slot, const Lease& lease) {
     for (const auto& [name, value] : command.environment) {
       if (name == "CUDA_VISIBLE_DEVICES") visible = value;
     }
-    if (!visible.empty() && visible.find_first_not_of("0123456789") == std::string::npos) gpu = {std::stoi(visible)};
+    if (!visible.empty() && visible.size() < 7 && visible.find_first_not_of("0123456789") == std::string::npos) {
+      gpu = {std::stoi(visible)};
+    }
   }
   const CpuClaim claim(options_.host_lock, options_.device == "cuda" ? gpu : cpus.empty() ? UsableCpus() : cpus,
                        options_.device == "cuda" ? ".gpu" : ".cpu");
