@@ -206,17 +206,23 @@ std::string ResultFor(const std::string& config_json) {
 }
 
 // Leases and completes trials in queue order until none is pending, or
-// `limit` trials were completed; returns how many were.
-int CompleteAll(Scheduler& scheduler, FakeClock& clock, int limit = 1 << 30) {
+// `limit` trials were completed, each with result(trial); returns how many were.
+template <typename ResultOf>
+int CompleteWith(Scheduler& scheduler, FakeClock& clock, int limit, ResultOf result) {
   int done = 0;
   while (done < limit) {
     auto t = scheduler.Lease("w1");
     if (!t) break;
     clock.now += 1000;
-    EXPECT_EQ(scheduler.Complete("w1", t->id, t->attempt, ResultFor(t->config_json)), Transition::kApplied);
+    EXPECT_EQ(scheduler.Complete("w1", t->id, t->attempt, result(*t)), Transition::kApplied);
     ++done;
   }
   return done;
+}
+
+// The same with ResultFor the trial's configuration.
+int CompleteAll(Scheduler& scheduler, FakeClock& clock, int limit = 1 << 30) {
+  return CompleteWith(scheduler, clock, limit, [](const TrialRow& t) { return ResultFor(t.config_json); });
 }
 
 // config key -> its seeds, in creation order of the configurations.
@@ -546,15 +552,7 @@ std::string AdaptiveResult(const TrialRow& trial) {
 }
 
 int CompleteAdaptive(Scheduler& scheduler, FakeClock& clock, int limit = 1 << 30) {
-  int done = 0;
-  while (done < limit) {
-    auto t = scheduler.Lease("w1");
-    if (!t) break;
-    clock.now += 1000;
-    EXPECT_EQ(scheduler.Complete("w1", t->id, t->attempt, AdaptiveResult(*t)), Transition::kApplied);
-    ++done;
-  }
-  return done;
+  return CompleteWith(scheduler, clock, limit, AdaptiveResult);
 }
 
 TEST_F(SchedulerTest, AdaptiveSeedsGoToInconclusiveConfigsThatCouldReachTheFront) {
