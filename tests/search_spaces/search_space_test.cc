@@ -467,13 +467,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "t.yaml:10: parity.margin: must be at least 0"},
         ErrorCase{"UnknownStrategy", "strategy: {name: bayes}\n",
                   "t.yaml:9: strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, tpe, asha, "
-                  "ablation"},
+                  "ablation, external"},
         ErrorCase{"UnknownStrategyField", "strategy: {name: random, budget: 3}\n",
                   "t.yaml:9: strategy.budget: unknown field; expected one of name, trials, seed"},
         ErrorCase{"NegativeTrials", "strategy:\n  name: random\n  trials: -1\n",
                   "t.yaml:11: strategy.trials: must be in [0, 2147483647], got -1"},
         ErrorCase{"TrialsWithGrid", "strategy:\n  name: grid\n  trials: 5\n",
-                  "t.yaml:11: strategy.trials: applies to strategies asha, nsga2, random, sobol, tpe only"},
+                  "t.yaml:11: strategy.trials: applies to strategies asha, external, nsga2, random, sobol, tpe only"},
         ErrorCase{"MaxAttemptsZero", "max_attempts: 0\n",
                   "t.yaml:9: max_attempts: must be in [1, 100], got 0"},
         ErrorCase{
