@@ -20,6 +20,7 @@ COPY proto proto
 COPY search_spaces search_spaces
 COPY metrics metrics
 COPY server server
+COPY proposers proposers
 COPY worker worker
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DFRONTIER_WITH_TORCH=OFF -DFRONTIER_BUILD_TESTS=OFF \
  && cmake --build /build -j"$(nproc)" --target frontier-server frontier \

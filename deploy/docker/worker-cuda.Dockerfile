@@ -31,6 +31,7 @@ COPY proto proto
 COPY search_spaces search_spaces
 COPY metrics metrics
 COPY server server
+COPY proposers proposers
 COPY worker worker
 COPY deploy/docker/bundle-libs.sh /usr/local/bin/bundle-libs.sh
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DFRONTIER_WITH_TORCH=OFF -DFRONTIER_BUILD_TESTS=OFF \
