@@ -206,12 +206,12 @@ struct Scheduler::Search {
     if (baseline_key == nullptr || !groups.at(*baseline_key).AllFinal()) return {};
     const Group& baseline = groups.at(*baseline_key);
     std::vector<std::string> keys;
-    std::vector<Evaluation> field;  // every configuration at the full budget, with what has ended of it
+    std::vector<Fitness> field;  // of every configuration at the full budget, from what has ended of it
     for (const std::string& key : group_order) {
       const Group& group = groups.at(key);
       if (group.steps != FullSteps(space)) continue;
       keys.push_back(key);
-      field.push_back(group.AllSeeds());
+      field.push_back(FitnessOf(space, group.AllSeeds()));
     }
     std::vector<std::pair<std::string, int>> due;
     std::set<int> baseline_needs;
@@ -220,9 +220,9 @@ struct Scheduler::Search {
       const Group& group = groups.at(keys[i]);
       if (group.baseline || group.stopped || !group.AllFinal()) continue;
       if (group.trial_ids.size() < static_cast<size_t>(space.repeats)) continue;
-      std::vector<Evaluation> others = field;
+      std::vector<Fitness> others = field;
       others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
-      if (!WantsAnotherSeed(space, baseline_seeds, field[i], others)) continue;
+      if (!WantsAnotherSeed(space, baseline_seeds, group.AllSeeds(), others)) continue;
       const int next = static_cast<int>(*std::max_element(group.seeds.begin(), group.seeds.end())) + 1;
       due.emplace_back(keys[i], next);
       if (std::find(baseline.seeds.begin(), baseline.seeds.end(), next) == baseline.seeds.end()) {

@@ -44,7 +44,7 @@ std::optional<std::vector<double>> Optimistic(const SearchSpace& space, const Ev
 }  // namespace
 
 bool WantsAnotherSeed(const SearchSpace& space, const Evaluation& baseline, const Evaluation& candidate,
-                      const std::vector<Evaluation>& others) {
+                      const std::vector<Fitness>& others) {
   if (!space.AdaptiveSeeds() || candidate.trials.size() >= static_cast<size_t>(space.max_repeats)) return false;
   for (const TrialOutcome& trial : candidate.trials) {
     if (trial.state != "completed") return false;  // a failure repeats; it is no verdict to refine
@@ -57,9 +57,8 @@ bool WantsAnotherSeed(const SearchSpace& space, const Evaluation& baseline, cons
   if (!FitnessOf(space, candidate).feasible()) return false;
   const std::optional<std::vector<double>> optimistic = Optimistic(space, candidate);
   if (!optimistic) return false;
-  for (const Evaluation& other : others) {
-    const Fitness fitness = FitnessOf(space, other);
-    if (fitness.feasible() && Dominates(fitness.objectives, *optimistic)) return false;
+  for (const Fitness& other : others) {
+    if (other.feasible() && Dominates(other.objectives, *optimistic)) return false;
   }
   return true;
 }

@@ -19,10 +19,10 @@ namespace frontier {
 // the space is adaptive, it has fewer than max_repeats seeds, every one of
 // them completed, its verdict against `baseline` (every baseline seed, all
 // final) is "inconclusive", and it is feasible by its means and not
-// dominated by any feasible evaluation of `others` (their means) when each of
-// its objectives is taken one standard error in its favour (it could still
-// reach the front).
+// dominated by any feasible fitness of `others` (the other configurations'
+// FitnessOf, computed once by the caller) when each of its objectives is
+// taken one standard error in its favour (it could still reach the front).
 bool WantsAnotherSeed(const SearchSpace& space, const Evaluation& baseline, const Evaluation& candidate,
-                      const std::vector<Evaluation>& others);
+                      const std::vector<Fitness>& others);
 
 }  // namespace frontier
