@@ -38,6 +38,8 @@ std::string RenderCsv(const Report& report) {
   }
   header.push_back("parity");
   header.push_back("label");
+  header.push_back("proposer");   // who proposed the config (docs/proposers.md); empty for the baseline
+  header.push_back("rationale");  // the reason it gave, if any
 
   auto join = [](const std::vector<std::string>& fields) {
     std::string out;
@@ -75,6 +77,8 @@ std::string RenderCsv(const Report& report) {
     }
     row.push_back(c.parity);
     row.push_back(c.label);
+    row.push_back(c.proposer);
+    row.push_back(c.rationale);
     out += join(row);
   }
   return out;

@@ -165,8 +165,9 @@ TEST(ReportCsvTest, KeepsTheFullConfigAndAddsTheLabel) {
   const SearchSpace space = Quickstart();
   const std::string csv = RenderCsv(BuildReport("exp-1", space, QuickstartTrials(space)));
   EXPECT_NE(csv.find("\"{\"\"block\"\":\"\"convnext\"\""), std::string::npos);
-  EXPECT_NE(csv.find(",label\r\n"), std::string::npos);
-  EXPECT_NE(csv.find(",convnext \u00b7 attn=linear \u00b7 bf16\r\n"), std::string::npos);
+  EXPECT_NE(csv.find(",label,proposer,rationale\r\n"), std::string::npos);
+  // The label, then the empty proposer and rationale (no external proposer here).
+  EXPECT_NE(csv.find(",convnext \u00b7 attn=linear \u00b7 bf16,,\r\n"), std::string::npos);
 }
 
 // The numbers of every `<NAME ... attr="N"` in `svg`.
