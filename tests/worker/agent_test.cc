@@ -373,12 +373,12 @@ TEST_F(AgentTest, DivergedResultIsAResult) {
   EXPECT_EQ(WithoutPlacement(completions[0].result_json()), nlohmann::json::parse(line));
 }
 
-TEST_F(AgentTest, FailedResultIsRetryableUnlessSpecPrecisionOrOutOfMemory) {
+TEST_F(AgentTest, FailedResultIsRetryableUnlessSpecPrecisionOutOfMemoryOrIncorrect) {
   const struct {
     const char* error_kind;
     bool retryable;
-  } cases[] = {
-      {"spec", false}, {"precision", false}, {"out_of_memory", false}, {"runtime", true}, {"data", true}};
+  } cases[] = {{"spec", false},      {"precision", false}, {"out_of_memory", false},
+               {"incorrect", false}, {"runtime", true},    {"data", true}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.error_kind);
     const std::string trial_id = std::string("t-") + c.error_kind;

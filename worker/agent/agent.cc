@@ -753,9 +753,12 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
           return Outcome{Outcome::Kind::kComplete, "", /*retryable=*/false, result_line};
         }
         if (status == "failed") {
+          // Final, not retried: a bad spec or precision, out of memory, and an output the
+          // trial found wrong itself (incorrect: another attempt computes the same thing).
           const std::string kind = StringField(result, "error_kind");
           return Outcome{Outcome::Kind::kFail, StringField(result, "error"),
-                         /*retryable=*/kind != "spec" && kind != "precision" && kind != "out_of_memory",
+                         /*retryable=*/kind != "spec" && kind != "precision" && kind != "out_of_memory" &&
+                             kind != "incorrect",
                          result_line};
         }
         return Outcome{Outcome::Kind::kFail, launch.what + " printed a result with unknown status '" + status + "'",
