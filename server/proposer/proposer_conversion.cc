@@ -16,15 +16,32 @@ v1::ProposerConfig ToConfig(const Choices& choices) {
   return config;
 }
 
-// The status of a configuration: completed when a seed completed, else the
-// state most of its seeds ended in (the first of them on a tie).
+// How one seed ended, as told: its state, except a failed seed whose
+// program found its own output wrong (error_kind incorrect,
+// docs/trial-protocol.md), which is told as incorrect.
+std::string SeedStatus(const TrialOutcome& trial) {
+  if (trial.state == "failed" && trial.result.is_object() && trial.result.contains("error_kind") &&
+      trial.result["error_kind"] == "incorrect") {
+    return "incorrect";
+  }
+  return trial.state;
+}
+
+// The status of a configuration: incorrect when a seed found its output
+// wrong (the figures of the others measure a wrong computation), else
+// completed when a seed completed, else the status most of its seeds ended
+// with (the first of them on a tie).
 std::string StatusOf(const Evaluation& evaluation) {
   std::map<std::string, int> count;
   std::string most;
+  bool completed = false;
   for (const TrialOutcome& trial : evaluation.trials) {
-    if (trial.state == "completed") return "completed";
-    if (++count[trial.state] > (most.empty() ? 0 : count[most])) most = trial.state;
+    const std::string status = SeedStatus(trial);
+    if (status == "incorrect") return status;
+    completed = completed || status == "completed";
+    if (++count[status] > (most.empty() ? 0 : count[most])) most = status;
   }
+  if (completed) return "completed";
   return most.empty() ? "failed" : most;
 }
 
@@ -41,7 +58,8 @@ v1::ProposerOutcome ToProposerOutcome(const SearchSpace& space, const Evaluation
     if (trial.state == "completed" && trial.result.is_object()) {
       ++completed;
     } else if (trial.state != "completed") {
-      reasons.insert(trial.error.empty() ? trial.state : trial.state + ": " + trial.error.substr(0, 500));
+      const std::string status = SeedStatus(trial);
+      reasons.insert(trial.error.empty() ? status : status + ": " + trial.error.substr(0, 500));
     }
   }
   std::set<std::string> metrics;

@@ -4,7 +4,8 @@
 // a proposer that fails pauses the experiment (stored, not failed, not
 // completed) until it answers again, every call is recorded, the experiment
 // completes once the proposer is finished, and a restarted scheduler tells
-// the proposer everything stored.
+// the proposer everything stored; a trial that found its output wrong is
+// told as incorrect.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/proposer/proposer_conversion.h"
 #include "server/scheduler/scheduler.h"
 #include "server/search/external.h"
 #include "server/store/sqlite_store.h"
@@ -214,6 +216,48 @@ TEST_F(ExternalSchedulerTest, ARestartedSchedulerTellsTheProposerWhatIsStored) {
   RunAll(restarted, restarted.RegisterWorker({}));
   restarted.Tick();
   EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+// A trial program that found its output wrong fails with error_kind
+// incorrect (final, as the worker reports it): stored failed with that kind,
+// and the proposer's next request tells the configuration as incorrect.
+TEST_F(ExternalSchedulerTest, AnIncorrectTrialIsStoredFailedAndToldIncorrect) {
+  Scheduler scheduler(store_, clock_, Options());
+  script_.Add([](const ProposerCall&) { return Propose(1, "a custom kernel"); });
+  const std::string id = scheduler.Submit(kSpace, "ext.yaml").id;
+  TickUntil(scheduler, [&] { return Proposed(id).size() == 2; });
+  const std::string worker = scheduler.RegisterWorker({});
+  const json incorrect = {{"event", "result"},
+                          {"schema", 1},
+                          {"status", "failed"},
+                          {"error_kind", "incorrect"},
+                          {"error", "output differs from the reference by 0.31"}};
+  while (std::optional<TrialRow> t = scheduler.Lease(worker)) {
+    if (t->is_baseline) {
+      const json result = {{"event", "result"}, {"status", "completed"}, {"val_accuracy", 0.5}};
+      ASSERT_EQ(scheduler.Complete(worker, t->id, t->attempt, result.dump()), Transition::kApplied);
+    } else {
+      ASSERT_EQ(scheduler.Fail(worker, t->id, t->attempt, incorrect["error"], /*retryable=*/false,
+                               incorrect.dump()),
+                Transition::kApplied);
+    }
+  }
+  for (const TrialRow& t : Proposed(id)) {
+    EXPECT_EQ(t.state, "failed");
+    EXPECT_EQ(t.attempt, 1) << "not retried";
+    EXPECT_EQ(json::parse(t.result_json)["error_kind"], "incorrect");
+  }
+  script_.Add([](const ProposerCall&) { return Propose(2, "the last one", /*finished=*/true); });
+  TickUntil(scheduler, [&] { return Proposed(id).size() == 4; });
+  const ProposerCall call = script_.Last();
+  ASSERT_EQ(call.proposals.size(), 1u);
+  ASSERT_TRUE(call.proposals[0].evaluation) << "the incorrect configuration is told";
+  const v1::ProposerOutcome outcome =
+      ToProposerOutcome(ParseSearchSpace(kSpace, "ext.yaml"), *call.proposals[0].evaluation, "scripted", "");
+  EXPECT_EQ(outcome.status(), "incorrect");
+  EXPECT_EQ(outcome.seeds(), 2);
+  EXPECT_EQ(outcome.seeds_completed(), 0);
+  EXPECT_EQ(outcome.reason(), "incorrect: output differs from the reference by 0.31");
 }
 
 std::string WithStrategy(const std::string& strategy) {

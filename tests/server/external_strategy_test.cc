@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -389,6 +390,46 @@ TEST(ProposerConversion, TheRequestCarriesSpaceGoalsAndOutcomesAsTheReportMeasur
   EXPECT_EQ(answer.configs[2].rationale, "r2");
   EXPECT_EQ(answer.proposer, "optuna:tpe");
   EXPECT_EQ(answer.usage.prompt_tokens, 0);
+}
+
+// A seed whose program found its output wrong (error_kind incorrect) is told
+// as incorrect, even next to a completed seed; other failures keep the rule
+// "completed when a seed completed, else most seeds' state".
+TEST(ProposerConversion, AnIncorrectSeedMakesTheOutcomeIncorrect) {
+  const SearchSpace space = Space();
+  const Config config = {{"stem.stride", 4}, {"block", "mbconv"}, {"stages[1].attention.kind", "none"}};
+  const json incorrect = {
+      {"event", "result"},
+      {"schema", 1},
+      {"status", "failed"},
+      {"error_kind", "incorrect"},
+      {"error", "fused pooling differs from the naive reference by 0.31 (tolerance 1e-4)"}};
+  const json runtime = {{"event", "result"}, {"schema", 1}, {"status", "failed"}, {"error_kind", "runtime"}};
+  const std::string why = incorrect["error"];
+  const auto outcome = [&](std::vector<TrialOutcome> trials) {
+    return ToProposerOutcome(space, Evaluation{config, 40, std::move(trials)}, "optuna:tpe", "");
+  };
+
+  const v1::ProposerOutcome all = outcome({{1, "failed", incorrect, why}, {2, "failed", incorrect, why}});
+  EXPECT_EQ(all.status(), "incorrect");
+  EXPECT_EQ(all.seeds_completed(), 0);
+  EXPECT_EQ(all.reason(), "incorrect: " + why);
+  EXPECT_TRUE(std::isinf(all.violation()));
+
+  const v1::ProposerOutcome one = outcome(
+      {{1, "completed", json{{"val_accuracy", 0.6}, {"params", 700}}, ""}, {2, "failed", incorrect, why}});
+  EXPECT_EQ(one.status(), "incorrect");
+  EXPECT_EQ(one.seeds_completed(), 1);
+  EXPECT_DOUBLE_EQ(one.metrics().at("val_accuracy"), 0.6);  // still told: what the completed seed measured
+
+  // A failure of another kind is failed; a completed seed makes it completed.
+  EXPECT_EQ(outcome({{1, "failed", runtime, "boom"}, {2, "failed", nullptr, "crash"}}).status(), "failed");
+  EXPECT_EQ(
+      outcome({{1, "completed", json{{"val_accuracy", 0.6}}, ""}, {2, "failed", runtime, "boom"}}).status(),
+      "completed");
+  EXPECT_EQ(outcome({{1, "diverged", json{{"status", "diverged"}}, "nan"}, {2, "failed", runtime, "boom"}})
+                .status(),
+            "diverged");  // a tie: the first
 }
 
 }  // namespace

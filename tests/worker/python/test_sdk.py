@@ -199,6 +199,28 @@ class Failures(unittest.TestCase):
         self.assertIn("ValueError: bad shard 17", r["error"])
         self.assertIn("load_batch", r["error"])
 
+    def test_incorrect_output_is_failed_with_kind_incorrect(self):
+        r = self.result_of("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+            reference, fused = torch.zeros(4), torch.tensor([0.0, 0.0, 0.31, 0.0])
+            error = (fused - reference).abs().max()
+            if error > 1e-4:
+                trial.incorrect(f"fused pooling differs from the reference by {float(error):.2f}",
+                                max_abs_error=error, tolerance=1e-4, op="bev_pool")
+            trial.finish()
+        """, expect_exit=2)
+        self.assertEqual((r["status"], r["error_kind"]), ("failed", "incorrect"))
+        self.assertEqual(r["error"], "fused pooling differs from the reference by 0.31")
+        self.assertAlmostEqual(r["check"]["max_abs_error"], 0.31, places=6)
+        self.assertEqual((r["check"]["tolerance"], r["check"]["op"]), (1e-4, "bev_pool"))
+        self.assertEqual(r["steps_run"], 1)
+
+    def test_incorrect_needs_a_reason(self):
+        r = self.result_of("trial.incorrect('  ')\n", expect_exit=2)
+        self.assertEqual(r["error_kind"], "runtime")  # the ValueError, uncaught
+        self.assertIn("trial.incorrect() needs a reason", r["error"])
+
     def test_memory_error_is_out_of_memory(self):
         r = self.result_of("raise MemoryError('cannot allocate 4 GiB')\n", expect_exit=2)
         self.assertEqual(r["error_kind"], "out_of_memory")

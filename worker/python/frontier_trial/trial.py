@@ -255,6 +255,32 @@ class Trial:
         self._print_result(result)
         return result
 
+    def incorrect(self, reason, **details):
+        """Ends the trial as failed because its own output is wrong, e.g. a custom operator
+        that disagrees with its reference beyond tolerance: status `failed`, error_kind
+        `incorrect`, `reason` as the error and `details` (numbers or strings, such as
+        max_abs_error=, tolerance=) as the result's `check`. The worker does not retry it
+        (another attempt computes the same thing) and an external proposer is told the
+        configuration was `incorrect` (docs/trial-protocol.md). Exits with status 2."""
+        reason = str(reason).strip()
+        if not reason:
+            raise ValueError("trial.incorrect() needs a reason: what was wrong, e.g. "
+                             "'fused pooling differs from the reference by 0.3 (tolerance 1e-4)'")
+        if self._finished:
+            raise RuntimeError("trial.incorrect() after the trial printed its result")
+        check = {}
+        for key, value in details.items():
+            if torch.is_tensor(value) and value.numel() == 1:
+                value = value.item()
+            check[key] = value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
+        result = self._result("failed")
+        result["error_kind"] = "incorrect"
+        result["error"] = reason
+        if check:
+            result["check"] = check
+        self._print_result(result)
+        sys.exit(EXIT_FAILED)
+
     # --- internals ----------------------------------------------------------------------------
     def _emit(self, event):
         self._out.write(json.dumps(event) + "\n")
