@@ -28,6 +28,15 @@ const std::vector<MetricInfo>& MetricCatalog() {
       {"latency_p99_ms",   "ms",        false, "latency_p99_ms",           true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       {"latency_b1_ms",    "ms",        false, "latency_b1_ms",            true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       {"latency_b1_p99_ms", "ms",       false, "latency_b1_p99_ms",        true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      // Data-parallel trials (docs/distributed.md): the largest rank's median all-reduce time and the part
+      // of it the step waited for after backward, that part's share of the slowest rank's step (0 with one
+      // rank), global rows per step over the ranks. scaling_efficiency is the report's (per-rank throughput
+      // over the 1-rank twin config's throughput, when both ran): no single trial has it, so a space cannot
+      // select on it.
+      {"comms_ms",         "ms",        false, "comms_ms",                 true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"comms_exposed_share", "",       false, "comms_exposed_share",      true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"per_rank_throughput", "samples/s", true, "throughput.per_rank_samples_per_s", true, false, false, false, -1, "",          SqlType::kReal,       -1, false, false},
+      {"scaling_efficiency", "",        true,  "scaling_efficiency",       false, false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       // Only in the SQL views.
       {"test_loss",        "",          false, "test_loss",                false, false, true,  false, -1, "test_loss",           SqlType::kReal,       5,  true,  true},
       {"threads",          "",          true,  "threads",                  false, false, false, false, -1, "threads",             SqlType::kInteger,    11, false, false},

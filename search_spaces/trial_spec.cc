@@ -305,7 +305,16 @@ void ParseRuntime(const json& j, RuntimeSpec& rt) {
   r.Choice("memory_format", rt.memory_format, {"contiguous", "channels_last"});
   r.Int("threads", rt.threads, 0, 1024);
   r.String("device", rt.device);
+  r.Int("ranks", rt.ranks, 1, 1024);
+  r.Int("nodes", rt.nodes, 1, 1024);
+  r.Choice("batch_policy", rt.batch_policy, {"split_global", "fixed_per_rank"});
+  r.Double("bucket_cap_mb", rt.bucket_cap_mb, 0.001, 65536);
+  r.Bool("overlap", rt.overlap);
   r.RejectUnknown();
+  if (rt.nodes > rt.ranks) {
+    throw SpecError("runtime.nodes", "is " + std::to_string(rt.nodes) + " but runtime.ranks is " +
+                                         std::to_string(rt.ranks) + ": every node runs at least one rank");
+  }
   const std::string& d = rt.device;
   bool cuda_n = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
                 std::all_of(d.begin() + 5, d.end(), [](char c) { return std::isdigit(c); });
@@ -474,6 +483,10 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
                                              ") so that some steps are measured");
   }
   if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
+  if (spec.runtime.ranks > 1) {
+    throw SpecError("runtime.ranks", "data-parallel ranks are frontier-trial's (docs/distributed.md); a trial "
+                                     "command runs as one process and starts its own ranks if it has any");
+  }
   ObjectReader cr(*r.Get("command"), "command");
   spec.command.enabled = true;
   const json* argv = cr.Get("argv");
@@ -531,6 +544,12 @@ TrialSpec ParseTrialSpec(const json& j) {
   if (bev_task && !spec.arch.bev.enabled) throw SpecError("arch.bev", "the bev-synthetic dataset needs an arch.bev section");
   if (!bev_task && spec.arch.bev.enabled) throw SpecError("arch.bev", "only the bev-synthetic dataset takes a bev section");
   ResolveArch(spec.arch, spec.task);  // shape-dependent checks
+  if (spec.runtime.ranks > spec.task.batch_size && spec.runtime.batch_policy == "split_global") {
+    throw SpecError("runtime.ranks", std::to_string(spec.runtime.ranks) + " ranks cannot split a global batch of " +
+                                         std::to_string(spec.task.batch_size) +
+                                         " (task.batch_size): every rank needs a row; lower the ranks or use "
+                                         "batch_policy fixed_per_rank");
+  }
   return spec;
 }
 
@@ -641,7 +660,15 @@ static json StagesJson(const std::vector<StageSpec>& list) {
 }
 
 static json RuntimeJson(const RuntimeSpec& r) {
-  return {{"precision", r.precision}, {"memory_format", r.memory_format}, {"threads", r.threads}, {"device", r.device}};
+  json out = {{"precision", r.precision}, {"memory_format", r.memory_format}, {"threads", r.threads}, {"device", r.device}};
+  if (r.ranks > 1) {  // one-rank specs keep their earlier form
+    out.update({{"ranks", r.ranks},
+                {"nodes", r.nodes},
+                {"batch_policy", r.batch_policy},
+                {"bucket_cap_mb", r.bucket_cap_mb},
+                {"overlap", r.overlap}});
+  }
+  return out;
 }
 
 static json ProfileJson(const ProfileSpec& p) { return {{"steps", p.steps}, {"start", p.start}, {"tool", p.tool}}; }

@@ -164,8 +164,17 @@ struct ArchSpec {
 struct RuntimeSpec {
   std::string precision = "fp32";          // fp32 | bf16 | fp16
   std::string memory_format = "contiguous";  // contiguous | channels_last
-  int threads = 0;                         // intra-op threads; 0 = all cores
+  int threads = 0;                         // intra-op threads (per rank); 0 = all cores
   std::string device = "auto";             // auto | cpu | cuda | cuda:N
+  // Data parallelism (docs/distributed.md): the trial's rank processes and
+  // the nodes they span; how the batch is shared (split_global: task.batch_size
+  // is the global batch; fixed_per_rank: it is each rank's); the gradient
+  // buckets' size and whether their all-reduce overlaps backward.
+  int ranks = 1;
+  int nodes = 1;
+  std::string batch_policy = "split_global";  // split_global | fixed_per_rank
+  double bucket_cap_mb = 25;
+  bool overlap = true;
 };
 
 // Profiling of a few training steps (docs/profiling.md). On by default for

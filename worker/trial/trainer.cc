@@ -10,6 +10,7 @@
 #include <torch/version.h>
 
 #include "worker/trial/data/dataset.h"
+#include "worker/trial/distributed/data_parallel.h"
 #include "worker/trial/measure/bottleneck.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/flop_counter.h"
@@ -24,6 +25,7 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+namespace dist = frontier::distributed;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -103,6 +105,7 @@ std::string ErrorKind(const std::exception& e) {
   if (dynamic_cast<const DataError*>(&e)) return "data";
   if (dynamic_cast<const UnsupportedPrecision*>(&e)) return "precision";
   if (IsOutOfMemory(e)) return "out_of_memory";
+  if (dynamic_cast<const dist::DistributedError*>(&e)) return "distributed";
   return "runtime";
 }
 
@@ -152,6 +155,7 @@ class TrialRun {
     result_["device_name"] = dev_.name;
     CheckPrecision(rt_.precision, dev_);
     if (dev_.is_cuda()) torch::cuda::manual_seed_all(spec_.seed);
+    ConnectRanks();
     format_ =
         rt_.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 
@@ -165,18 +169,18 @@ class TrialRun {
     model::SetMemoryFormat(*net_, format_);
     const int64_t params = model::CountParameters(*net_);
     flops_ = CountModelFlops(
-        net_, Normalize(data_, data_.train.images.slice(0, 0, task_spec_.batch_size), dev_.device, format_));
+        net_, Normalize(data_, data_.train.images.slice(0, 0, shard_.count), dev_.device, format_));
     peak_ = DevicePeakFlops(rt_.precision, dev_,
                             options_.peak_flops_json.empty() ? std::nullopt
                                                              : std::optional(ParseGivenPeaks(options_.peak_flops_json)));
     result_["params"] = params;
     result_["flops"] = {{"forward_per_step", flops_.forward},
                         {"train_per_step", flops_.train_step},
-                        {"train_per_sample", flops_.train_step / task_spec_.batch_size},
+                        {"train_per_sample", flops_.train_step / shard_.count},
                         {"forward_by_op", flops_.forward_by_op},
                         {"convention", task_->flop_convention()}};
     result_["peak_flops"] = peak_.ToJson();
-    options_.emit({{"event", "start"},
+    Emit({{"event", "start"},
                    {"trial_id", spec_.trial_id},
                    {"device", dev_.device.str()},
                    {"device_name", dev_.name},
@@ -184,14 +188,23 @@ class TrialRun {
                    {"params", params},
                    {"train_flops_per_step", flops_.train_step},
                    {"peak_flops_per_s", peak_.flops_per_s},
-                   {"peak_flops_source", peak_.source}});
+                   {"peak_flops_source", peak_.source},
+                   {"ranks", rt_.ranks}});
   }
 
   void Train() {
     parameters_ = net_->parameters();
+    if (group_) {  // rank 0's initial parameters and buffers on every rank, then the gradient hooks
+      dist::DataParallelOptions options;
+      options.bucket_cap_mb = rt_.bucket_cap_mb;
+      options.overlap = rt_.overlap;
+      options.batch_policy = *dist::ParseBatchPolicy(rt_.batch_policy);
+      dp_ = std::make_unique<dist::DataParallel>(*group_, parameters_, net_->buffers(), options);
+    }
     optimizer_ = MakeOptimizer(task_spec_.optimizer, parameters_);
     scaler_ = std::make_unique<LossScaler>(rt_.precision == "fp16");
-    sampler_ = std::make_unique<BatchSampler>(data_, task_spec_.batch_size, task_spec_.augment,
+    // Every rank draws the same global batches (same seed) and trains on its rows of them.
+    sampler_ = std::make_unique<BatchSampler>(data_, static_cast<int>(shard_.global), task_spec_.augment,
                                               static_cast<uint64_t>(spec_.seed));
     MemoryTracker memory(dev_);
     memory.Start();
@@ -209,6 +222,8 @@ class TrialRun {
         step_times_.push_back(s.step_s);
         data_waits_.push_back(s.wait_s);
         train_time_ += s.step_s;
+        own_step_times_.push_back(s.own_step_s);
+        comms_.push_back(s.comms);
       }
       steps_run_ = step + 1;
       last_loss_ = s.loss;
@@ -239,13 +254,16 @@ class TrialRun {
     result_["steps_run"] = steps_run_;
     result_["warmup_steps"] = task_spec_.warmup_steps;
     result_["step_time_ms"] = StatsJson(steps, 1e3);
+    result_["ranks"] = rt_.ranks;
     result_["data_wait_ms"] = StatsJson(waits, 1e3);
     result_["data_wait_fraction"] = steps.sum + waits.sum > 0 ? waits.sum / (steps.sum + waits.sum) : 0.0;
     if (steps.n > 0) {
       const double achieved = flops_.train_step / steps.median;
-      result_["throughput"] = {
-          {"samples_per_s", task_spec_.batch_size / steps.median},
-          {"end_to_end_samples_per_s", steps.n * task_spec_.batch_size / (steps.sum + waits.sum)}};
+      // Global rows per (slowest rank's) step; per rank: that over the ranks.
+      const double rows = static_cast<double>(shard_.global);
+      result_["throughput"] = {{"samples_per_s", rows / steps.median},
+                               {"per_rank_samples_per_s", rows / rt_.ranks / steps.median},
+                               {"end_to_end_samples_per_s", steps.n * rows / (steps.sum + waits.sum)}};
       result_["achieved_flops_per_s"] = achieved;
       result_["mfu"] = achieved / peak_.flops_per_s;
     } else {
@@ -279,6 +297,7 @@ class TrialRun {
       result_["profile"]["profiled_step_time_ms"] = StatsJson(Summarize(profiled_times_), 1e3);
       if (!profile_error.empty()) result_["profile"]["error"] = profile_error;
     }
+    AggregateRanks(skip, steps);
     result_["bottleneck"] = BottleneckVerdict(result_);
   }
 
@@ -286,8 +305,113 @@ class TrialRun {
 
  private:
   struct StepResult {
-    double step_s = 0, wait_s = 0, loss = 0, lr = 0;
+    double step_s = 0;      // the slowest rank's (this one's with one rank)
+    double own_step_s = 0;  // this rank's
+    double wait_s = 0, loss = 0, lr = 0;
+    dist::CommFigures comms;  // the gradient all-reduce; zeros with one rank
   };
+
+  void Emit(const json& event) const {
+    if (rank_ == 0) options_.emit(event);  // rank 0 speaks for the trial
+  }
+
+  // With runtime.ranks > 1: this process's rank from its environment (the
+  // worker, srun or torchrun set it), the process group, this rank's rows of
+  // each global batch. With one rank: the whole batch.
+  void ConnectRanks() {
+    const dist::BatchPolicy policy = *dist::ParseBatchPolicy(rt_.batch_policy);
+    shard_ = dist::ShardOf(task_spec_.batch_size, 0, 1, policy);
+    if (rt_.ranks == 1) return;
+    std::string problem;
+    const std::optional<dist::Rendezvous> rendezvous = dist::RendezvousFromEnvironment(&problem);
+    if (!rendezvous) {
+      throw dist::DistributedError(
+          !problem.empty() ? problem
+                           : "runtime.ranks is " + std::to_string(rt_.ranks) +
+                                 " but this process has no rendezvous in its environment (FRONTIER_RANK, "
+                                 "FRONTIER_WORLD_SIZE and FRONTIER_RENDEZVOUS, or torchrun's or srun's "
+                                 "variables): frontier-worker starts a trial's ranks (docs/distributed.md)");
+    }
+    if (rendezvous->world_size != rt_.ranks) {
+      throw dist::DistributedError("runtime.ranks is " + std::to_string(rt_.ranks) + " but the environment says " +
+                                   std::to_string(rendezvous->world_size) + " ranks");
+    }
+    rank_ = rendezvous->rank;
+    result_["rank"] = rank_;
+    group_ = dist::ProcessGroup::Connect(*rendezvous, dev_.is_cuda() ? dist::Backend::kNccl : dist::Backend::kGloo);
+    shard_ = dist::ShardOf(task_spec_.batch_size, rank_, rt_.ranks, policy);
+  }
+
+  // The result's "distributed" section and comms metrics: each rank's
+  // medians over the measured steps, gathered on every rank (a collective),
+  // written by rank 0 (docs/distributed.md).
+  void AggregateRanks(size_t skip, const SeriesStats& steps) {
+    const auto median_of = [&](auto field) {
+      std::vector<double> values;
+      for (size_t i = skip; i < comms_.size(); ++i) values.push_back(field(comms_[i]));
+      return Summarize(values).median;
+    };
+    const double allreduce = median_of([](const dist::CommFigures& c) { return c.allreduce_s; });
+    const double exposed = median_of([](const dist::CommFigures& c) { return c.exposed_s; });
+    const double step = steps.n > 0 ? steps.median : 0.0;
+    if (!group_) {
+      result_["comms_ms"] = 0.0;
+      result_["comms_exposed_ms"] = 0.0;
+      result_["comms_exposed_share"] = 0.0;
+      return;
+    }
+    const SeriesStats own = Summarize({own_step_times_.begin() + std::min(skip, own_step_times_.size()),
+                                       own_step_times_.end()});
+    const double mfu = result_.value("mfu", json()).is_number() ? result_["mfu"].get<double>() : 0.0;
+    const std::vector<double> mine = {own.median,
+                                      allreduce,
+                                      exposed,
+                                      median_of([](const dist::CommFigures& c) { return c.unpack_s; }),
+                                      step > 0 ? shard_.count / step : 0.0,
+                                      mfu,
+                                      result_.value("peak_memory_mb", 0.0),
+                                      static_cast<double>(shard_.count)};
+    const std::vector<std::vector<double>> ranks = group_->AllGather(mine, "the ranks' figures");
+    json per_rank = json::array();
+    double worst_allreduce = 0, worst_exposed = 0;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const std::vector<double>& f = ranks[r];
+      worst_allreduce = std::max(worst_allreduce, f[1]);
+      worst_exposed = std::max(worst_exposed, f[2]);
+      per_rank.push_back({{"rank", r},
+                          {"step_time_ms", f[0] * 1e3},
+                          {"allreduce_ms", f[1] * 1e3},
+                          {"exposed_ms", f[2] * 1e3},
+                          {"unpack_ms", f[3] * 1e3},
+                          {"samples_per_s", f[4]},
+                          {"mfu", f[5]},
+                          {"peak_memory_mb", f[6]},
+                          {"rows_per_step", static_cast<int64_t>(f[7])}});
+    }
+    int in_backward = 0;
+    if (!comms_.empty()) in_backward = comms_.back().buckets_launched_in_backward;
+    const double share = step > 0 ? worst_exposed / step : 0.0;
+    result_["comms_ms"] = worst_allreduce * 1e3;
+    result_["comms_exposed_ms"] = worst_exposed * 1e3;
+    result_["comms_exposed_share"] = share;
+    result_["distributed"] = {{"ranks", rt_.ranks},
+                              {"nodes", rt_.nodes},
+                              {"backend", group_->backend_name()},
+                              {"batch_policy", rt_.batch_policy},
+                              {"global_batch", shard_.global},
+                              {"bucket_cap_mb", rt_.bucket_cap_mb},
+                              {"overlap", rt_.overlap},
+                              {"buckets", dp_->bucket_count()},
+                              {"buckets_launched_in_backward", in_backward},
+                              {"allreduce_bytes_per_step", dp_->gradient_bytes()},
+                              {"step_time_ms", step * 1e3},
+                              {"allreduce_ms", worst_allreduce * 1e3},
+                              {"exposed_ms", worst_exposed * 1e3},
+                              {"exposed_share", share},
+                              {"figures", "medians over the measured steps; allreduce_ms and exposed_ms the "
+                                          "largest rank's, step_time_ms the slowest rank's"},
+                              {"per_rank", per_rank}};
+  }
 
   // One optimizer step: the batch (its data wait), then forward, backward and
   // update between device-synchronized points; profiled when the profiler covers it.
@@ -295,6 +419,12 @@ class TrialRun {
     const auto data_start = Clock::now();
     if (options_.before_batch) options_.before_batch(step);
     auto [images, labels] = sampler_->Next();
+    torch::Tensor indices = sampler_->LastIndices();
+    if (group_) {  // this rank's rows of the global batch
+      images = images.slice(0, shard_.begin, shard_.begin + shard_.count);
+      labels = labels.slice(0, shard_.begin, shard_.begin + shard_.count);
+      indices = indices.slice(0, shard_.begin, shard_.begin + shard_.count);
+    }
     torch::Tensor x = Normalize(data_, images, dev_.device, format_);
     torch::Tensor y = labels.to(dev_.device);
     Synchronize(dev_);
@@ -308,18 +438,29 @@ class TrialRun {
     torch::Tensor loss;
     {
       AutocastScope autocast(rt_.precision, dev_);
-      loss = task_->TrainingLoss(net_->forward(x), y, data_, sampler_->LastIndices());
+      loss = task_->TrainingLoss(net_->forward(x), y, data_, indices);
     }
+    if (dp_) dp_->BeforeBackward(shard_.weight);
     scaler_->Scale(loss).backward();
+    if (dp_) r.comms = dp_->AfterBackward();  // .grad now holds the global batch's gradient on every rank
     const bool apply = scaler_->Unscale(parameters_);
     if (apply && task_spec_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters_, task_spec_.grad_clip);
     if (apply) optimizer_->step();
     Synchronize(dev_);
     const auto t1 = Clock::now();
     profiler_->AfterStep(step);
-    r.step_s = Seconds(t0, t1);
+    r.step_s = r.own_step_s = Seconds(t0, t1);
     r.wait_s = Seconds(data_start, t0);
     r.loss = loss.item<double>();
+    if (group_) {  // one collective a step: the slowest rank's time, the global batch's loss
+      const auto ranks = group_->AllGather({r.step_s, r.loss * shard_.weight}, "step " + std::to_string(step));
+      r.step_s = 0;
+      r.loss = 0;
+      for (const std::vector<double>& f : ranks) {
+        r.step_s = std::max(r.step_s, f[0]);
+        r.loss += f[1];
+      }
+    }
     return r;
   }
 
@@ -390,7 +531,7 @@ class TrialRun {
     std::vector<double> measured(
         step_times_.begin() + std::min<size_t>(task_spec_.warmup_steps, step_times_.size()),
         step_times_.end());
-    options_.emit({{"event", "progress"},
+    Emit({{"event", "progress"},
                    {"step", steps_run_},
                    {"loss", last_loss_},
                    {"lr", lr},
@@ -407,7 +548,7 @@ class TrialRun {
               {"val_loss", last_eval_.loss},
               {"val_" + task_->quality(), last_eval_.quality},
               {"train_time_s", train_time_}};
-    options_.emit(e);
+    Emit(e);
     e.erase("event");
     evals_.push_back(e);
     if (task_spec_.target && !time_to_target_ && ReachedTarget(*task_spec_.target, last_eval_)) {
@@ -435,6 +576,12 @@ class TrialRun {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<StepProfiler> profiler_;
+  int rank_ = 0;
+  dist::Shard shard_;
+  std::unique_ptr<dist::ProcessGroup> group_;
+  std::unique_ptr<dist::DataParallel> dp_;  // after group_: destroyed before it
+  std::vector<double> own_step_times_;       // this rank's step times (step_times_: the slowest rank's)
+  std::vector<dist::CommFigures> comms_;     // per measured step
 
   std::vector<double> step_times_, data_waits_;  // seconds, every step outside the profiled ones
   std::vector<double> profiled_times_;           // kept out of step_times_: the profiler slows them down

@@ -38,10 +38,15 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
   }
   options.emit = print;
   const nlohmann::json result = RunTrial(spec, options);
-  print(result);
+  // Rank 0 speaks for a data-parallel trial; the other ranks' standard
+  // output stays empty (under srun every task's output is the trial's).
+  const int rank = result.value("rank", 0);
+  if (rank == 0) print(result);
+  const std::string who = rank == 0 ? "frontier-trial: " : "frontier-trial: rank " + std::to_string(rank) + ": ";
   if (result.contains("error")) {
-    err << "frontier-trial: " << result["status"].get<std::string>() << ": "
-        << result["error"].get<std::string>() << "\n";
+    err << who << result["status"].get<std::string>() << ": " << result["error"].get<std::string>() << "\n";
+  } else if (rank != 0) {
+    err << who << result["status"].get<std::string>() << "\n";
   }
   return ExitCodeFor(result);
 }

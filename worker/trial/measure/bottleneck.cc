@@ -17,6 +17,12 @@ constexpr int kVerdictOperators = 5;
 // data; sure of it from kSureDataWait.
 constexpr double kInputBoundDataWait = 0.20;
 constexpr double kSureDataWait = 0.30;
+// Comms-bound (a data-parallel trial) when at least this share of the
+// slowest rank's step waits for the gradient all-reduce after backward
+// (distributed.exposed_share): communication dominates the step; sure of it
+// from kSureExposedComms.
+constexpr double kCommsBoundExposed = 0.50;
+constexpr double kSureExposedComms = 0.65;
 // With a profile, the largest of the compute, memory and overhead shares
 // decides; the verdict is sure ("high") when it leads the next by at least
 // kHighMargin, "medium" by kMediumMargin, else "low".
@@ -71,11 +77,14 @@ json BottleneckVerdict(const json& result) {
   json verdict = {{"thresholds",
                    {{"input_bound_data_wait_fraction", kInputBoundDataWait},
                     {"sure_data_wait_fraction", kSureDataWait},
+                    {"comms_bound_exposed_share", kCommsBoundExposed},
                     {"high_confidence_margin", kHighMargin},
                     {"medium_confidence_margin", kMediumMargin},
                     {"min_coverage", kMinCoverage}}}};
   const auto number_or_null = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   verdict["data_wait_fraction"] = number_or_null(wait);
+  const double exposed = NumberAt(result, "/distributed/exposed_share");
+  if (std::isfinite(exposed)) verdict["exposed_comms_share"] = exposed;
   verdict["mfu"] = number_or_null(mfu);
   verdict["achieved_flops_per_s"] = number_or_null(achieved);
   verdict["peak_flops_per_s"] = number_or_null(peak);
@@ -128,6 +137,13 @@ json BottleneckVerdict(const json& result) {
     confidence = wait >= kSureDataWait ? "high" : "medium";
     basis_text = "data wait";
     reason = Percent(wait) + " of step time waits for data (threshold " + Percent(kInputBoundDataWait) + ")";
+  } else if (std::isfinite(exposed) && exposed >= kCommsBoundExposed) {
+    kind = "comms-bound";
+    basis = "exposed_comms";
+    confidence = exposed >= kSureExposedComms ? "high" : "medium";
+    basis_text = "exposed all-reduce";
+    reason = Percent(exposed) + " of the slowest rank's step waits for the gradient all-reduce after backward "
+             "(threshold " + Percent(kCommsBoundExposed) + ")";
   } else if (profile != nullptr) {
     basis = "profile";
     struct Share {
@@ -183,6 +199,7 @@ json BottleneckVerdict(const json& result) {
                StringAt(result, "/peak_flops/source", "peak") + ")";
   }
   if (kind != "unknown" && std::isfinite(wait) && basis != "data_wait") summary += "; data wait " + Percent(wait);
+  if (std::isfinite(exposed) && basis != "exposed_comms") summary += "; exposed all-reduce " + Percent(exposed);
   verdict["summary"] = summary + ".";
   return verdict;
 }
