@@ -1,15 +1,25 @@
 // The `frontier` commands (server/cli/commands.h) against an in-process
-// coordinator: what they print (docs/cli.md) and the exit codes a failed
-// call maps to (server/cli/cli.h).
+// coordinator: what they print (docs/cli.md), the exit codes a failed call
+// maps to (server/cli/cli.h), and `frontier watch` naming why an external
+// proposer's search paused (docs/proposers.md).
 #include "server/cli/commands.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "frontier/v1/proposer.grpc.pb.h"
 
 #include "server/cli/cli.h"
 #include "server/cli/read_commands.h"
@@ -124,6 +134,159 @@ TEST_F(CliCommandsTest, AnUnreachableServerIsAFailureWithAHint) {
   EXPECT_EQ(ListExperiments(*ServerSource(client), 10, "table"), kCliFailed);
   const std::string message = GetCapturedStderr();
   EXPECT_NE(message.find("(is frontier-server running at " + address + "?)"), std::string::npos) << message;
+}
+
+// What std::cout is given while it stands in for it: a test thread reads
+// it while the command writes.
+class LockedBuffer final : public std::streambuf {
+ public:
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ protected:
+  int overflow(int ch) override {
+    if (ch == traits_type::eof()) return traits_type::not_eof(ch);
+    std::lock_guard<std::mutex> lock(mu_);
+    text_ += static_cast<char>(ch);
+    return ch;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_.append(s, static_cast<size_t>(n));
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+};
+
+// A Proposer that proposes the one variant of TinySpace and is then finished.
+class OneVariantProposer final : public v1::Proposer::Service {
+  grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*,
+                       v1::ProposeResponse* response) override {
+    v1::ProposedConfig* c = response->add_configs();
+    (*c->mutable_config()->mutable_choices())["stages[*].block"] = 1;
+    c->set_rationale("the only variant");
+    response->set_proposer("one-variant");
+    response->set_finished(true);
+    return grpc::Status::OK;
+  }
+};
+
+// Polls `done` for up to 30 s.
+bool Eventually(const std::function<bool()>& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// `frontier watch` of an external strategy whose proposer is down: the
+// experiment keeps running, the watch prints the pause and its reason, and
+// once the proposer answers, "search resumed", and follows it to its end.
+TEST_F(CliCommandsTest, WatchShowsWhyTheSearchPausedAndWhenItResumed) {
+  // A port with no proposer behind it yet: bound once, then freed.
+  int port = 0;
+  {
+    OneVariantProposer probe;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&probe);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ASSERT_GT(port, 0);
+    server->Shutdown();
+  }
+  const std::string proposer = "127.0.0.1:" + std::to_string(port);
+  std::ofstream(space_) << TinySpace(1) << "strategy: {name: external, address: \"" << proposer
+                        << "\", batch: 1, deadline_s: 5}\n";
+  Client client(Address(), {});
+  const std::string id = SubmitSpace(client);
+  ASSERT_EQ(id, "exp-000001");
+
+  LockedBuffer out;
+  std::streambuf* const cout = std::cout.rdbuf(&out);
+  int watched = -1;
+  std::thread watch([&] {
+    Client watcher(Address(), {});
+    watched = Watch(watcher, id);
+  });
+  const bool paused = Eventually([&] { return out.Text().find("search paused: ") != std::string::npos; });
+  EXPECT_EQ(harness_.store().GetExperiment(id)->state, "running") << "paused, not failed";
+
+  // The proposer comes up: the search resumes, proposes the variant, and ends.
+  OneVariantProposer up;
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(proposer, grpc::InsecureServerCredentials(), &bound);
+  builder.RegisterService(&up);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  const bool resumed =
+      bound == port && Eventually([&] { return out.Text().find("search resumed") != std::string::npos; });
+  std::unique_ptr<v1::WorkerService::Stub> workers = harness_.WorkerStub();
+  v1::RegisterWorkerResponse worker;
+  ASSERT_TRUE(
+      Call(*workers, &v1::WorkerService::Stub::RegisterWorker, v1::RegisterWorkerRequest(), &worker).ok());
+  int ran = 0;
+  Eventually([&] {  // the baseline's seed, then the variant's once it is proposed
+    v1::LeaseTrialRequest req;
+    req.set_worker_id(worker.worker_id());
+    v1::LeaseTrialResponse lease;
+    if (!Call(*workers, &v1::WorkerService::Stub::LeaseTrial, req, &lease).ok() || !lease.has_trial())
+      return false;
+    v1::CompleteTrialRequest done;
+    done.set_worker_id(worker.worker_id());
+    done.set_trial_id(lease.trial_id());
+    done.set_attempt(lease.attempt());
+    done.set_result_json(ResultLine());
+    v1::CompleteTrialResponse reply;
+    return Call(*workers, &v1::WorkerService::Stub::CompleteTrial, done, &reply).ok() && reply.accepted() &&
+           ++ran == 2;
+  });
+  if (!paused || !resumed || ran < 2) {  // the test has failed already: a cancel ends the watch
+    Client canceller(Address(), {});
+    CaptureStdout();
+    ShowExperiment(canceller, id, /*cancel=*/true, "table");
+    GetCapturedStdout();
+  }
+  watch.join();
+  std::cout.rdbuf(cout);
+  server->Shutdown();
+  const std::string text = out.Text();
+  ASSERT_TRUE(paused) << text;
+  ASSERT_TRUE(resumed) << "bound " << bound << " for " << port << "\n" << text;
+  EXPECT_EQ(ran, 2) << text;
+  EXPECT_EQ(watched, kCliOk) << text;
+
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front(), "[0/1] watching " + id);
+  const auto at = [&](const std::string& text) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find(text) != std::string::npos) return i;
+    }
+    return lines.size();
+  };
+  const size_t pause = at("] search paused: "), resume = at("] search resumed"),
+               end = at("] experiment completed");
+  ASSERT_LT(pause, lines.size());
+  // The reason, as `frontier status` shows it: where the proposer is and what failed.
+  const std::string line = lines[pause];
+  EXPECT_EQ(line.substr(line.find("] ") + 2,
+                        std::string("search paused: proposer at " + proposer + " unavailable: ").size()),
+            "search paused: proposer at " + proposer + " unavailable: ")
+      << line;
+  // Nothing listens there yet: gRPC's UNAVAILABLE, as grpc_proposer names it, and its message.
+  EXPECT_NE(line.find(" unavailable: unreachable: failed to connect"), std::string::npos) << line;
+  EXPECT_LT(pause, resume);
+  EXPECT_LT(resume, end);
+  EXPECT_EQ(lines.back(), "[2/2] experiment completed");
 }
 
 TEST(CliCommandsAuthTest, AMissingOrWrongTokenIsDenied) {
