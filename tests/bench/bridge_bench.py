@@ -102,13 +102,7 @@ def main():
     jobs = [(kind, p, e, args.sampler, s, evaluations) for kind in ("bridge", "direct") for p in problems
             for e in encodings for s in range(args.seeds)]
     algorithm = {"bridge": f"bridge-{args.sampler}", "direct": f"optuna-{args.sampler}"}
-    done = {}
-    if args.cache and os.path.exists(args.cache):
-        with open(args.cache) as f:
-            for line in f:
-                run = json.loads(line)
-                if len(run["objectives"]) >= evaluations:
-                    done[(run["problem"], run["encoding"], run["algorithm"], run["seed"])] = run
+    done = sb.cached_runs(args.cache, evaluations)
     key = (lambda job: (job[1], job[2], algorithm[job[0]], job[4]))
     runs = [done[key(job)] for job in jobs if key(job) in done]
     todo = [job for job in jobs if key(job) not in done]

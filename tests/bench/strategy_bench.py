@@ -63,6 +63,19 @@ def hypervolume(points, reference):
     return area
 
 
+def cached_runs(path, evaluations):
+    """The runs in the cache file `path` (one JSON object a line) with at least `evaluations`
+    evaluations, by (problem, encoding, algorithm, seed); {} without the file."""
+    done = {}
+    if path and os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                run = json.loads(line)
+                if len(run["objectives"]) >= evaluations:
+                    done[(run["problem"], run["encoding"], run["algorithm"], run["seed"])] = run
+    return done
+
+
 def optuna_run(job):
     import warnings
 
@@ -121,13 +134,7 @@ def main():
              for seed in range(args.seeds)]
     # Each Optuna run is appended to --cache as it ends, and a later
     # invocation with the same cache runs only what is missing.
-    done = {}
-    if args.cache and os.path.exists(args.cache):
-        with open(args.cache) as f:
-            for line in f:
-                run = json.loads(line)
-                if len(run["objectives"]) >= evaluations:
-                    done[(run["problem"], run["encoding"], run["algorithm"], run["seed"])] = run
+    done = cached_runs(args.cache, evaluations)
     todo = [job for job in jobs if tuple(job[:4]) not in done]
     runs += [done[tuple(job[:4])] for job in jobs if tuple(job[:4]) in done]
     with multiprocessing.Pool(args.jobs) as pool:
