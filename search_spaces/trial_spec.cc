@@ -660,15 +660,9 @@ static json StagesJson(const std::vector<StageSpec>& list) {
 }
 
 static json RuntimeJson(const RuntimeSpec& r) {
-  json out = {{"precision", r.precision}, {"memory_format", r.memory_format}, {"threads", r.threads}, {"device", r.device}};
-  if (r.ranks > 1) {  // one-rank specs keep their earlier form
-    out.update({{"ranks", r.ranks},
-                {"nodes", r.nodes},
-                {"batch_policy", r.batch_policy},
-                {"bucket_cap_mb", r.bucket_cap_mb},
-                {"overlap", r.overlap}});
-  }
-  return out;
+  return {{"precision", r.precision},       {"memory_format", r.memory_format}, {"threads", r.threads},
+          {"device", r.device},             {"ranks", r.ranks},                 {"nodes", r.nodes},
+          {"batch_policy", r.batch_policy}, {"bucket_cap_mb", r.bucket_cap_mb}, {"overlap", r.overlap}};
 }
 
 static json ProfileJson(const ProfileSpec& p) { return {{"steps", p.steps}, {"start", p.start}, {"tool", p.tool}}; }

@@ -1,11 +1,17 @@
 #include "worker/host.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 
 namespace frontier {
 
@@ -40,6 +46,27 @@ std::string TrialFolderName(const std::string& trial_id) {
     name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
   if (name.empty() || name == "." || name == "..") name = "trial";
   return name;
+}
+
+int FreeTcpPort(const std::string& host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("FreeTcpPort: socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    ::close(fd);
+    throw std::runtime_error("FreeTcpPort: '" + host + "' is not an IPv4 address");
+  }
+  socklen_t length = sizeof(address);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    int error = errno;
+    ::close(fd);
+    throw std::runtime_error("FreeTcpPort: bind " + host + ":0: " + std::strerror(error));
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
 }
 
 }  // namespace frontier

@@ -22,4 +22,10 @@ std::string FindOnPath(const std::string& program);
 // agent looks there (docs/profiling.md).
 std::string TrialFolderName(const std::string& trial_id);
 
+// A TCP port on `host` (an IPv4 address; "0.0.0.0": every interface) that
+// was free a moment ago (bound to port 0 and closed): what a launcher passes
+// to a data-parallel trial's ranks as their TCPStore's port. Throws
+// std::runtime_error when no socket can be bound.
+int FreeTcpPort(const std::string& host = "127.0.0.1");
+
 }  // namespace frontier

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   bool no_calibrate = false;
   app.add_flag("--no-calibrate", no_calibrate, help::kNoCalibrate);
   app.add_option("--host-lock", f.host_lock, help::kHostLock)->option_text("FILE");
+  app.add_option("--rank-launcher", f.rank_launcher, help::kRankLauncher)->option_text("local|srun");
+  app.add_option("--rendezvous-host", f.rendezvous_host, help::kRendezvousHost)->option_text("HOST");
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
   f.threads_per_trial_given = threads->count() > 0;
   f.calibrate = !no_calibrate;

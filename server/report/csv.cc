@@ -40,6 +40,12 @@ std::string RenderCsv(const Report& report) {
   header.push_back("label");
   header.push_back("proposer");   // who proposed the config (docs/proposers.md); empty for the baseline
   header.push_back("rationale");  // the reason it gave, if any
+  if (report.data_parallel) {      // docs/distributed.md
+    for (const char* column : {"ranks", "scaling_efficiency", "per_rank_throughput_mean", "comms_ms_mean",
+                               "comms_exposed_share_mean"}) {
+      header.push_back(column);
+    }
+  }
 
   auto join = [](const std::vector<std::string>& fields) {
     std::string out;
@@ -79,6 +85,14 @@ std::string RenderCsv(const Report& report) {
     row.push_back(c.label);
     row.push_back(c.proposer);
     row.push_back(c.rationale);
+    if (report.data_parallel) {
+      row.push_back(std::to_string(c.ranks));
+      row.push_back(c.scaling_efficiency ? CsvNumber(*c.scaling_efficiency) : "");
+      for (const char* metric : {"per_rank_throughput", "comms_ms", "comms_exposed_share"}) {
+        const auto it = c.metrics.find(metric);
+        row.push_back(it == c.metrics.end() ? "" : CsvNumber(it->second.mean));
+      }
+    }
     out += join(row);
   }
   return out;

@@ -71,6 +71,8 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"parity_test", c.parity_test},
                        {"proposer", c.proposer},
                        {"rationale", c.rationale},
+                       {"ranks", c.ranks},
+                       {"scaling_efficiency", OptionalToJson(c.scaling_efficiency)},
                        {"bottleneck",
                         {{"verdicts", c.bottleneck_verdicts},
                          {"summary", c.bottleneck_summary},

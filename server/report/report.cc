@@ -267,6 +267,9 @@ struct ReportBuilder::State {
   size_t parity_index = 0, time_to_target_index = 0;
   ConfigLabeler labeler;
   SearchSpace space_facts;  // the strategy, repeats and grid size, for Report
+  bool data_parallel = false;
+  std::string ranks_dimension;  // the dimension on runtime.ranks; "" when none
+  int base_ranks = 1;
 
   std::vector<Trial> trials;
   std::vector<double> values;  // trial-major, metrics.size() per trial; NaN where absent
@@ -409,6 +412,18 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
   s.constraints = space.constraints;
   s.parity = space.parity;
   s.metrics = SummarizedMetrics(space.objectives, space.constraints, space.parity);
+  // A data-parallel space: ranks vary, or the baseline has more than one.
+  for (const Dimension& d : space.dimensions) {
+    if (std::find(d.paths.begin(), d.paths.end(), "runtime.ranks") != d.paths.end()) s.ranks_dimension = d.name;
+  }
+  const json base_ranks = space.base.contains("/runtime/ranks"_json_pointer) ? space.base["runtime"]["ranks"] : json(1);
+  s.data_parallel = !s.ranks_dimension.empty() || (base_ranks.is_number_integer() && base_ranks.get<int>() > 1);
+  s.base_ranks = base_ranks.is_number_integer() ? base_ranks.get<int>() : 1;
+  if (s.data_parallel) {
+    for (const char* metric : {"per_rank_throughput", "comms_ms", "comms_exposed_share"}) {
+      if (std::find(s.metrics.begin(), s.metrics.end(), metric) == s.metrics.end()) s.metrics.push_back(metric);
+    }
+  }
   for (const std::string& metric : kInternalMetrics) {
     if (std::find(s.metrics.begin(), s.metrics.end(), metric) == s.metrics.end()) s.metrics.push_back(metric);
   }
@@ -483,6 +498,38 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
   s.trials.push_back(t);
 }
 
+namespace {
+
+// Each config's ranks, and at ranks > 1 its scaling efficiency: per-rank
+// throughput over its 1-rank twin's throughput (means over completed seeds).
+void AddScalingEfficiency(const std::string& ranks_dimension, int base_ranks, Report& report) {
+  const auto ranks_of = [&](const ConfigSummary& c) {
+    const json choice =
+        ranks_dimension.empty() || !c.choices.is_object() ? json(base_ranks) : c.choices.value(ranks_dimension, json(base_ranks));
+    return choice.is_number_integer() ? choice.get<int>() : 1;
+  };
+  const auto without_ranks = [&](const ConfigSummary& c) {
+    json others = c.choices;
+    if (others.is_object() && !ranks_dimension.empty()) others.erase(ranks_dimension);
+    return others;
+  };
+  for (ConfigSummary& config : report.configs) config.ranks = ranks_of(config);
+  for (ConfigSummary& config : report.configs) {
+    const auto per_rank = config.metrics.find("per_rank_throughput");
+    if (config.ranks <= 1 || per_rank == config.metrics.end()) continue;
+    const json others = without_ranks(config);
+    for (const ConfigSummary& twin : report.configs) {
+      const auto throughput = twin.metrics.find("throughput");
+      if (twin.ranks != 1 || throughput == twin.metrics.end() || throughput->second.mean <= 0) continue;
+      if (without_ranks(twin) != others) continue;
+      config.scaling_efficiency = per_rank->second.mean / throughput->second.mean;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 Report ReportBuilder::Build(bool front_only) {
   State& s = *state_;
   Report report;
@@ -539,6 +586,8 @@ Report ReportBuilder::Build(bool front_only) {
   configs = std::vector<ConfigSummary>();
   s.groups.clear();
 
+  report.data_parallel = s.data_parallel;
+  if (s.data_parallel) AddScalingEfficiency(s.ranks_dimension, s.base_ranks, report);
   ComputeHypervolume(report);
   const ConfigSummary* baseline =
       has_baseline && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;

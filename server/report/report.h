@@ -97,6 +97,11 @@ struct ConfigSummary {
   // Who proposed it (the strategy, or an external proposer such as
   // "optuna:tpe") and the rationale it gave: of its first trial that has one.
   std::string proposer, rationale;
+  // Data-parallel spaces (docs/distributed.md): this config's ranks, and at
+  // ranks > 1 its per-rank throughput over the throughput of its 1-rank twin
+  // (the config with every other choice equal), when both have completed seeds.
+  int ranks = 1;
+  std::optional<double> scaling_efficiency;
 };
 
 // An external proposer's calls over the experiment (docs/proposers.md),
@@ -134,6 +139,7 @@ struct Report {
   int repeats = 0;
   size_t grid_size = 0;  // 0 when the space has no dimensions
   ProposerCallsSummary proposer_calls;  // set by whoever reads the store (server/rpc/stored_report.cc)
+  bool data_parallel = false;  // the space varies runtime.ranks or its baseline has ranks > 1
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:

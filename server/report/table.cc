@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "server/report/format.h"
@@ -125,7 +126,7 @@ TextTable BuildTextTable(const Report& report, bool wide) {
     bool right, narrow;
     std::function<std::string(const ConfigSummary&)> cell;
   };
-  const std::vector<Column> columns = {
+  std::vector<Column> columns = {
       {"config", false, true, [](const ConfigSummary& c) { return c.label; }},
       {"seeds", true, true, FormatSeeds},
       {quality.val_label, true, true, [&](const ConfigSummary& c) { return FormatMeanAndHalfWidth(c, quality.val); }},
@@ -141,6 +142,19 @@ TextTable BuildTextTable(const Report& report, bool wide) {
       {"parity", false, true, [](const ConfigSummary& c) { return c.parity; }},
       {"front", false, true, FrontMarker},
   };
+  if (report.data_parallel) {  // docs/distributed.md: after samples/s
+    const auto at = std::find_if(columns.begin(), columns.end(), [](const Column& c) { return c.header == "samples/s"; });
+    columns.insert(at + 1, {{"scaling", true, true,
+                             [](const ConfigSummary& c) {
+                               if (!c.scaling_efficiency) return std::string(c.ranks > 1 ? "-" : "");
+                               char text[32];
+                               std::snprintf(text, sizeof text, "%.2f", *c.scaling_efficiency);
+                               return std::string(text);
+                             }},
+                            {"exposed comms %", true, false, [](const ConfigSummary& c) {
+                               return FormatMetric(c, "comms_exposed_share", "%.1f", 100);
+                             }}});
+  }
   table.header.push_back("#");
   table.right_aligned.push_back(true);
   for (const Column& column : columns) {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/agent/placement.h"
+#include "worker/agent/rank_group.h"
 #include "worker/agent/worker_metrics.h"
 #include "worker/host.h"
 
@@ -49,13 +50,21 @@ std::string Seconds(milliseconds duration) { return fmt::format("{:g}", duration
 // Fills in what the worker knows and the coordinator left open: the device,
 // and the thread count when the spec says 0 ("all cores" would oversubscribe
 // a machine running several slots).
+// runtime.ranks when it is a number from 1 up, else 1 (frontier-trial fails a bad value with its path).
+int RanksOf(const json& spec, const char* field = "ranks") {
+  const json runtime = spec.value("runtime", json::object());
+  const json ranks = runtime.is_object() ? runtime.value(field, json(1)) : json(1);
+  return ranks.is_number_integer() && ranks.get<int64_t>() >= 1 && ranks.get<int64_t>() <= 1024 ? ranks.get<int>() : 1;
+}
+
 void PrepareSpec(const AgentOptions& options, json* spec) {
   json& runtime = (*spec)["runtime"];
   if (runtime.is_null()) runtime = json::object();
   if (!runtime.is_object()) return;  // frontier-trial fails it with the field's path
   const auto threads = runtime.find("threads");
   if (options.threads_per_trial > 0 && (threads == runtime.end() || *threads == 0)) {
-    runtime["threads"] = options.threads_per_trial;
+    // threads_per_trial is the trial's: its ranks share it.
+    runtime["threads"] = std::max(1, options.threads_per_trial / RanksOf(*spec));
   }
   const auto device = runtime.find("device");
   if (device == runtime.end() || *device == "auto") runtime["device"] = options.device;
@@ -260,6 +269,13 @@ struct Agent::Lease {
 };
 
 // How one trial runs: what to call it in messages, its stop file, its time limit.
+// A data-parallel trial's ranks and the nodes they span (runtime.ranks/nodes).
+struct Agent::RankPlan {
+  int ranks = 1;
+  int nodes = 1;
+  std::string rendezvous_file;  // the local launcher's FileStore, removed after the trial
+};
+
 struct Agent::Launch {
   std::string what;       // "frontier-trial" or "the command `python3 train.py`"
   std::string stop_file;  // created when the trial is asked to stop
@@ -575,6 +591,29 @@ void Agent::RunTrial(int slot, const Lease& lease) {
     return;
   }
   PrepareSpec(options_, &spec);
+  const std::vector<int> cpus =
+      static_cast<size_t>(slot) < options_.slot_cpus.size() ? options_.slot_cpus[slot] : std::vector<int>();
+  RankPlan plan{RanksOf(spec), RanksOf(spec, "nodes"), ""};
+  if (plan.ranks > 1) {
+    if (plan.nodes > 1 && options_.rank_launcher != "srun") {
+      Report(lease, Outcome{Outcome::Kind::kFail,
+                            fmt::format("runtime.nodes is {} but this worker starts a trial's ranks on its own host "
+                                        "(--rank-launcher local): run a worker with --rank-launcher srun inside a "
+                                        "Slurm allocation of {} nodes (docs/distributed.md)",
+                                        plan.nodes, plan.nodes),
+                            /*retryable=*/false, ""});
+      return;
+    }
+    json& runtime = spec["runtime"];
+    if (options_.rank_launcher != "srun" && options_.device != "cuda" && runtime.is_object() &&
+        runtime.value("threads", json(0)) == 0) {
+      // Each rank's threads: its share of the slot's cores (the smallest share, one spec for all ranks).
+      const SlotCpus split = SplitCpus(cpus.empty() ? UsableCpus() : cpus, plan.ranks);
+      size_t fewest = split.slots.empty() ? 1 : split.slots[0].size();
+      for (const auto& group : split.slots) fewest = std::min(fewest, group.size());
+      runtime["threads"] = std::max<size_t>(1, fewest);
+    }
+  }
   const std::string spec_path = options_.work_dir + "/" + SpecFileName(lease.trial_id, lease.attempt);
   {
     std::ofstream file(spec_path);
@@ -619,8 +658,6 @@ void Agent::RunTrial(int slot, const Lease& lease) {
                          {"FRONTIER_STOP_FILE", launch.stop_file},
                          {"FRONTIER_PROGRESS_EVERY", std::to_string(options_.progress_every)}};
   if (!peak_flops_env_.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peak_flops_env_);
-  const std::vector<int> cpus =
-      static_cast<size_t>(slot) < options_.slot_cpus.size() ? options_.slot_cpus[slot] : std::vector<int>();
   command.cpus = cpus;
   command.memory_limit_mb = options_.memory_limit_mb;
   command.address_space_limit = options_.device != "cuda";
@@ -657,7 +694,11 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   const CpuClaim claim(options_.host_lock, options_.device == "cuda" ? gpu : cpus.empty() ? UsableCpus() : cpus,
                        options_.device == "cuda" ? ".gpu" : ".cpu");
   std::string error;
-  std::unique_ptr<TrialProcess> process = launcher_->Start(command, &error);
+  if (plan.ranks > 1 && options_.rank_launcher != "srun") {
+    plan.rendezvous_file = std::filesystem::absolute(spec_path + ".rendezvous", ignored).string();
+    std::remove(plan.rendezvous_file.c_str());
+  }
+  std::unique_ptr<TrialProcess> process = StartRanks(command, plan, cpus, &error);
   const bool started = process != nullptr;
   Outcome outcome =
       started ? Supervise(lease, launch, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
@@ -670,9 +711,76 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   process.reset();
   std::remove(spec_path.c_str());
   std::remove(launch.stop_file.c_str());
+  if (!plan.rendezvous_file.empty()) std::remove(plan.rendezvous_file.c_str());
   Report(lease, outcome);
   // A trial binary that cannot start fails every trial: do not burn through the queue.
   if (!started) SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
+}
+
+std::unique_ptr<TrialProcess> Agent::StartRanks(const TrialCommand& command, const RankPlan& plan,
+                                                const std::vector<int>& cpus, std::string* error) {
+  if (plan.ranks <= 1) return launcher_->Start(command, error);
+  const auto with = [](TrialCommand c, const std::vector<std::pair<std::string, std::string>>& variables) {
+    for (const auto& [name, value] : variables) {
+      const auto same = [&](const auto& variable) { return variable.first == name; };
+      c.environment.erase(std::remove_if(c.environment.begin(), c.environment.end(), same), c.environment.end());
+      c.environment.emplace_back(name, value);
+    }
+    return c;
+  };
+  const std::string world = std::to_string(plan.ranks);
+  if (options_.rank_launcher == "srun") {
+    // srun starts the tasks (SLURM_PROCID, SLURM_NTASKS) across the allocation, task 0 on its first
+    // node, where this worker runs; its standard output is rank 0's.
+    int port = 0;
+    try {
+      port = FreeTcpPort("0.0.0.0");  // rank 0's TCPStore listens on every interface
+    } catch (const std::exception& e) {
+      *error = std::string("no TCP port for the ranks' rendezvous: ") + e.what();
+      return nullptr;
+    }
+    const std::string host = options_.rendezvous_host.empty() ? options_.host : options_.rendezvous_host;
+    TrialCommand srun = with(command, {{"FRONTIER_RENDEZVOUS", "tcp://" + host + ":" + std::to_string(port)}});
+    const std::vector<std::string> prefix = {
+        "srun", "--nodes=" + std::to_string(plan.nodes), "--ntasks=" + world,
+        "--ntasks-per-node=" + std::to_string((plan.ranks + plan.nodes - 1) / plan.nodes), "--kill-on-bad-exit=1",
+        "--export=ALL"};
+    srun.wrapper.insert(srun.wrapper.begin(), prefix.begin(), prefix.end());
+    srun.cpus.clear();  // srun places its tasks
+    return launcher_->Start(srun, error);
+  }
+  const SlotCpus split = SplitCpus(cpus.empty() ? UsableCpus() : cpus, plan.ranks);
+  std::vector<std::string> gpus = options_.visible_devices;
+  for (int g = static_cast<int>(gpus.size()); g < plan.ranks && options_.visible_devices.empty(); ++g) {
+    gpus.push_back(std::to_string(g));
+  }
+  if (options_.device == "cuda" && static_cast<int>(gpus.size()) < plan.ranks) {
+    *error = fmt::format("runtime.ranks is {} but this worker has {} GPUs", plan.ranks, gpus.size());
+    return nullptr;
+  }
+  std::vector<std::unique_ptr<TrialProcess>> ranks;
+  for (int r = 0; r < plan.ranks; ++r) {
+    std::vector<std::pair<std::string, std::string>> variables = {
+        {"FRONTIER_RANK", std::to_string(r)},
+        {"FRONTIER_WORLD_SIZE", world},
+        {"FRONTIER_RENDEZVOUS", "file://" + plan.rendezvous_file},
+        {"FRONTIER_GLOO_HOSTNAME", "127.0.0.1"}};
+    if (options_.device == "cuda") variables.emplace_back("CUDA_VISIBLE_DEVICES", gpus[r]);
+    TrialCommand rank = with(command, variables);
+    if (options_.device != "cuda") {
+      rank.cpus = split.slots[r];
+      rank = with(rank, {{"FRONTIER_CPUS", FormatCpuList(rank.cpus)}});
+    }
+    rank.memory_limit_mb = command.memory_limit_mb / plan.ranks;  // the trial's limit, shared
+    if (r > 0) rank.wrapper.clear();  // a profiler wraps rank 0 only
+    std::unique_ptr<TrialProcess> process = launcher_->Start(rank, error);
+    if (!process) {
+      *error = fmt::format("rank {} of {}: {}", r, plan.ranks, *error);
+      return nullptr;  // the ranks started so far are killed with their processes
+    }
+    ranks.push_back(std::move(process));
+  }
+  return std::make_unique<RankGroup>(std::move(ranks));
 }
 
 Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialProcess& process) {

@@ -89,6 +89,14 @@ struct AgentOptions {
   // RLIMIT_AS); 0: none. A trial that runs out of memory fails for good
   // (error_kind out_of_memory, the limit in its error).
   int64_t memory_limit_mb = 0;
+  // How a trial with runtime.ranks > 1 starts its ranks (docs/distributed.md):
+  // "local": one frontier-trial per rank on this host, each on its share of
+  // the slot's cores (cuda: rank r on visible_devices[r]), meeting in a
+  // FileStore in work_dir; "srun": one child `srun --nodes=M --ntasks=N ...
+  // frontier-trial ...` inside a Slurm allocation, meeting at a TCPStore on
+  // rendezvous_host (empty: host).
+  std::string rank_launcher = "local";
+  std::string rendezvous_host;
 };
 
 // Runs trials for one coordinator. Run blocks; RequestDrain and RequestStop
@@ -131,6 +139,7 @@ class Agent {
   struct Lease;
   struct Outcome;
   struct Launch;
+  struct RankPlan;
   enum class Retry;
 
   // Calls `rpc(context, worker_id)` with a fresh context whose deadline is
@@ -154,6 +163,10 @@ class Agent {
   bool ReserveTrial();
   void ReleaseTrial();
   void RunTrial(int slot, const Lease& lease);
+  // `command` as one process, or (runtime.ranks > 1) its ranks as one
+  // RankGroup or one srun child; nullptr and *error when none could start.
+  std::unique_ptr<TrialProcess> StartRanks(const TrialCommand& command, const RankPlan& plan,
+                                           const std::vector<int>& cpus, std::string* error);
   // Streams the trial's output until it exits, is killed or times out.
   Outcome Supervise(const Lease& lease, const Launch& launch, TrialProcess& process);
   void Report(const Lease& lease, const Outcome& outcome);

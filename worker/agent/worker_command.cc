@@ -75,6 +75,12 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
   if (f.memory_limit_mb < 0)
     return bad("--memory-limit-mb", std::to_string(f.memory_limit_mb), "a whole number of MiB >= 0");
   options->memory_limit_mb = f.memory_limit_mb;
+  if (f.rank_launcher != "local" && f.rank_launcher != "srun")
+    return bad("--rank-launcher", f.rank_launcher, "local or srun");
+  if (f.rank_launcher == "srun" && FindOnPath("srun").empty())
+    return bad("--rank-launcher", f.rank_launcher, "srun on the PATH (run the worker inside a Slurm allocation)");
+  options->rank_launcher = f.rank_launcher;
+  options->rendezvous_host = f.rendezvous_host;
   options->calibrate = f.calibrate;
   options->host_lock = f.host_lock;
   // Timing isolation: each slot on cores of its own, its threads following them.

@@ -36,6 +36,8 @@ struct WorkerFlags {
   bool metrics_listen_given = false;  // --metrics-listen was on the command line: failing to serve is fatal
   std::string cpus;                   // --cpus LIST (e.g. 0-3 or 0,1); empty: every usable core
   int64_t memory_limit_mb = 0;        // --memory-limit-mb N >= 0; 0: none
+  std::string rank_launcher = "local";  // --rank-launcher local|srun
+  std::string rendezvous_host;          // --rendezvous-host
   bool calibrate = true;              // --no-calibrate turns it off
   std::string host_lock = "/tmp/frontier-host.lock";  // --host-lock FILE; "": none
 };
@@ -73,6 +75,13 @@ inline constexpr const char* kCpus =
 inline constexpr const char* kMemoryLimitMb =
     "memory limit of each trial process in MiB (cgroup v2 memory.max where delegated, else RLIMIT_AS; default 0: "
     "none); a trial out of memory fails for good";
+inline constexpr const char* kRankLauncher =
+    "how a trial with runtime.ranks > 1 starts its ranks: local (default: one frontier-trial per rank on this "
+    "host, each on its share of the slot's cores or its own GPU) or srun (one srun across this Slurm "
+    "allocation's nodes; docs/distributed.md)";
+inline constexpr const char* kRendezvousHost =
+    "with --rank-launcher srun: the name or address the other nodes reach this host at for the ranks' "
+    "rendezvous (default: --name, else the host name)";
 inline constexpr const char* kNoCalibrate =
     "do not measure this device's peak FLOP/s at start (trials then measure their own)";
 inline constexpr const char* kHostLock =

@@ -16,6 +16,8 @@
 
 #include <torch/torch.h>
 
+#include "worker/host.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -500,7 +502,7 @@ TEST(DataParallel, WrongAveragingIsCaught) {
 
 TEST(DataParallel, TcpStoreOnAFreePort) {
   TempDir dir;
-  int port = fd::FreeTcpPort();
+  int port = frontier::FreeTcpPort();
   RankRun run = RunRanks(2, {{"FRONTIER_RENDEZVOUS", "tcp://127.0.0.1:" + std::to_string(port)}, {"DT_STEPS", "3"}}, dir);
   ASSERT_FALSE(run.timed_out);
   for (const RankResult& r : run.ranks) {
@@ -702,7 +704,7 @@ TEST(Rendezvous, ChecksTheStoreAddress) {
   r.store = "etcd://x";
   EXPECT_NE(fd::CheckRendezvous(r).find("neither"), std::string::npos);
   EXPECT_THROW(fd::ProcessGroup::Connect(r), fd::DistributedError);
-  EXPECT_GT(fd::FreeTcpPort(), 0);
+  EXPECT_GT(frontier::FreeTcpPort(), 0);
 }
 
 }  // namespace

@@ -116,27 +116,6 @@ std::string CheckRendezvous(const Rendezvous& r) {
   return "distributed rendezvous: '" + r.store + "' is neither tcp://HOST:PORT nor file:///PATH";
 }
 
-int FreeTcpPort(const std::string& host) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error(std::string("FreeTcpPort: socket: ") + std::strerror(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = 0;
-  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
-    ::close(fd);
-    throw std::runtime_error("FreeTcpPort: '" + host + "' is not an IPv4 address");
-  }
-  socklen_t length = sizeof(address);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    int error = errno;
-    ::close(fd);
-    throw std::runtime_error("FreeTcpPort: bind " + host + ":0: " + std::strerror(error));
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 std::optional<BatchPolicy> ParseBatchPolicy(const std::string& name) {
   if (name == "split_global") return BatchPolicy::kSplitGlobal;
   if (name == "fixed_per_rank") return BatchPolicy::kFixedPerRank;

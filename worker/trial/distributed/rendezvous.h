@@ -37,11 +37,6 @@ std::optional<Rendezvous> RendezvousFromEnvironment(std::string* problem);
 // "" when the rendezvous can be used, else what is wrong with it.
 std::string CheckRendezvous(const Rendezvous& rendezvous);
 
-// A TCP port on `host` that was free a moment ago (bound to port 0 and
-// closed): what a launcher passes to every rank as the TCPStore's port.
-// Throws std::runtime_error when no socket can be bound.
-int FreeTcpPort(const std::string& host = "127.0.0.1");
-
 // How the global batch is shared. kSplitGlobal: the spec's batch size is the
 // global batch B and rank r trains on rows [begin, begin+count) of it (the
 // first B mod N ranks take one row more), so the optimizer sees the same
