@@ -25,7 +25,7 @@ readonly MAX_GLIBC=2.35 MAX_GLIBCXX=3.4.30
 echo "== shellcheck"
 shellcheck -x "$src"/deploy/*.sh "$src"/deploy/docker/*.sh "$src"/deploy/docker/http-health-check \
   "$src"/deploy/frontier-trial-on-gpu "$src"/deploy/kubernetes/*.sh "$src"/deploy/slurm/*.sh \
-  "$src"/deploy/slurm/*.sbatch "$here"/*.sh
+  "$src"/deploy/slurm/*.sbatch "$here"/*.sh "$here"/fake_srun
 # Syntax only (py_compile would leave a __pycache__ in the source tree).
 /usr/bin/python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$src/deploy/docker/grpc-health-check"
 

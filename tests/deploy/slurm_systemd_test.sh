@@ -11,12 +11,27 @@
 #     drains each worker with exactly one signal, also when Slurm signalled
 #     the workers itself; the launcher exits 0;
 #  4. frontier-workers.sbatch under a stand-in srun: starts the launcher and
-#     passes the batch shell's SIGTERM (--signal=B:TERM) on.
+#     passes the batch shell's SIGTERM (--signal=B:TERM) on;
+#  5. frontier-multinode.sbatch (bash -n, then run) with fake_srun as srun and
+#     a stand-in worker that launches a 4-rank, 2-node trial the way
+#     --rank-launcher srun does: one worker with --rank-launcher srun, one
+#     slot and the shared work dir; the per-node check step; each rank sees
+#     its SLURM_PROCID/NTASKS/NODEID, the worker's FRONTIER_RENDEZVOUS, the
+#     cores and GPU per rank (SRUN_CPUS_PER_TASK, SLURM_GPUS_PER_TASK), the
+#     Gloo/NCCL interface, and none of a RANK/WORLD_SIZE left in the
+#     submitting shell; SIGTERM drains the worker once; a batch shell that is
+#     not on the allocation's first node, or a node check that fails, stops
+#     the job before any worker starts.
 #   slurm_systemd_test.sh SOURCE_DIR
 set -euo pipefail
 src="$(cd "$1" && pwd)"
 work="$(mktemp -d)"; pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # the multi-node stand-in worker outlives a killed batch shell
+  if [[ -f "$work/mn/worker.pid" ]]; then kill -9 "$(cat "$work/mn/worker.pid")" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$work"/logs/*.log "$work"/*.log; do [[ -f "$f" ]] && { echo "== $f"; cat "$f"; }; done; exit 1; }
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
@@ -147,4 +162,121 @@ set +e; wait "$batch"; rc=$?; set -e
 [[ $rc -eq 0 ]] || fail "batch script exited $rc"
 for k in 0 1; do grep -q "drained after 1 signal(s)" "$work/logs/worker-$node-gpu$k.log" || fail "batch worker $k not drained once"; done
 echo "  sbatch: launcher started through srun; --signal=B:TERM drained both workers, exit 0"
+
+echo "== frontier-multinode.sbatch"
+bash -n "$src/deploy/slurm/frontier-multinode.sbatch" || fail "bash -n frontier-multinode.sbatch"
+grep -q '^#SBATCH --nodes=' "$src/deploy/slurm/frontier-multinode.sbatch" || fail "frontier-multinode.sbatch asks for no nodes"
+mkdir -p "$work/mn/bin" "$work/mn/slurmbin" "$work/mn/logs" "$work/mn/shared"
+ln -s "$src/tests/deploy/fake_srun" "$work/mn/slurmbin/srun"
+cat > "$work/mn/slurmbin/scontrol" <<'SH'
+#!/bin/bash
+# Stand-in scontrol: `show hostnames LIST` prints the allocation's nodes, first node first.
+[[ "$1 $2" == "show hostnames" ]] || exit 1
+printf '%s\n' "$FAKE_FIRST_NODE" node-b
+SH
+cat > "$work/mn/bin/frontier-worker" <<'SH'
+#!/bin/bash
+# Stand-in agent: records its flags, runs one trial of 4 ranks on 2 nodes as
+# --rank-launcher srun does, then drains on the first SIGTERM.
+terms=0
+trap 'terms=$((terms + 1)); echo "received SIGTERM ($terms)"' TERM
+echo "args: $*"
+echo $$ > "$(dirname "$FRONTIER_LOG_DIR")/worker.pid"
+flag() { local want=$1; shift; while [[ $# -gt 1 ]]; do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
+work_dir=$(flag --work-dir "$@") trial=$(flag --trial-binary "$@")
+echo '{"runtime": {"ranks": 4, "nodes": 2}}' > "$work_dir/trial-1.json"
+FRONTIER_RENDEZVOUS="tcp://$(hostname):29511" srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 \
+  --export=ALL "$trial" --spec "$work_dir/trial-1.json" > "$work_dir/trial-1.out"
+echo "trial exited $?"
+while [[ $terms -eq 0 ]]; do sleep 0.1; done
+sleep 1
+echo "drained after $terms signal(s)"
+SH
+cat > "$work/mn/bin/frontier-trial" <<'SH'
+#!/bin/bash
+# Stand-in rank: prints what it was given.
+[[ -r "$2" ]] || { echo "rank $SLURM_PROCID: cannot read $2" >&2; exit 1; }
+echo "rank=$SLURM_PROCID world=$SLURM_NTASKS node=$SLURM_NODEID local=$SLURM_LOCALID" \
+     "store=$FRONTIER_RENDEZVOUS cpus=${SRUN_CPUS_PER_TASK:-} gpus=${SLURM_GPUS_PER_TASK:-}" \
+     "gloo=${GLOO_SOCKET_IFNAME:-} nccl=${NCCL_SOCKET_IFNAME:-} timeout=${FRONTIER_DIST_TIMEOUT_S:-}" \
+     "RANK=${RANK:-unset} WORLD_SIZE=${WORLD_SIZE:-unset} FRONTIER_RANK=${FRONTIER_RANK:-unset}"
+SH
+chmod +x "$work/mn/bin/"* "$work/mn/slurmbin/scontrol"
+# The batch script as Slurm would run it on this host (env execs bash, so a
+# background run's $! is the batch shell itself).
+mn_env=(env PATH="$work/mn/slurmbin:$PATH" SLURMD_NODENAME="$node" SLURM_SUBMIT_DIR="$work/mn"
+        SLURM_JOB_ID=44 SLURM_JOB_NODELIST="$node,node-b" SLURM_JOB_NUM_NODES=2 SLURM_CPUS_PER_TASK=3
+        SLURM_GPUS_PER_NODE=4 FRONTIER_COORDINATOR=coord:50051 FRONTIER_TOKEN_FILE="$work/worker.token"
+        FRONTIER_BIN_DIR="$work/mn/bin" FRONTIER_WORK_DIR="$work/mn/shared" FRONTIER_LOG_DIR="$work/mn/logs"
+        FRONTIER_IFNAME=ib0 FRONTIER_DIST_TIMEOUT_S=120 RANK=5 WORLD_SIZE=9 FRONTIER_RANK=5)
+multinode() {  # multinode FIRST_NODE [VAR=VALUE...]
+  local first=$1; shift
+  # (bounded: a script that wrongly starts its worker would wait for SIGTERM)
+  timeout -k 5 20 "${mn_env[@]}" FAKE_FIRST_NODE="$first" "$@" bash "$src/deploy/slurm/frontier-multinode.sbatch" \
+    > "$work/mn/batch.log" 2>&1
+}
+"${mn_env[@]}" FAKE_FIRST_NODE="$node" bash "$src/deploy/slurm/frontier-multinode.sbatch" > "$work/mn/batch.log" 2>&1 &
+batch=$!; pids+=("$batch")
+mn_log="$work/mn/logs/worker-$node.log"
+trial_done() { grep -q "trial exited" "$mn_log"; }
+wait_for 20 "the multi-node worker's trial" trial_done
+grep -q "trial exited 0" "$mn_log" || fail "the stand-in trial failed: $(cat "$mn_log" "$work/mn/batch.log")"
+for want in "--rank-launcher srun" "--slots 1" "--device cuda" "--work-dir $work/mn/shared" \
+            "--trial-binary $work/mn/bin/frontier-trial" "--coordinator coord:50051" "--token-file $work/worker.token" \
+            "--name $node-x2"; do
+  grep -q -- "$want" "$mn_log" || fail "multi-node worker lacks '$want': $(grep args: "$mn_log")"
+done
+grep -q "2 node(s) see $work/mn/shared" "$work/mn/batch.log" || fail "no node check: $(cat "$work/mn/batch.log")"
+common="store=tcp://$(hostname):29511 cpus=3 gpus=1 gloo=ib0 nccl=ib0 timeout=120 RANK=unset WORLD_SIZE=unset FRONTIER_RANK=unset"
+want_ranks="rank=0 world=4 node=0 local=0 $common
+rank=1 world=4 node=0 local=1 $common
+rank=2 world=4 node=1 local=0 $common
+rank=3 world=4 node=1 local=1 $common"
+got_ranks=$(sort "$work/mn/shared/trial-1.out")
+[[ "$got_ranks" == "$want_ranks" ]] || fail "the ranks saw:
+$got_ranks
+expected:
+$want_ranks"
+echo "  one worker (--rank-launcher srun, 1 slot, shared work dir); node check on 2 nodes; 4 ranks on 2 nodes"
+echo "  see their rank, the worker's rendezvous, 3 cores and 1 GPU each, Gloo/NCCL on ib0, no stale RANK"
+kill -TERM "$batch"
+gone() { ! kill -0 "$1" 2> /dev/null; }
+wait_for 20 "the multi-node batch script to drain and exit" gone "$batch"
+set +e; wait "$batch"; rc=$?; set -e
+[[ $rc -eq 0 ]] || fail "multi-node batch script exited $rc: $(cat "$work/mn/batch.log")"
+grep -q "drained after 1 signal(s)" "$mn_log" || fail "multi-node worker not drained once: $(cat "$mn_log")"
+echo "  --signal=B:TERM drained the worker with one signal, exit 0"
+rm -f "$work"/mn/logs/*
+set +e; multinode node-a; rc=$?; set -e
+[[ $rc -ne 0 ]] || fail "the batch script ran although this host is not the first node"
+grep -q "first node is node-a" "$work/mn/batch.log" || fail "no reason given: $(cat "$work/mn/batch.log")"
+[[ ! -e "$mn_log" ]] || fail "a worker started on a host that is not the first node"
+echo "  not on the allocation's first node: exit $rc before any worker starts"
+# A second node that does not see the work dir: its tasks run with an empty
+# tmpfs over it (a mount namespace of their own; root only).
+if unshare -m true 2> /dev/null; then
+  rm -f "$work/mn/slurmbin/srun"  # a link to fake_srun: writing through it would change the source tree
+  cat > "$work/mn/slurmbin/srun" <<'SH'
+#!/bin/bash
+# fake_srun, but the tasks of node 1 see an empty FAKE_UNSHARED_DIR.
+opts=(); while [[ $# -gt 0 && "$1" == -* ]]; do opts+=("$1"); shift; done
+exec "$FAKE_SRUN" "${opts[@]}" "$(dirname "$0")/on-node" "$@"
+SH
+  cat > "$work/mn/slurmbin/on-node" <<'SH'
+#!/bin/bash
+# shellcheck disable=SC2016
+[[ "$SLURM_NODEID" == 1 ]] && exec unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' "$FAKE_UNSHARED_DIR" "$@"
+exec "$@"
+SH
+  chmod +x "$work/mn/slurmbin/srun" "$work/mn/slurmbin/on-node"
+  set +e
+  multinode "$node" FAKE_SRUN="$src/tests/deploy/fake_srun" FAKE_UNSHARED_DIR="$work/mn/shared"; rc=$?
+  set -e
+  [[ $rc -ne 0 ]] || fail "the batch script ran although node 1 does not see the work dir"
+  grep -q "is not the folder the worker writes" "$work/mn/batch.log" || fail "no reason given: $(cat "$work/mn/batch.log")"
+  [[ ! -e "$mn_log" ]] || fail "a worker started although a node does not see the work dir"
+  echo "  a node without the shared work dir: exit $rc before any worker starts"
+else
+  echo "  (not root: the unshared-work-dir case is not rehearsed)"
+fi
 echo "slurm and systemd ok"
