@@ -2,7 +2,13 @@
 """Checks what the schemas cannot: that a rendered Frontier overlay hangs
 together and matches the real programs.
 
-  check_manifests.py OVERLAY RENDERED.yaml SECRETS.yaml SERVER_HELP WORKER_HELP DASHBOARDS_DIR
+  check_manifests.py OVERLAY RENDERED.yaml SECRETS.yaml SERVER_HELP WORKER_HELP DASHBOARDS_DIR [TRIAL_HELP]
+
+OVERLAY examples/NAME checks an example file (deploy/kubernetes/examples/)
+instead of a rendered overlay: everything below that applies to its objects,
+no dashboards, and for an Indexed Job of frontier-trial ranks (the
+data-parallel rendezvous) the rules in check_indexed_job. TRIAL_HELP is
+frontier-trial's --help (where it was built), for its flags.
 
 - every Secret, ConfigMap and key a pod refers to exists (Secrets: as made by
   deploy/kubernetes/make-secrets.sh --tls), every Service selects pods and
@@ -16,7 +22,8 @@ together and matches the real programs.
   at the metrics port;
 - workers: a grace period longer than the drain timeout; in gpu-cluster one
   nvidia.com/gpu per pod, a node selector, a GPU toleration, --device=cuda;
-- the dashboards ConfigMap holds exactly metrics/grafana/dashboards/*.json.
+- the dashboards ConfigMap holds exactly metrics/grafana/dashboards/*.json
+  (overlays only).
 Exit 1 with one line per problem.
 """
 import json
@@ -27,6 +34,8 @@ import sys
 import yaml
 
 overlay, rendered_file, secrets_file, server_help_file, worker_help_file, dashboards_dir = sys.argv[1:7]
+trial_help_file = sys.argv[7] if len(sys.argv) > 7 else None
+example = overlay.startswith("examples/")
 problems = []
 
 
@@ -47,7 +56,10 @@ def help_flags(path):
 
 
 flags_of = {"frontier-server": help_flags(server_help_file), "frontier-worker": help_flags(worker_help_file)}
-workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
+if trial_help_file:
+    flags_of["frontier-trial"] = help_flags(trial_help_file)
+services = ("frontier-server", "frontier-worker")  # the long-running programs with /metrics
+workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job")]
 
 
 def arg_value(args, flag, default=None):
@@ -62,7 +74,7 @@ for w in workloads:
     name = f"{w['kind']}/{w['metadata']['name']}"
     template = w["spec"]["template"]
     labels = template["metadata"].get("labels", {})
-    for k, v in w["spec"]["selector"]["matchLabels"].items():
+    for k, v in w["spec"].get("selector", {}).get("matchLabels", {}).items():
         if labels.get(k) != v:
             problem(f"{name}: selector {k}={v} does not match its pod labels")
     pod = template["spec"]
@@ -142,7 +154,9 @@ for w in workloads:
                             problem(f"{cname}: {flag} file {base} is not an item of Secret volume {volume['name']}")
         annotations = template["metadata"].get("annotations", {})
         component = labels.get("app.kubernetes.io/component")
-        if program in flags_of:
+        if program == "frontier-trial" and program not in flags_of:
+            print(f"check_manifests: {cname}: frontier-trial was not built here, its flags are not checked")
+        if program in services:
             if labels.get("app.kubernetes.io/part-of") != "frontier" or component not in ("coordinator", "worker"):
                 problem(f"{cname}: pod labels do not match metrics/prometheus-kubernetes.yml (part-of, component)")
             metrics_listen = arg_value(args, "--metrics-listen", "")
@@ -185,8 +199,100 @@ for s in (o for o in objects if o["kind"] == "Service"):
             if not any(target in pair for pair in declared):
                 problem(f"Service/{s['metadata']['name']} port {p['name']}: no container port {target}")
 
+
+
+def cpus(quantity):
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def check_indexed_job(job):
+    """The data-parallel rendezvous of frontier-trial ranks as an Indexed Job
+    (RendezvousFromEnvironment reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)."""
+    name = f"Job/{job['metadata']['name']}"
+    spec, template = job["spec"], job["spec"]["template"]
+    pod, labels = template["spec"], template["metadata"].get("labels", {})
+    n = spec.get("completions")
+    if not isinstance(n, int) or n < 1 or spec.get("parallelism") != n:
+        problem(f"{name}: completions and parallelism must be the same N (every rank runs at once)")
+    if spec.get("backoffLimit") != 0:
+        problem(f"{name}: backoffLimit must be 0 (a restarted rank cannot rejoin the others; the trial fails)")
+    if pod.get("restartPolicy") != "Never":
+        problem(f"{name}: restartPolicy must be Never")
+    subdomain = pod.get("subdomain")
+    service = next((o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == subdomain), None)
+    if service is None:
+        problem(f"{name}: subdomain {subdomain!r} is no Service here: rank 0 has no stable DNS name")
+    else:
+        if service["spec"].get("clusterIP") != "None":
+            problem(f"{name}: Service/{subdomain} is not headless (clusterIP: None): no per-pod DNS records")
+        if not service["spec"].get("publishNotReadyAddresses"):
+            problem(f"{name}: Service/{subdomain} lacks publishNotReadyAddresses: rank 0's name would wait for readiness")
+        if any(labels.get(k) != v for k, v in service["spec"].get("selector", {}).items()):
+            problem(f"{name}: Service/{subdomain} does not select the Job's pods")
+    trials = [c for c in pod["containers"] if (c.get("command") or [""])[0] == "frontier-trial"]
+    if len(trials) != 1:
+        problem(f"{name}: expected one frontier-trial container, found {len(trials)}")
+        return
+    c = trials[0]
+    env = {e["name"]: e for e in c.get("env", [])}
+    for shadowing in ("FRONTIER_RANK", "FRONTIER_WORLD_SIZE", "FRONTIER_RENDEZVOUS"):
+        if shadowing in env:
+            problem(f"{name}: {shadowing} would take precedence over RANK/WORLD_SIZE/MASTER_ADDR")
+    index_path = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    if env.get("RANK", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != index_path:
+        problem(f"{name}: RANK must come from the pod's completion index ({index_path})")
+    if env.get("WORLD_SIZE", {}).get("value") != str(n):
+        problem(f"{name}: WORLD_SIZE is {env.get('WORLD_SIZE', {}).get('value')!r}, the Job has {n} completions")
+    rank0 = f"{job['metadata']['name']}-0.{subdomain}"
+    address = env.get("MASTER_ADDR", {}).get("value", "")
+    if address != rank0 and not address.startswith(rank0 + "."):
+        problem(f"{name}: MASTER_ADDR {address!r} is not rank 0's DNS name {rank0}")
+    port = env.get("MASTER_PORT", {}).get("value", "")
+    if not port.isdigit() or int(port) not in [q["containerPort"] for q in c.get("ports", [])]:
+        problem(f"{name}: MASTER_PORT {port!r} is not a container port")
+    elif service is not None and int(port) not in [q.get("port") for q in service["spec"].get("ports", [])]:
+        problem(f"{name}: Service/{subdomain} has no port {port}")
+    spec_path = next((a.split("=", 1)[1] for a in c.get("args", []) if a.startswith("--spec=")), None)
+    if spec_path is None:
+        problem(f"{name}: frontier-trial has no --spec=FILE")
+        return
+    folder, base = os.path.split(spec_path)
+    mount = next((m for m in c.get("volumeMounts", []) if m["mountPath"] == folder), None)
+    volume = next((v for v in pod.get("volumes", []) if mount and v["name"] == mount["name"]), {})
+    config_map = config_maps.get(volume.get("configMap", {}).get("name"))
+    if config_map is None:
+        problem(f"{name}: --spec {spec_path} is not in a mounted ConfigMap of this file")
+        return
+    items = volume["configMap"].get("items")
+    key = next((i["key"] for i in items if i["path"] == base), None) if items else base
+    if key not in config_map.get("data", {}):
+        problem(f"{name}: ConfigMap/{config_map['metadata']['name']} has no key for {base}")
+        return
+    try:
+        runtime = json.loads(config_map["data"][key]).get("runtime", {})
+    except ValueError as e:
+        problem(f"{name}: the spec in ConfigMap/{config_map['metadata']['name']} is not JSON: {e}")
+        return
+    ranks, nodes = runtime.get("ranks", 1), runtime.get("nodes", 1)
+    if ranks != n:
+        problem(f"{name}: the spec's runtime.ranks is {ranks}, the Job runs {n} ranks")
+    if not isinstance(nodes, int) or not 1 <= nodes <= ranks:
+        problem(f"{name}: the spec's runtime.nodes {nodes} is not within 1..ranks")
+    threads = runtime.get("threads", 0)
+    limit = c.get("resources", {}).get("limits", {}).get("cpu")
+    if not isinstance(threads, int) or threads < 1 or (limit is not None and threads > cpus(limit)):
+        problem(f"{name}: the spec's runtime.threads {threads} must be 1..the pod's CPU limit {limit} "
+                "(0 would mean every core of the node)")
+
+
+for job in (o for o in objects if o["kind"] == "Job" and o["spec"].get("completionMode") == "Indexed"):
+    check_indexed_job(job)
+
 dashboards = config_maps.get("frontier-grafana-dashboards")
-if not dashboards:
+if example:
+    pass
+elif not dashboards:
     problem("no frontier-grafana-dashboards ConfigMap")
 else:
     want = {f for f in os.listdir(dashboards_dir) if f.endswith(".json")}

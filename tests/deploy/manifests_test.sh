@@ -2,11 +2,15 @@
 # Offline validation of the Kubernetes manifests (deploy/kubernetes):
 #  1. yamllint over deploy/;
 #  2. kustomize (kubectl's built-in) renders the base and each overlay;
-#  3. every rendered object, and the Secrets of make-secrets.sh, against the
+#  3. every rendered object, the Secrets of make-secrets.sh and the examples
+#     (deploy/kubernetes/examples/*.yaml, applied as they are) against the
 #     Kubernetes OpenAPI schemas (kubernetes-models, prometheus-operator
 #     models, via npm), plus a strict unknown-field pass (validate_k8s.mjs);
 #  4. check_manifests.py: references resolve, flags exist in the binaries'
-#     --help, GPU/drain/metrics/TLS invariants, dashboards equal metrics/'s.
+#     --help, GPU/drain/metrics/TLS invariants, dashboards equal metrics/'s;
+#     for the examples' Indexed Job the rendezvous of its frontier-trial
+#     ranks (RANK from the completion index, WORLD_SIZE, rank 0's DNS name
+#     through a headless Service, the port, the spec's ranks).
 # kubectl's client-side dry run is not offline (it asks a server for the
 # schemas), hence 3.
 #   manifests_test.sh BUILD_DIR SOURCE_DIR
@@ -36,8 +40,9 @@ done
 
 echo "== schemas"
 modules="$("$here/npm-deps.sh" "$build/deploy-npm")/node_modules"
+examples=("$src"/deploy/kubernetes/examples/*.yaml)
 NODE_PATH="$modules" node "$here/validate_k8s.mjs" "$work"/base.yaml "$work"/cpu-dev.yaml "$work"/gpu-cluster.yaml \
-  "$work/secrets.yaml" "$src/deploy/kubernetes/components/prometheus-operator/podmonitor.yaml"
+  "$work/secrets.yaml" "$src/deploy/kubernetes/components/prometheus-operator/podmonitor.yaml" "${examples[@]}"
 # The validator must catch what it claims to: a wrong type and a misspelt field.
 sed -e '0,/containerPort: 9465/s//containerPort: metrics/' -e '0,/readinessProbe:/s//readinesProbe:/' \
   "$work/base.yaml" > "$work/broken.yaml"
@@ -47,7 +52,17 @@ fi
 if ! grep -q "must be integer" "$work/broken.out" || ! grep -q "readinesProbe: unknown field" "$work/broken.out"; then
   echo "FAIL: the schema check missed a planted error"; cat "$work/broken.out"; exit 1
 fi
-echo "  (a planted type error and a misspelt field are caught)"
+# ... also inside a Job's pod template.
+job="$src/deploy/kubernetes/examples/trial-indexed-job.yaml"
+sed -e 's/^      subdomain:/      subDomain:/' -e 's/^  completions: 2$/  completions: "2"/' "$job" > "$work/broken-job.yaml"
+if NODE_PATH="$modules" node "$here/validate_k8s.mjs" "$work/broken-job.yaml" > "$work/broken.out" 2>&1; then
+  echo "FAIL: the schema check accepted a broken Job"; cat "$work/broken.out"; exit 1
+fi
+grep -q "completions must be integer" "$work/broken.out" || { echo "FAIL: a string completions passed"; cat "$work/broken.out"; exit 1; }
+sed -e 's/^      subdomain:/      subDomain:/' "$job" > "$work/broken-job.yaml"
+NODE_PATH="$modules" node "$here/validate_k8s.mjs" "$work/broken-job.yaml" > "$work/broken.out" 2>&1 || true
+grep -q "template.spec.subDomain: unknown field" "$work/broken.out" || { echo "FAIL: a misspelt pod field in a Job passed"; cat "$work/broken.out"; exit 1; }
+echo "  (a planted type error and a misspelt field are caught, in a Deployment and in a Job)"
 
 echo "== structure"
 "$build/server/frontier-server" --help > "$work/server-help.txt"
@@ -57,4 +72,28 @@ for t in "${targets[@]}"; do
   /usr/bin/python3 "$here/check_manifests.py" "$name" "$work/$name.yaml" "$work/secrets.yaml" \
     "$work/server-help.txt" "$work/worker-help.txt" "$src/metrics/grafana/dashboards"
 done
+# frontier-trial's flags, where it was built (it needs LibTorch).
+trial_help=()
+if [[ -x "$build/worker/frontier-trial" ]]; then
+  "$build/worker/frontier-trial" --help > "$work/trial-help.txt"; trial_help=("$work/trial-help.txt")
+fi
+structure() {  # structure NAME FILE: check_manifests.py on one example file
+  /usr/bin/python3 "$here/check_manifests.py" "examples/$1" "$2" "$work/secrets.yaml" \
+    "$work/server-help.txt" "$work/worker-help.txt" "$src/metrics/grafana/dashboards" "${trial_help[@]}"
+}
+for f in "${examples[@]}"; do structure "$(basename "$f" .yaml)" "$f"; done
+# The Indexed Job's rendezvous rules must catch what they claim to.
+sed -e 's/value: frontier-dp-trial-0.frontier-dp-trial$/value: frontier-dp-trial-1.frontier-dp-trial/' \
+    -e '0,/value: "2"/s//value: "3"/' -e 's/^  publishNotReadyAddresses: true$/  publishNotReadyAddresses: false/' \
+    -e 's/"ranks": 2/"ranks": 4/' -e "s/job-completion-index/job-index/" -e 's/^  backoffLimit: 0$/  backoffLimit: 6/' \
+    "$job" > "$work/broken-job.yaml"
+if structure broken "$work/broken-job.yaml" > "$work/broken.out" 2>&1; then
+  echo "FAIL: check_manifests.py accepted a broken Indexed Job"; cat "$work/broken.out"; exit 1
+fi
+for want in "MASTER_ADDR 'frontier-dp-trial-1.frontier-dp-trial' is not rank 0's" "WORLD_SIZE is '3'" \
+            "lacks publishNotReadyAddresses" "runtime.ranks is 4" "RANK must come from the pod's completion index" \
+            "backoffLimit must be 0"; do
+  grep -q "$want" "$work/broken.out" || { echo "FAIL: check_manifests.py missed: $want"; cat "$work/broken.out"; exit 1; }
+done
+echo "  (six planted errors of the Indexed Job's rendezvous are caught)"
 echo "manifests ok"
