@@ -8,9 +8,13 @@
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 FROM ${DEBIAN_IMAGE} AS build
+# libgloo-dev: the gloo headers of c10d's ProcessGroupGloo, without which
+# frontier-trial is built without data-parallel trials (docs/distributed.md);
+# at run time libgloo0 comes with libtorch1.13.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config zlib1g-dev nlohmann-json3-dev libtorch-dev \
+      libgloo-dev \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libpqxx-dev prometheus-cpp-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libsqlite3-dev \
  && rm -rf /var/lib/apt/lists/*
