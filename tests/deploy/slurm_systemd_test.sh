@@ -16,15 +16,18 @@
 #     a stand-in worker that launches a 4-rank, 2-node trial the way
 #     --rank-launcher srun does: one worker with --rank-launcher srun, one
 #     slot and the shared work dir; the per-node check step; each rank sees
-#     its SLURM_PROCID/NTASKS/NODEID, the worker's FRONTIER_RENDEZVOUS, the
-#     cores and GPU per rank (SRUN_CPUS_PER_TASK, SLURM_GPUS_PER_TASK), the
+#     its SLURM_PROCID/NTASKS/NODEID, the worker's FRONTIER_RENDEZVOUS (on
+#     FRONTIER_IFNAME's address, --rendezvous-host), the cores and GPU per rank (SRUN_CPUS_PER_TASK, SLURM_GPUS_PER_TASK), the
 #     Gloo/NCCL interface, and none of a RANK/WORLD_SIZE left in the
 #     submitting shell; SIGTERM drains the worker once; a batch shell that is
 #     not on the allocation's first node, or a node check that fails, stops
 #     the job before any worker starts.
-#   slurm_systemd_test.sh SOURCE_DIR
+#     With BUILD_DIR, every flag it gives the worker is in the built
+#     frontier-worker's --help.
+#   slurm_systemd_test.sh SOURCE_DIR [BUILD_DIR]
 set -euo pipefail
 src="$(cd "$1" && pwd)"
+build="${2:-}"
 work="$(mktemp -d)"; pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
@@ -184,8 +187,9 @@ echo "args: $*"
 echo $$ > "$(dirname "$FRONTIER_LOG_DIR")/worker.pid"
 flag() { local want=$1; shift; while [[ $# -gt 1 ]]; do [[ "$1" == "$want" ]] && { echo "$2"; return; }; shift; done; }
 work_dir=$(flag --work-dir "$@") trial=$(flag --trial-binary "$@")
+host=$(flag --rendezvous-host "$@"); host=${host:-$(flag --name "$@")}  # the real worker's default
 echo '{"runtime": {"ranks": 4, "nodes": 2}}' > "$work_dir/trial-1.json"
-FRONTIER_RENDEZVOUS="tcp://$(hostname):29511" srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 \
+FRONTIER_RENDEZVOUS="tcp://$host:29511" srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --kill-on-bad-exit=1 \
   --export=ALL "$trial" --spec "$work_dir/trial-1.json" > "$work_dir/trial-1.out"
 echo "trial exited $?"
 while [[ $terms -eq 0 ]]; do sleep 0.1; done
@@ -208,7 +212,7 @@ mn_env=(env PATH="$work/mn/slurmbin:$PATH" SLURMD_NODENAME="$node" SLURM_SUBMIT_
         SLURM_JOB_ID=44 SLURM_JOB_NODELIST="$node,node-b" SLURM_JOB_NUM_NODES=2 SLURM_CPUS_PER_TASK=3
         SLURM_GPUS_PER_NODE=4 FRONTIER_COORDINATOR=coord:50051 FRONTIER_TOKEN_FILE="$work/worker.token"
         FRONTIER_BIN_DIR="$work/mn/bin" FRONTIER_WORK_DIR="$work/mn/shared" FRONTIER_LOG_DIR="$work/mn/logs"
-        FRONTIER_IFNAME=ib0 FRONTIER_DIST_TIMEOUT_S=120 RANK=5 WORLD_SIZE=9 FRONTIER_RANK=5)
+        FRONTIER_IFNAME=lo FRONTIER_DIST_TIMEOUT_S=120 RANK=5 WORLD_SIZE=9 FRONTIER_RANK=5)
 multinode() {  # multinode FIRST_NODE [VAR=VALUE...]
   local first=$1; shift
   # (bounded: a script that wrongly starts its worker would wait for SIGTERM)
@@ -223,11 +227,22 @@ wait_for 20 "the multi-node worker's trial" trial_done
 grep -q "trial exited 0" "$mn_log" || fail "the stand-in trial failed: $(cat "$mn_log" "$work/mn/batch.log")"
 for want in "--rank-launcher srun" "--slots 1" "--device cuda" "--work-dir $work/mn/shared" \
             "--trial-binary $work/mn/bin/frontier-trial" "--coordinator coord:50051" "--token-file $work/worker.token" \
-            "--name $node-x2"; do
+            "--name $node-x2" "--rendezvous-host 127.0.0.1"; do
   grep -q -- "$want" "$mn_log" || fail "multi-node worker lacks '$want': $(grep args: "$mn_log")"
 done
+if [[ -n "$build" && -x "$build/worker/frontier-worker" ]]; then
+  "$build/worker/frontier-worker" --help > "$work/mn/worker-help.txt"
+  mapfile -t given < <(grep -m1 '^args:' "$mn_log" | grep -o -- ' --[a-z][a-z0-9-]*' | sed 's/^ //')
+  [[ ${#given[@]} -gt 5 ]] || fail "no flags of the multi-node worker found: $(grep args: "$mn_log")"
+  for f in "${given[@]}"; do
+    grep -q -- "$f " "$work/mn/worker-help.txt" || fail "frontier-multinode.sbatch passes $f, which frontier-worker --help does not list"
+  done
+  echo "  every flag it passes is in $build/worker/frontier-worker --help"
+else
+  echo "  (no built frontier-worker given: its flags are not checked against --help)"
+fi
 grep -q "2 node(s) see $work/mn/shared" "$work/mn/batch.log" || fail "no node check: $(cat "$work/mn/batch.log")"
-common="store=tcp://$(hostname):29511 cpus=3 gpus=1 gloo=ib0 nccl=ib0 timeout=120 RANK=unset WORLD_SIZE=unset FRONTIER_RANK=unset"
+common="store=tcp://127.0.0.1:29511 cpus=3 gpus=1 gloo=lo nccl=lo timeout=120 RANK=unset WORLD_SIZE=unset FRONTIER_RANK=unset"
 want_ranks="rank=0 world=4 node=0 local=0 $common
 rank=1 world=4 node=0 local=1 $common
 rank=2 world=4 node=1 local=0 $common
@@ -238,7 +253,7 @@ $got_ranks
 expected:
 $want_ranks"
 echo "  one worker (--rank-launcher srun, 1 slot, shared work dir); node check on 2 nodes; 4 ranks on 2 nodes"
-echo "  see their rank, the worker's rendezvous, 3 cores and 1 GPU each, Gloo/NCCL on ib0, no stale RANK"
+echo "  see their rank, the rendezvous on lo's address, 3 cores and 1 GPU each, Gloo/NCCL on lo, no stale RANK"
 kill -TERM "$batch"
 gone() { ! kill -0 "$1" 2> /dev/null; }
 wait_for 20 "the multi-node batch script to drain and exit" gone "$batch"
@@ -252,6 +267,12 @@ set +e; multinode node-a; rc=$?; set -e
 grep -q "first node is node-a" "$work/mn/batch.log" || fail "no reason given: $(cat "$work/mn/batch.log")"
 [[ ! -e "$mn_log" ]] || fail "a worker started on a host that is not the first node"
 echo "  not on the allocation's first node: exit $rc before any worker starts"
+set +e; multinode "$node" FRONTIER_IFNAME=no-such-if0; rc=$?; set -e
+if [[ $rc -eq 0 ]] || ! grep -q "no IPv4 address on FRONTIER_IFNAME=no-such-if0" "$work/mn/batch.log"; then
+  fail "an interface without an address was not refused: $(cat "$work/mn/batch.log")"
+fi
+[[ ! -e "$mn_log" ]] || fail "a worker started without a rendezvous address"
+echo "  FRONTIER_IFNAME without an IPv4 address here: exit $rc before any worker starts"
 # A second node that does not see the work dir: its tasks run with an empty
 # tmpfs over it (a mount namespace of their own; root only).
 if unshare -m true 2> /dev/null; then
