@@ -400,8 +400,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "t.yaml:10: space.flavour: unknown field 'flavour' in arch; expected one of activation, "
                   "depth_mult, dropout, norm, norm_groups, stages, stem, width_mult"},
         ErrorCase{"UnknownRuntimeField", "space:\n  runtime.dtype: [fp32]\n",
-                  "t.yaml:10: space.runtime.dtype: unknown field 'dtype' in runtime; expected one of device, "
-                  "memory_format, precision, threads"},
+                  "t.yaml:10: space.runtime.dtype: unknown field 'dtype' in runtime; expected one of "
+                  "batch_policy, bucket_cap_mb, device, memory_format, nodes, overlap, precision, ranks, threads"},
         ErrorCase{"IndexOutOfRange", "space:\n  stages[2].block: [basic]\n",
                   "t.yaml:10: space.stages[2].block: index 2 is out of range: arch.stages has 2 entries"},
         ErrorCase{"IndexIntoAScalar", "space:\n  norm[0]: [batch]\n",
@@ -439,7 +439,14 @@ INSTANTIATE_TEST_SUITE_P(
                   "  - {metric: accuracy, goal: maximize}\n",
                   "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
                   "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
-                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms"},
+                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+                  "comms_exposed_share, per_rank_throughput"},
+        ErrorCase{"ScalingEfficiencyObjective",
+                  "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
+                  "  - {metric: scaling_efficiency, goal: maximize}\n",
+                  "t.yaml:4: objectives[0].metric: scaling_efficiency is the report's, from a config and its 1-rank "
+                  "twin (docs/distributed.md), so no trial has it to select on; use per_rank_throughput or "
+                  "comms_exposed_share"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
                   "test_accuracy}]\n",
@@ -453,7 +460,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
                   "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
                   "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
-                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms"},
+                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+                  "comms_exposed_share, per_rank_throughput"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
         ErrorCase{"ConstraintBoundNotANumber", "constraints: [{metric: mfu, min: high}]\n",

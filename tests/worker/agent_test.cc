@@ -1142,5 +1142,105 @@ TEST_F(AgentTest, RealTrialRunnerUsesTheCalibratedPeakAndFailsOutOfMemoryOnce) {
   EXPECT_EQ(nlohmann::json::parse(failures[0].result_json())["error_kind"], "out_of_memory");
 }
 
+// A data-parallel trial's spec: kSpec with runtime.ranks (and nodes).
+std::string RanksSpec(int ranks, int nodes = 1) {
+  nlohmann::json spec = nlohmann::json::parse(kSpec);
+  spec["runtime"]["ranks"] = ranks;
+  spec["runtime"]["nodes"] = nodes;
+  return spec.dump();
+}
+
+// A fake frontier-trial rank: records what it was given in rank-<rank>,
+// then rank 0 prints the result (the other ranks print nothing, as frontier-trial's).
+constexpr const char* kRankScript =
+    "r=${FRONTIER_RANK:-$SLURM_PROCID}\n"
+    "{ echo \"rank=$r world=${FRONTIER_WORLD_SIZE:-$SLURM_NTASKS} rdzv=$FRONTIER_RENDEZVOUS "
+    "cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) env_cpus=$FRONTIER_CPUS\"; "
+    "grep -o '\"threads\": [0-9]*' \"$2\"; } > DIR/rank-$r\n"
+    "[ \"$r\" = 0 ] && echo 'RESULT'\n"
+    "exit 0\n";
+
+std::string RankScript(const std::string& dir) {
+  std::string script = kRankScript;
+  script.replace(script.find("DIR"), 3, dir);
+  script.replace(script.find("RESULT"), 6, kResultLine);
+  return script;
+}
+
+TEST_F(AgentTest, LocalRanksEachGetTheirRankCoresAndTheRendezvous) {
+  const std::vector<int> usable = UsableCpus();
+  if (usable.size() < 2) GTEST_SKIP() << "needs two cores";
+  AgentOptions options = Options();  // threads_per_trial 3: the two ranks share it, 1 each
+  options.slot_cpus = {{usable[0], usable[1]}};
+  coordinator_.AddTrial("t1", RanksSpec(2));
+  auto agent = Start(options, Script("rank.sh", RankScript(dir_)));
+  ASSERT_TRUE(agent->Finished());
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(1));
+  const std::string rank0 = ReadFile("rank-0"), rank1 = ReadFile("rank-1");
+  EXPECT_THAT(rank0, testing::HasSubstr("rank=0 world=2 rdzv=file://"));
+  EXPECT_THAT(rank1, testing::HasSubstr("rank=1 world=2 rdzv=file://"));
+  const auto rendezvous = [](const std::string& text) {
+    const size_t at = text.find("rdzv=");
+    return text.substr(at, text.find(' ', at) - at);
+  };
+  EXPECT_EQ(rendezvous(rank0), rendezvous(rank1)) << "both ranks meet at the same store";
+  EXPECT_THAT(rank0, testing::HasSubstr("cpus=" + std::to_string(usable[0]) + " env_cpus=" + std::to_string(usable[0])));
+  EXPECT_THAT(rank1, testing::HasSubstr("cpus=" + std::to_string(usable[1]) + " env_cpus=" + std::to_string(usable[1])));
+  EXPECT_THAT(rank0, testing::HasSubstr("\"threads\": 1"));
+  EXPECT_FALSE(std::filesystem::exists(rendezvous(rank0).substr(12))) << "the FileStore is removed after the trial";
+}
+
+TEST_F(AgentTest, ADeadRankFailsTheTrialNamingItAndStopsTheOtherRanks) {
+  coordinator_.AddTrial("t1", RanksSpec(2));
+  const auto started = std::chrono::steady_clock::now();
+  auto agent = Start(Options(), Script("ranks.sh", "if [ \"$FRONTIER_RANK\" = 1 ]; then\n"
+                                                   "  echo 'rank 1 going down' >&2; sleep 0.3; kill -9 $$\n"
+                                                   "fi\n"
+                                                   "echo $$ > " + dir_ + "/rank0.pid\n"
+                                                   "echo '{\"event\":\"progress\",\"step\":1,\"loss\":1.0}'\n"
+                                                   "exec sleep 30\n"));
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10)) << "rank 0 was not left running";
+  const v1::FailTrialRequest failure = OnlyFailure();
+  EXPECT_THAT(failure.error(), testing::HasSubstr("rank 1 of 2 ended with signal SIGKILL"));
+  EXPECT_THAT(failure.error(), testing::HasSubstr("rank 1 going down"));
+  EXPECT_TRUE(failure.retryable());
+  EXPECT_EQ(nlohmann::json::parse(failure.result_json())["failed_rank"], 1);
+  EXPECT_TRUE(ProcessGone("rank0.pid")) << "rank 0 was stopped";
+}
+
+TEST_F(AgentTest, SrunStartsTheRanksAsOneStepAcrossTheNodes) {
+  // tests/deploy/fake_srun as srun on the PATH the worker looks srun up in.
+  const std::string bin = dir_ + "/bin";
+  std::filesystem::create_directories(bin);
+  std::filesystem::create_symlink(FRONTIER_SOURCE_DIR "/tests/deploy/fake_srun", bin + "/srun");
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", (bin + ":" + path).c_str(), 1);
+  AgentOptions options = Options();
+  options.rank_launcher = "srun";
+  options.rendezvous_host = "node-a";
+  coordinator_.AddTrial("t1", RanksSpec(4, 2));
+  auto agent = Start(options, Script("rank.sh", RankScript(dir_)));
+  const bool finished = agent->Finished();
+  setenv("PATH", path.c_str(), 1);
+  ASSERT_TRUE(finished);
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(1));
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(ReadFile("rank-" + std::to_string(r)),
+                testing::HasSubstr("rank=" + std::to_string(r) + " world=4 rdzv=tcp://node-a:"));
+  }
+}
+
+TEST_F(AgentTest, MoreThanOneNodeNeedsSrun) {
+  coordinator_.AddTrial("t1", RanksSpec(2, 2));
+  auto agent = Start(Options(), Script("never.sh", "touch " + dir_ + "/ran\necho '" + std::string(kResultLine) + "'"));
+  ASSERT_TRUE(agent->Finished());
+  const v1::FailTrialRequest failure = OnlyFailure();
+  EXPECT_THAT(failure.error(), testing::HasSubstr("runtime.nodes is 2"));
+  EXPECT_THAT(failure.error(), testing::HasSubstr("--rank-launcher srun"));
+  EXPECT_FALSE(failure.retryable());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/ran"));
+}
+
 }  // namespace
 }  // namespace frontier

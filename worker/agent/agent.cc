@@ -739,7 +739,7 @@ std::unique_ptr<TrialProcess> Agent::StartRanks(const TrialCommand& command, con
       *error = std::string("no TCP port for the ranks' rendezvous: ") + e.what();
       return nullptr;
     }
-    const std::string host = options_.rendezvous_host.empty() ? options_.host : options_.rendezvous_host;
+    const std::string host = options_.rendezvous_host.empty() ? HostName() : options_.rendezvous_host;
     TrialCommand srun = with(command, {{"FRONTIER_RENDEZVOUS", "tcp://" + host + ":" + std::to_string(port)}});
     const std::vector<std::string> prefix = {
         "srun", "--nodes=" + std::to_string(plan.nodes), "--ntasks=" + world,

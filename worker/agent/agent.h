@@ -94,7 +94,7 @@ struct AgentOptions {
   // the slot's cores (cuda: rank r on visible_devices[r]), meeting in a
   // FileStore in work_dir; "srun": one child `srun --nodes=M --ntasks=N ...
   // frontier-trial ...` inside a Slurm allocation, meeting at a TCPStore on
-  // rendezvous_host (empty: host).
+  // rendezvous_host (empty: HostName()).
   std::string rank_launcher = "local";
   std::string rendezvous_host;
 };

@@ -81,7 +81,7 @@ inline constexpr const char* kRankLauncher =
     "allocation's nodes; docs/distributed.md)";
 inline constexpr const char* kRendezvousHost =
     "with --rank-launcher srun: the name or address the other nodes reach this host at for the ranks' "
-    "rendezvous (default: --name, else the host name)";
+    "rendezvous (default: the host name)";
 inline constexpr const char* kNoCalibrate =
     "do not measure this device's peak FLOP/s at start (trials then measure their own)";
 inline constexpr const char* kHostLock =
