@@ -31,18 +31,22 @@ const std::vector<MetricInfo>& MetricCatalog() {
       // Data-parallel trials (docs/distributed.md): the largest rank's median all-reduce time and the part
       // of it the step waited for after backward, that part's share of the slowest rank's step (0 with one
       // rank), global rows per step over the ranks. scaling_efficiency is the report's (per-rank throughput
-      // over the 1-rank twin config's throughput, when both ran): no single trial has it, so a space cannot
-      // select on it.
+      // over the 1-rank twin config's throughput, when both ran; 1 at one rank): no single trial has it.
       {"comms_ms",         "ms",        false, "comms_ms",                 true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       {"comms_exposed_share", "",       false, "comms_exposed_share",      true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       {"per_rank_throughput", "samples/s", true, "throughput.per_rank_samples_per_s", true, false, false, false, -1, "",          SqlType::kReal,       -1, false, false},
-      {"scaling_efficiency", "",        true,  "scaling_efficiency",       false, false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"scaling_efficiency", "",        true,  "scaling_efficiency",       true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false, true},
       // Only in the SQL views.
       {"test_loss",        "",          false, "test_loss",                false, false, true,  false, -1, "test_loss",           SqlType::kReal,       5,  true,  true},
       {"threads",          "",          true,  "threads",                  false, false, false, false, -1, "threads",             SqlType::kInteger,    11, false, false},
   };
   // clang-format on
   return kCatalog;
+}
+
+bool ReportDerived(std::string_view metric) {
+  const MetricInfo* info = FindMetric(metric);
+  return info != nullptr && info->report_derived;
 }
 
 const MetricInfo* FindMetric(std::string_view name) {

@@ -44,7 +44,16 @@ struct MetricInfo {
   int sql_position;
   bool sql_aggregated;
   bool sql_spread;
+  // Computed by the report per configuration from other configurations'
+  // results, in no trial result (scaling_efficiency: a config against its
+  // 1-rank twin): the report's front and feasibility use it; strategies and
+  // adaptive seeds, which score configurations from their own trials, leave
+  // it out (docs/distributed.md).
+  bool report_derived = false;
 };
+
+// Whether `metric` is one the report derives (MetricInfo::report_derived).
+bool ReportDerived(std::string_view metric);
 
 // Every metric, in the order spaces list them (validation messages), then
 // the ones only the SQL views show.

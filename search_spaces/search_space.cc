@@ -748,11 +748,6 @@ std::string SpaceParser::Metric(const Fields& fields, bool quality_only) const {
   const std::vector<std::string> known =
       MetricNames([&](const MetricInfo& m) { return quality_only ? m.quality : m.selectable; });
   const MetricInfo* info = FindMetric(metric);
-  if (!quality_only && metric == "scaling_efficiency") {
-    Fail(fields.Field("metric"), "scaling_efficiency is the report's, from a config and its 1-rank twin "
-                                 "(docs/distributed.md), so no trial has it to select on; use per_rank_throughput "
-                                 "or comms_exposed_share");
-  }
   if (info == nullptr || std::find(known.begin(), known.end(), metric) == known.end()) {
     Fail(fields.Field("metric"),
          (quality_only ? "'" + metric + "' is not a quality metric" : "unknown metric '" + metric + "'") +

@@ -268,6 +268,7 @@ struct ReportBuilder::State {
   ConfigLabeler labeler;
   SearchSpace space_facts;  // the strategy, repeats and grid size, for Report
   bool data_parallel = false;
+  bool scaling_decides = false;  // an objective or constraint names scaling_efficiency
   std::string ranks_dimension;  // the dimension on runtime.ranks; "" when none
   int base_ranks = 1;
 
@@ -419,7 +420,11 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
   const json base_ranks = space.base.contains("/runtime/ranks"_json_pointer) ? space.base["runtime"]["ranks"] : json(1);
   s.data_parallel = !s.ranks_dimension.empty() || (base_ranks.is_number_integer() && base_ranks.get<int>() > 1);
   s.base_ranks = base_ranks.is_number_integer() ? base_ranks.get<int>() : 1;
-  if (s.data_parallel) {
+  for (const auto* list : {&space.objectives}) {
+    for (const Objective& o : *list) s.scaling_decides = s.scaling_decides || o.metric == "scaling_efficiency";
+  }
+  for (const Constraint& c : space.constraints) s.scaling_decides = s.scaling_decides || c.metric == "scaling_efficiency";
+  if (s.data_parallel || s.scaling_decides) {
     for (const char* metric : {"per_rank_throughput", "comms_ms", "comms_exposed_share"}) {
       if (std::find(s.metrics.begin(), s.metrics.end(), metric) == s.metrics.end()) s.metrics.push_back(metric);
     }
@@ -500,9 +505,10 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
 
 namespace {
 
-// Each config's ranks, and at ranks > 1 its scaling efficiency: per-rank
-// throughput over its 1-rank twin's throughput (means over completed seeds).
-void AddScalingEfficiency(const std::string& ranks_dimension, int base_ranks, Report& report) {
+// Each config's ranks and its scaling efficiency: at ranks > 1 its per-rank
+// throughput over its 1-rank twin's throughput (means over completed seeds),
+// at 1 rank 1; also as the metric "scaling_efficiency" (one value per config).
+void AddScalingEfficiency(const std::string& ranks_dimension, int base_ranks, std::vector<ConfigSummary>& configs) {
   const auto ranks_of = [&](const ConfigSummary& c) {
     const json choice =
         ranks_dimension.empty() || !c.choices.is_object() ? json(base_ranks) : c.choices.value(ranks_dimension, json(base_ranks));
@@ -513,17 +519,23 @@ void AddScalingEfficiency(const std::string& ranks_dimension, int base_ranks, Re
     if (others.is_object() && !ranks_dimension.empty()) others.erase(ranks_dimension);
     return others;
   };
-  for (ConfigSummary& config : report.configs) config.ranks = ranks_of(config);
-  for (ConfigSummary& config : report.configs) {
-    const auto per_rank = config.metrics.find("per_rank_throughput");
-    if (config.ranks <= 1 || per_rank == config.metrics.end()) continue;
-    const json others = without_ranks(config);
-    for (const ConfigSummary& twin : report.configs) {
-      const auto throughput = twin.metrics.find("throughput");
-      if (twin.ranks != 1 || throughput == twin.metrics.end() || throughput->second.mean <= 0) continue;
-      if (without_ranks(twin) != others) continue;
-      config.scaling_efficiency = per_rank->second.mean / throughput->second.mean;
-      break;
+  for (ConfigSummary& config : configs) config.ranks = ranks_of(config);
+  for (ConfigSummary& config : configs) {
+    if (config.ranks == 1) {
+      if (config.metrics.count("throughput")) config.scaling_efficiency = 1.0;
+    } else if (const auto per_rank = config.metrics.find("per_rank_throughput"); per_rank != config.metrics.end()) {
+      const json others = without_ranks(config);
+      for (const ConfigSummary& twin : configs) {
+        const auto throughput = twin.metrics.find("throughput");
+        if (twin.ranks != 1 || throughput == twin.metrics.end() || throughput->second.mean <= 0) continue;
+        if (without_ranks(twin) != others) continue;
+        config.scaling_efficiency = per_rank->second.mean / throughput->second.mean;
+        break;
+      }
+    }
+    if (config.scaling_efficiency) {
+      const double e = *config.scaling_efficiency;
+      config.metrics["scaling_efficiency"] = MetricSummary{1, e, 0, e, e};
     }
   }
 }
@@ -565,11 +577,20 @@ Report ReportBuilder::Build(bool front_only) {
     auto named = [&](const auto& list) {
       return std::any_of(list.begin(), list.end(), [&](const auto& x) { return x.metric == s.metrics[m]; });
     };
-    if (named(s.objectives) || named(s.constraints)) deciding.push_back(m);
+    // scaling_efficiency follows from two throughputs (AddScalingEfficiency).
+    const bool feeds_scaling = s.metrics[m] == "throughput" || s.metrics[m] == "per_rank_throughput";
+    if (named(s.objectives) || named(s.constraints) || (feeds_scaling && s.scaling_decides)) deciding.push_back(m);
   }
   std::vector<ConfigSummary> configs;
   configs.reserve(order.size());
-  for (const auto& [key, group] : order) configs.push_back(s.Summarize(*key, *group, deciding));
+  for (const auto& [key, group] : order) {
+    configs.push_back(s.Summarize(*key, *group, deciding));
+    if (s.scaling_decides) {
+      configs.back().choices =
+          s.labeler.EffectiveChoices(group->config.is_null() ? json::parse(*key) : group->config);
+    }
+  }
+  if (s.scaling_decides) AddScalingEfficiency(s.ranks_dimension, s.base_ranks, configs);
   for (ConfigSummary& config : configs) CheckConstraints(s.constraints, config);
   MarkFront(s.objectives, configs);
 
@@ -587,7 +608,7 @@ Report ReportBuilder::Build(bool front_only) {
   s.groups.clear();
 
   report.data_parallel = s.data_parallel;
-  if (s.data_parallel) AddScalingEfficiency(s.ranks_dimension, s.base_ranks, report);
+  if (s.data_parallel || s.scaling_decides) AddScalingEfficiency(s.ranks_dimension, s.base_ranks, report.configs);
   ComputeHypervolume(report);
   const ConfigSummary* baseline =
       has_baseline && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;

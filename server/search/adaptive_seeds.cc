@@ -27,6 +27,10 @@ std::map<int64_t, double> QualityBySeed(const SearchSpace& space, const Evaluati
 std::optional<std::vector<double>> Optimistic(const SearchSpace& space, const Evaluation& evaluation) {
   std::vector<double> point;
   for (const Objective& objective : space.objectives) {
+    if (ReportDerived(objective.metric)) {  // in no trial result: equal for every config
+      point.push_back(0);
+      continue;
+    }
     std::vector<double> values;
     for (const TrialOutcome& trial : evaluation.trials) {
       if (trial.state != "completed") continue;

@@ -52,11 +52,16 @@ Fitness Score(const std::vector<Objective>& objectives, const std::vector<Constr
     return fitness;
   }
   for (const Objective& objective : objectives) {
+    if (ReportDerived(objective.metric)) {  // in no trial result: equal for every config, the report's front has it
+      fitness.objectives.push_back(0);
+      continue;
+    }
     const std::optional<double> mean = MeanOf(results, objective.metric);
     if (!mean) return Fitness{{}, kNoResult};
     fitness.objectives.push_back(objective.maximize ? -*mean : *mean);
   }
   for (const Constraint& constraint : constraints) {
+    if (ReportDerived(constraint.metric)) continue;
     const std::optional<double> mean = MeanOf(results, constraint.metric);
     if (!mean) return Fitness{{}, kNoResult};
     fitness.violation += Violation(*mean, constraint);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -639,6 +641,61 @@ TEST(TimeToTargetTest, FromEvaluationsAgainstTheBaseline) {
   EXPECT_DOUBLE_EQ(variant.metrics.at("time_to_target_s").mean, 2.25);
   EXPECT_EQ(ReportToJson(report)["time_to_target_goal"], 0.79);
   EXPECT_EQ(TimeToGoal(trials[2].result, "val_loss", 0.1, true), std::nullopt);  // no such metric in evals
+}
+
+// Data-parallel spaces (docs/distributed.md): a config at 2 ranks against its
+// 1-rank twin; scaling efficiency as a report column and as a constraint.
+TEST(ReportTest, ScalingEfficiencyComparesEachConfigWithItsOneRankTwin) {
+  SearchSpace space;
+  space.dimensions = {{"runtime.ranks", {"runtime.ranks"}, {1, 2}}, {"block", {"arch.stages[*].block"}, {"basic", "convnext"}}};
+  space.base = json::parse(R"({"runtime": {"ranks": 1}})");
+  space.objectives = {{"val_accuracy", true}, {"throughput", true}};
+  space.constraints = {{"scaling_efficiency", 0.7, std::nullopt}};
+  space.parity = {"val_accuracy", 0.01};
+  std::vector<TrialRecord> trials;
+  // (ranks, block, throughput, per-rank throughput): basic scales at 0.8, convnext at 0.55.
+  const std::vector<std::tuple<int, std::string, double, double>> runs = {
+      {1, "basic", 100, 100}, {2, "basic", 160, 80}, {1, "convnext", 50, 50}, {2, "convnext", 55, 27.5}};
+  for (const auto& [ranks, block, throughput, per_rank] : runs) {
+    for (int seed = 1; seed <= 2; ++seed) {
+      TrialRecord t;
+      t.trial_id = block + std::to_string(ranks) + "-" + std::to_string(seed);
+      t.config = json::object();
+      if (ranks != 1) t.config["runtime.ranks"] = ranks;
+      if (block != "basic") t.config["block"] = block;
+      t.config_key = t.config.dump();
+      t.is_baseline = ranks == 1 && block == "basic";
+      t.seed = seed;
+      t.state = "completed";
+      t.result = {{"val_accuracy", 0.9},
+                  {"ranks", ranks},
+                  {"throughput", {{"samples_per_s", throughput}, {"per_rank_samples_per_s", per_rank}}},
+                  {"comms_ms", ranks == 1 ? 0.0 : 3.0},
+                  {"comms_exposed_share", ranks == 1 ? 0.0 : 0.25}};
+      trials.push_back(t);
+    }
+  }
+  const Report report = BuildReport("e", space, trials);
+  ASSERT_EQ(report.configs.size(), 4u);
+  EXPECT_TRUE(report.data_parallel);
+  std::map<std::string, const ConfigSummary*> by_label;
+  for (const ConfigSummary& c : report.configs) by_label[c.label] = &c;
+  ASSERT_TRUE(by_label.count("ranks=2") && by_label.count("ranks=2 · convnext")) << report.configs[1].label;
+  const ConfigSummary& basic2 = *by_label["ranks=2"];
+  const ConfigSummary& convnext2 = *by_label["ranks=2 · convnext"];
+  EXPECT_EQ(basic2.ranks, 2);
+  EXPECT_DOUBLE_EQ(*basic2.scaling_efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(*convnext2.scaling_efficiency, 0.55);
+  EXPECT_DOUBLE_EQ(*by_label["baseline"]->scaling_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(basic2.metrics.at("comms_exposed_share").mean, 0.25);
+  // The constraint (scaling_efficiency >= 0.7) holds for basic at 2 ranks, not for convnext.
+  EXPECT_TRUE(basic2.feasible) << basic2.infeasible_reason;
+  EXPECT_FALSE(convnext2.feasible);
+  EXPECT_NE(convnext2.infeasible_reason.find("scaling_efficiency mean 0.55 < min 0.7"), std::string::npos)
+      << convnext2.infeasible_reason;
+  const std::string csv = RenderCsv(report);
+  EXPECT_NE(csv.find(",scaling_efficiency,"), std::string::npos);
+  EXPECT_NE(csv.find(",2,0.8,80.0,3.0,0.25"), std::string::npos) << csv;
 }
 
 }  // namespace
