@@ -495,6 +495,31 @@ TEST(BottleneckVerdictTest, InputBoundWhenDataWaitIsHigh) {
   EXPECT_EQ(BottleneckVerdict(Fixture(0.25, 2e9, 1e11))["confidence"], "medium");
 }
 
+// A data-parallel trial whose step mostly waits for the all-reduce
+// (docs/distributed.md): comms-bound before the profile is asked; below the
+// threshold the profile decides and the summary names the exposed share.
+TEST(BottleneckVerdictTest, CommsBoundWhenTheExposedAllReduceDominates) {
+  json result = Fixture(0.02, 3e10, 1e11);
+  result["profile"] = ProfileFixture(0.7, 0.2, 0.05);
+  result["distributed"] = {{"exposed_share", 0.7}};
+  json v = BottleneckVerdict(result);
+  EXPECT_EQ(v["verdict"], "comms-bound");
+  EXPECT_EQ(v["basis"], "exposed_comms");
+  EXPECT_EQ(v["confidence"], "high");
+  EXPECT_CONTAINS(v["summary"].get<std::string>(),
+                  ("comms-bound (exposed all-reduce, high confidence): 70% of the slowest rank's step waits for the "
+                   "gradient all-reduce after backward (threshold 50%)"));
+  result["distributed"]["exposed_share"] = 0.55;
+  EXPECT_EQ(BottleneckVerdict(result)["confidence"], "medium");
+  result["distributed"]["exposed_share"] = 0.3;
+  v = BottleneckVerdict(result);
+  EXPECT_EQ(v["verdict"], "compute-bound");
+  EXPECT_CONTAINS(v["summary"].get<std::string>(), "; exposed all-reduce 30%");
+  result["data_wait_fraction"] = 0.45;  // input-bound still decides first
+  result["distributed"]["exposed_share"] = 0.7;
+  EXPECT_EQ(BottleneckVerdict(result)["verdict"], "input-bound");
+}
+
 TEST(BottleneckVerdictTest, ComputeBoundFromTheProfile) {
   json result = Fixture(0.02, 3e10, 1e11);
   result["profile"] = ProfileFixture(0.7, 0.2, 0.05);
