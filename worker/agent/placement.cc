@@ -70,6 +70,9 @@ class FileHold final : public HostLock::Hold {
   std::vector<int> fds_;
 };
 
+// The mtime a claim file carries while no contender has touched it.
+constexpr int64_t kMarkSeconds = 1;
+
 int64_t MtimeNs(int fd) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return 0;
@@ -216,12 +219,14 @@ CpuClaim::CpuClaim(const std::string& host_lock_path, const std::vector<int>& de
     File file;
     file.fd = OpenLockFile(host_lock_path + kind + std::to_string(device));
     if (file.fd < 0) continue;
+    // A mark no contender leaves (the epoch's first second), written before
+    // the lock is tried: a contender's touch (now) always comes after the
+    // holder's mark, so the holder cannot overwrite it (marking after taking
+    // the lock raced with a contender that failed in between).
+    const timespec mark[2] = {{0, UTIME_OMIT}, {kMarkSeconds, 0}};
+    futimens(file.fd, mark);
     if (flock(file.fd, LOCK_EX | LOCK_NB) == 0) {
       file.held = true;
-      // A mark no contender writes (the epoch's first second), so theirs (now) is told apart.
-      const timespec mark[2] = {{0, UTIME_OMIT}, {1, 0}};
-      futimens(file.fd, mark);
-      file.mtime_ns = MtimeNs(file.fd);
     } else {
       contended_at_start_ = true;
       futimens(file.fd, nullptr);  // tells the holder that it shared this core
@@ -237,7 +242,7 @@ CpuClaim::~CpuClaim() {
 bool CpuClaim::Shared() const {
   if (contended_at_start_) return true;
   return std::any_of(files_.begin(), files_.end(),
-                     [](const File& file) { return file.held && MtimeNs(file.fd) != file.mtime_ns; });
+                     [](const File& file) { return file.held && MtimeNs(file.fd) != kMarkSeconds * 1000000000LL; });
 }
 
 }  // namespace frontier

@@ -73,7 +73,6 @@ class CpuClaim {
   struct File {
     int fd = -1;
     bool held = false;
-    int64_t mtime_ns = 0;  // after claiming
   };
   std::vector<File> files_;
   bool contended_at_start_ = false;
