@@ -148,7 +148,8 @@ fresh_trial_on() {  # a trial the worker leased under a second ago: far from its
   pg_query "SELECT id FROM trials WHERE state = 'running' AND worker_id = '$1'
             AND started_ms > extract(epoch FROM clock_timestamp()) * 1000 - 1000 LIMIT 1"
 }
-has_fresh_trial() { [[ -n "$(fresh_trial_on "$1")" ]]; }
+# Keeps the trial it found in $fresh: asking again could find none (the trial may end in between).
+has_fresh_trial() { fresh=$(fresh_trial_on "$1"); [[ -n "$fresh" ]]; }
 finished_at_least() {
   [[ $(pg_query "SELECT COUNT(*) FROM trials WHERE experiment_id = '$exp' AND state IN ('completed','failed')") \
      -ge $1 ]]
@@ -172,14 +173,14 @@ start_worker w-n3-a n3
 # One worker leaves abruptly: SIGKILL in the middle of a trial (a lost node).
 w1=$(wid w-n1-a)
 wait_for 60 "a fresh trial on w-n1-a" has_fresh_trial "$w1"
-victim=$(fresh_trial_on "$w1")
+victim=$fresh
 kill -9 "${pids[w-n1-a]}"; wait "${pids[w-n1-a]}" 2>/dev/null || true; unset 'pids[w-n1-a]'
 echo "$(date +%T) left (SIGKILL): w-n1-a during trial $victim"
 
 # One worker leaves politely: SIGTERM drains it; its running trial is finished and recorded.
 w2=$(wid w-n2-a)
 wait_for 60 "a fresh trial on w-n2-a" has_fresh_trial "$w2"
-drained=$(fresh_trial_on "$w2")
+drained=$fresh
 kill -TERM "${pids[w-n2-a]}"
 set +e; wait "${pids[w-n2-a]}"; rc=$?; set -e
 unset 'pids[w-n2-a]'
