@@ -771,7 +771,8 @@ std::unique_ptr<TrialProcess> Agent::StartRanks(const TrialCommand& command, con
       rank.cpus = split.slots[r];
       rank = with(rank, {{"FRONTIER_CPUS", FormatCpuList(rank.cpus)}});
     }
-    rank.memory_limit_mb = command.memory_limit_mb / plan.ranks;  // the trial's limit, shared
+    // The trial's limit, shared (never 0, which would mean none).
+    if (command.memory_limit_mb > 0) rank.memory_limit_mb = std::max<int64_t>(1, command.memory_limit_mb / plan.ranks);
     if (r > 0) rank.wrapper.clear();  // a profiler wraps rank 0 only
     std::unique_ptr<TrialProcess> process = launcher_->Start(rank, error);
     if (!process) {
