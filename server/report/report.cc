@@ -420,9 +420,7 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
   const json base_ranks = space.base.contains("/runtime/ranks"_json_pointer) ? space.base["runtime"]["ranks"] : json(1);
   s.data_parallel = !s.ranks_dimension.empty() || (base_ranks.is_number_integer() && base_ranks.get<int>() > 1);
   s.base_ranks = base_ranks.is_number_integer() ? base_ranks.get<int>() : 1;
-  for (const auto* list : {&space.objectives}) {
-    for (const Objective& o : *list) s.scaling_decides = s.scaling_decides || o.metric == "scaling_efficiency";
-  }
+  for (const Objective& o : space.objectives) s.scaling_decides = s.scaling_decides || o.metric == "scaling_efficiency";
   for (const Constraint& c : space.constraints) s.scaling_decides = s.scaling_decides || c.metric == "scaling_efficiency";
   if (s.data_parallel || s.scaling_decides) {
     for (const char* metric : {"per_rank_throughput", "comms_ms", "comms_exposed_share"}) {

@@ -346,6 +346,12 @@ class TrialRun {
   // medians over the measured steps, gathered on every rank (a collective),
   // written by rank 0 (docs/distributed.md).
   void AggregateRanks(size_t skip, const SeriesStats& steps) {
+    if (!group_) {
+      result_["comms_ms"] = 0.0;
+      result_["comms_exposed_ms"] = 0.0;
+      result_["comms_exposed_share"] = 0.0;
+      return;
+    }
     const auto median_of = [&](auto field) {
       std::vector<double> values;
       for (size_t i = skip; i < comms_.size(); ++i) values.push_back(field(comms_[i]));
@@ -354,12 +360,6 @@ class TrialRun {
     const double allreduce = median_of([](const dist::CommFigures& c) { return c.allreduce_s; });
     const double exposed = median_of([](const dist::CommFigures& c) { return c.exposed_s; });
     const double step = steps.n > 0 ? steps.median : 0.0;
-    if (!group_) {
-      result_["comms_ms"] = 0.0;
-      result_["comms_exposed_ms"] = 0.0;
-      result_["comms_exposed_share"] = 0.0;
-      return;
-    }
     const SeriesStats own = Summarize({own_step_times_.begin() + std::min(skip, own_step_times_.size()),
                                        own_step_times_.end()});
     const double mfu = result_.value("mfu", json()).is_number() ? result_["mfu"].get<double>() : 0.0;
