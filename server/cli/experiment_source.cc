@@ -118,7 +118,7 @@ std::unique_ptr<ExperimentSource> StoreSource(const std::string& url) {
     }
   }
   spdlog::set_level(spdlog::level::warn);  // the coordinator's per-report timings are not the CLI's output
-  return std::make_unique<Stored>(url, OpenStore(url));
+  return std::make_unique<Stored>(url, OpenStore(url, OpenMode::kReadOnly));
 }
 
 }  // namespace frontier

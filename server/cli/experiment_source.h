@@ -3,7 +3,7 @@
 // read directly (--db FILE, --store URL) through the code the coordinator
 // answers with (server/rpc/proto_conversion.h, server/rpc/stored_report.h),
 // so both print the same. Answers are the ExperimentService's messages and
-// statuses; a store is only read.
+// statuses; a store is only read, never migrated.
 #pragma once
 
 #include <memory>
@@ -32,9 +32,9 @@ class ExperimentSource {
 std::unique_ptr<ExperimentSource> ServerSource(Client& client);
 
 // The store at `url` (a SQLite file, sqlite:PATH or postgresql://...), opened
-// as the coordinator opens it (server/store/open_store.h). A SQLite file that
-// does not exist is an error, never created. Throws std::runtime_error (no
-// such file) and StoreError.
+// read-only (OpenMode::kReadOnly: never created, migrated or written; a
+// schema other than this build's is refused, naming the command that
+// migrates it). Throws std::runtime_error (no such file) and StoreError.
 std::unique_ptr<ExperimentSource> StoreSource(const std::string& url);
 
 }  // namespace frontier

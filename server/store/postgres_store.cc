@@ -149,6 +149,8 @@ CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
 )sql",
 };
 
+constexpr int kLatestSchema = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
     "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, rationale";
@@ -266,8 +268,11 @@ void PrepareStatements(pqxx::connection& c) {
 // connections: their commits return before the WAL reaches the disk.
 class PostgresStore::Pool {
  public:
-  Pool(std::string url, int size, bool synchronous)
-      : url_(std::move(url)), synchronous_(synchronous), slots_(static_cast<size_t>(std::max(1, size))) {
+  Pool(std::string url, int size, bool synchronous, bool read_only)
+      : url_(std::move(url)),
+        synchronous_(synchronous),
+        read_only_(read_only),
+        slots_(static_cast<size_t>(std::max(1, size))) {
     for (size_t i = 0; i < slots_.size(); ++i) free_.push_back(i);
   }
 
@@ -298,6 +303,7 @@ class PostgresStore::Pool {
       if (!conn || !conn->is_open()) {
         conn = std::make_unique<pqxx::connection>(url_);
         if (!synchronous_) conn->set_variable("synchronous_commit", "off");
+        if (read_only_) conn->set_variable("default_transaction_read_only", "on");
         PrepareStatements(*conn);
       }
       return body(*conn);
@@ -310,6 +316,7 @@ class PostgresStore::Pool {
  private:
   std::string url_;
   bool synchronous_;
+  bool read_only_;  // every transaction read-only
   std::vector<std::unique_ptr<pqxx::connection>> slots_;
   std::vector<size_t> free_;
   std::mutex mu_;
@@ -349,17 +356,29 @@ auto PostgresStore::RelaxedStatement(const char* what, Body&& body) {
   return Run<pqxx::nontransaction>(*relaxed_, what, std::forward<Body>(body));
 }
 
-PostgresStore::PostgresStore(const std::string& url, int pool_size)
+PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mode)
     : url_(url),
-      pool_(std::make_unique<Pool>(url, pool_size, /*synchronous=*/true)),
-      relaxed_(std::make_unique<Pool>(url, std::max(1, pool_size / 4), /*synchronous=*/false)) {
+      pool_(std::make_unique<Pool>(url, pool_size, /*synchronous=*/true, mode == OpenMode::kReadOnly)),
+      relaxed_(std::make_unique<Pool>(url, std::max(1, pool_size / 4), /*synchronous=*/false,
+                                      mode == OpenMode::kReadOnly)) {
+  if (mode == OpenMode::kReadOnly) {
+    const int version = InTransaction("schema check", [&](pqxx::work& w) {
+      if (w.exec1("SELECT to_regclass('schema_version') IS NULL")[0].as<bool>()) return -1;
+      const pqxx::result r = w.exec("SELECT version FROM schema_version");
+      return r.empty() ? 0 : r[0][0].as<int>();
+    });
+    if (version < 0) throw StoreError("'" + url + "' is not a Frontier store (no schema_version table)");
+    const std::string mismatch = SchemaMismatch(url, version, kLatestSchema);
+    if (!mismatch.empty()) throw StoreError(mismatch);
+    return;
+  }
   InTransaction("migration", [&](pqxx::work& w) {
     w.exec("SELECT pg_advisory_xact_lock(727274)");  // one migrating coordinator at a time
     w.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
     pqxx::result r = w.exec("SELECT version FROM schema_version");
     int version = r.empty() ? 0 : r[0][0].as<int>();
     if (r.empty()) w.exec("INSERT INTO schema_version (version) VALUES (0)");
-    constexpr int kLatest = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+    constexpr int kLatest = kLatestSchema;
     if (version > kLatest) {
       throw StoreError("the store has schema version " + std::to_string(version) +
                        ", newer than this build's " + std::to_string(kLatest) + "; upgrade frontier");

@@ -36,8 +36,11 @@ class PostgresStore final : public Store {
   // `pool_size` connections for synchronous commits (concurrent commits share
   // one WAL flush, so more connections commit more per second on a durable
   // server) and a quarter as many for the relaxed ones, lazily; connects
-  // and migrates now. Throws StoreError.
-  explicit PostgresStore(const std::string& url, int pool_size = kDefaultPoolSize);
+  // and migrates now. With OpenMode::kReadOnly every session is read-only
+  // (default_transaction_read_only), nothing is migrated, and a schema other
+  // than this build's is refused (store.h OpenMode). Throws StoreError.
+  explicit PostgresStore(const std::string& url, int pool_size = kDefaultPoolSize,
+                         OpenMode mode = OpenMode::kMigrate);
   static constexpr int kDefaultPoolSize = 16;  // as many as WorkerServiceImpl has call threads
   ~PostgresStore() override;
 

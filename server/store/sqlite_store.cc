@@ -318,16 +318,82 @@ class SqliteStore::Transaction {
   bool committed_ = false;
 };
 
-SqliteStore::SqliteStore(const std::string& path) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
-    const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
+namespace {
+
+constexpr int kLatestSchema = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+
+sqlite3* OpenSqlite(const std::string& file, int flags, const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
     throw StoreError("cannot open SQLite store '" + path + "': " + message);
   }
-  sqlite3_busy_timeout(db_, 10000);
-  Exec(db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-  Migrate();
+  sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+// A file: URI for `path` with `query` (the path's '%', '?' and '#' escaped).
+std::string SqliteUri(const std::string& path, const std::string& query) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned char>(c));
+      uri += escaped;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?" + query;
+}
+
+// False when a first read fails because the WAL index cannot be opened read-only.
+bool WalReadable(sqlite3* db) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM sqlite_master", -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
+  return (rc & 0xff) != SQLITE_CANTOPEN && (rc & 0xff) != SQLITE_READONLY;
+}
+
+}  // namespace
+
+SqliteStore::SqliteStore(const std::string& path, OpenMode mode) {
+  if (mode == OpenMode::kMigrate) {
+    db_ = OpenSqlite(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, path);
+    Exec(db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
+    Migrate();
+    return;
+  }
+  db_ = OpenSqlite(SqliteUri(path, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+  if (!WalReadable(db_)) {
+    // A WAL file in a folder where its -shm cannot be created: no coordinator
+    // can be writing it there (it could not create its -wal), so it is read
+    // as immutable.
+    sqlite3_close(db_);
+    db_ = OpenSqlite(SqliteUri(path, "mode=ro&immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+  }
+  CheckSchema(path);
+}
+
+void SqliteStore::CheckSchema(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool frontier_store = false;
+  {
+    Statement s(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    frontier_store = s.Step();
+  }
+  int version = 0;
+  if (frontier_store) {
+    Statement s(db_, "SELECT version FROM schema_version");
+    if (s.Step()) version = static_cast<int>(s.Int(0));
+  }
+  if (!frontier_store) {
+    throw StoreError("'" + path + "' is not a Frontier store (no schema_version table)");
+  }
+  const std::string mismatch = SchemaMismatch(path, version, kLatestSchema);
+  if (!mismatch.empty()) throw StoreError(mismatch);
 }
 
 SqliteStore::~SqliteStore() { sqlite3_close(db_); }
@@ -345,7 +411,7 @@ void SqliteStore::Migrate() {
       Statement(db_, "INSERT INTO schema_version (version) VALUES (0)").Run();
     }
   }
-  constexpr int kLatest = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+  constexpr int kLatest = kLatestSchema;
   if (version > kLatest) {
     throw StoreError("the store has schema version " + std::to_string(version) +
                      ", newer than this build's " + std::to_string(kLatest) + "; upgrade frontier");

@@ -15,8 +15,11 @@ namespace frontier {
 
 class SqliteStore final : public Store {
  public:
-  // Opens (creating if needed) and migrates. Throws StoreError.
-  explicit SqliteStore(const std::string& path);
+  // kMigrate: opens (creating if needed) and migrates. kReadOnly: opens the
+  // existing file read-only (SQLITE_OPEN_READONLY; never created, migrated or
+  // written) and checks its schema is this build's (store.h OpenMode). Throws
+  // StoreError.
+  explicit SqliteStore(const std::string& path, OpenMode mode = OpenMode::kMigrate);
   ~SqliteStore() override;
 
   // The schema version after migration.
@@ -58,6 +61,7 @@ class SqliteStore final : public Store {
   std::vector<std::string> InsertTrials(const std::string& experiment_id, std::vector<TrialRow>& trials,
                                         int64_t now_ms);
   void Migrate();
+  void CheckSchema(const std::string& path);  // kReadOnly: this build's schema, or StoreError
 
   std::mutex mu_;
   sqlite3* db_ = nullptr;

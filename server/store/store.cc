@@ -6,6 +6,16 @@
 
 namespace frontier {
 
+std::string SchemaMismatch(const std::string& store, int version, int latest) {
+  if (version == latest) return "";
+  const std::string versions =
+      "store '" + store + "' has schema version " + std::to_string(version) + ", " +
+      (version < latest ? "older" : "newer") + " than this build's " + std::to_string(latest);
+  if (version > latest) return versions + "; upgrade frontier to read it";
+  return versions + "; reading does not migrate it: run `frontier-server migrate --store " + store +
+         "` (or start the coordinator on it, which migrates at start), then read it again";
+}
+
 bool trial_state::IsFinal(const std::string& s) { return s != kPending && s != kRunning; }
 
 std::string ExperimentIdFor(int64_t seq) {

@@ -23,6 +23,19 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How a store is opened. kMigrate (the coordinator, `frontier run`): a SQLite
+// file is created when missing, and the schema is migrated to this build's.
+// kReadOnly (the read commands' --db/--store): nothing is ever written (a
+// SQLite file is opened read-only, PostgreSQL sessions run read-only
+// transactions); a store whose schema is not this build's is refused with
+// SchemaMismatch's message, a write throws StoreError.
+enum class OpenMode { kMigrate, kReadOnly };
+
+// Why a read-only open of `store` (its URL, for the message) refuses its
+// schema `version` when this build's is `latest`: older names the command
+// that migrates it, newer says to upgrade. Empty when they are equal.
+std::string SchemaMismatch(const std::string& store, int version, int latest);
+
 // Trial states as stored (the names of proto TrialState without the prefix, lower case).
 namespace trial_state {
 inline constexpr const char* kPending = "pending";
