@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
     frontier::CoordinatorProcess process(flags.store, flags.coordinator);
     frontier::Coordinator& coordinator = process.coordinator();
     const int port = coordinator.Start();
-    spdlog::info("frontier-server listening on {} (port {}), store {}", flags.coordinator.listen, port,
-                 flags.store);
+    spdlog::info("frontier-server listening on {} (port {}), store {}, artifacts {}", flags.coordinator.listen, port,
+                 flags.store, flags.coordinator.artifacts_dir.empty() ? "none" : flags.coordinator.artifacts_dir);
     if (!frontier::MetricsDisabled(flags.metrics_listen)) {
       try {
         coordinator.ServeMetrics(flags.metrics_listen);

@@ -111,6 +111,20 @@ int RunCli(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   add_store(compare);
+  ArtifactOptions artifact_options;
+  std::string artifacts_dir;
+  auto* artifacts = experiment_cmd("artifacts", "a trial's stored artifacts (traces, operator tables, its files)");
+  artifacts->add_option("--trial", artifact_options.trial, "the trial, e.g. exp-000001-t0003")->required();
+  auto* get = artifacts->add_option("--get", artifact_options.get, "fetch this artifact (a name the list shows)");
+  artifacts->add_flag("--all", artifact_options.all, "fetch every artifact of the trial")->excludes(get);
+  artifacts->add_option("--out-dir,-o", artifact_options.out_dir, "where fetched artifacts go (as DIR/NAME)")
+      ->capture_default_str();
+  add_store(artifacts);
+  artifacts->add_option("--artifacts-dir", artifacts_dir,
+                        "with --db/--store: the artifact store's folder (default: ARTIFACTS beside a SQLite file)");
+  report->add_option("--artifacts-dir", artifacts_dir,
+                     "with --db/--store: the artifact store the HTML page links (default: ARTIFACTS beside a SQLite "
+                     "file)");
   int limit = 100;
   auto* list = app.add_subcommand("list", "experiments, newest first");
   add_server(list);
@@ -131,7 +145,7 @@ int RunCli(int argc, char** argv) {
     std::unique_ptr<ExperimentSource> source;
     std::unique_ptr<Client> client;
     if (!db.empty() || !store.empty()) {
-      source = StoreSource(db.empty() ? store : db);
+      source = StoreSource(db.empty() ? store : db, artifacts_dir);
     } else {
       security.token = ReadToken(token_file, "FRONTIER_TOKEN");
       client = std::make_unique<Client>(server, security);
@@ -143,6 +157,7 @@ int RunCli(int argc, char** argv) {
     if (watch->parsed()) return Watch(*client, id);
     if (status->parsed()) return ShowStatus(*source, id, output);
     if (list->parsed()) return ListExperiments(*source, limit, output);
+    if (artifacts->parsed()) return ShowArtifacts(*source, id, artifact_options);
     if (trials->parsed()) return ListTrials(*source, id, output);
     if (pareto->parsed()) report_options.front_only = true;
     if (compare->parsed()) report_options.compare = compared;

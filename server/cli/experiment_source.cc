@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/cli/cli.h"
+#include "server/rpc/artifact_reads.h"
 #include "server/rpc/proto_conversion.h"
 #include "server/rpc/rpc_status.h"
 #include "server/rpc/stored_report.h"
@@ -34,6 +35,13 @@ class Server final : public ExperimentSource {
   Status GetReport(const v1::GetReportRequest& req, v1::GetReportResponse* out) override {
     return client_.stub().GetReport(client_.Context(120).get(), req, out);
   }
+  Status ListArtifacts(const v1::ListArtifactsRequest& req, v1::ListArtifactsResponse* out) override {
+    return client_.stub().ListArtifacts(client_.Context().get(), req, out);
+  }
+  Status ReadArtifact(const v1::ReadArtifactRequest& req, v1::ReadArtifactResponse* out) override {
+    return client_.stub().ReadArtifact(client_.Context(120).get(), req, out);
+  }
+  std::string ArtifactsHref(const std::string&) const override { return ""; }
   int Failure(const Status& status, const std::string& what) const override {
     return client_.Failure(status, what);
   }
@@ -47,7 +55,8 @@ Status NotFound(const std::string& id) { return Status(StatusCode::NOT_FOUND, "n
 // The ExperimentService's read calls answered from the store itself.
 class Stored final : public ExperimentSource {
  public:
-  Stored(std::string url, std::unique_ptr<Store> store) : url_(std::move(url)), store_(std::move(store)) {}
+  Stored(std::string url, std::unique_ptr<Store> store, std::unique_ptr<ArtifactStore> artifacts)
+      : url_(std::move(url)), store_(std::move(store)), artifacts_(std::move(artifacts)) {}
   Status GetExperiment(const v1::GetExperimentRequest& req, v1::Experiment* out) override {
     return Guarded("GetExperiment", [&] {
       auto e = store_->GetExperiment(req.experiment_id());
@@ -79,6 +88,8 @@ class Stored final : public ExperimentSource {
       request.front_only = req.front_only();
       request.wide = req.wide();
       request.compare.assign(req.compare().begin(), req.compare().end());
+      request.artifacts = artifacts_.get();
+      request.artifacts_href = req.artifacts_href();
       std::optional<RenderedReport> rendered;
       try {
         rendered = RenderStoredReport(*store_, request);
@@ -91,6 +102,18 @@ class Stored final : public ExperimentSource {
       return Status::OK;
     });
   }
+  Status ListArtifacts(const v1::ListArtifactsRequest& req, v1::ListArtifactsResponse* out) override {
+    return ListStoredArtifacts(*store_, artifacts_.get(), kNoArtifacts, req, out);
+  }
+  Status ReadArtifact(const v1::ReadArtifactRequest& req, v1::ReadArtifactResponse* out) override {
+    return ReadStoredArtifact(*store_, artifacts_.get(), kNoArtifacts, req, out);
+  }
+  std::string ArtifactsHref(const std::string& html_file) const override {
+    if (!artifacts_) return "";
+    std::error_code ec;
+    const std::filesystem::path page_dir = std::filesystem::absolute(html_file, ec).parent_path();
+    return std::filesystem::absolute(artifacts_->root(), ec).lexically_relative(page_dir).generic_string();
+  }
   int Failure(const Status& s, const std::string& what) const override {
     std::cerr << "frontier: " << what << ": " << s.error_message() << " (store " << url_ << ")\n";
     if (s.error_code() == StatusCode::INVALID_ARGUMENT) return kCliInvalid;
@@ -99,26 +122,36 @@ class Stored final : public ExperimentSource {
   }
 
  private:
+  static constexpr const char* kNoArtifacts =
+      "no ARTIFACTS folder beside the store; name the coordinator's with --artifacts-dir DIR";
   std::string url_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<ArtifactStore> artifacts_;  // null: none
 };
 
 }  // namespace
 
 std::unique_ptr<ExperimentSource> ServerSource(Client& client) { return std::make_unique<Server>(client); }
 
-std::unique_ptr<ExperimentSource> StoreSource(const std::string& url) {
+std::unique_ptr<ExperimentSource> StoreSource(const std::string& url, const std::string& artifacts_dir) {
   const bool postgres = url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
+  std::string artifacts = artifacts_dir;
+  std::error_code ec;
   if (!postgres) {
     const std::string path = url.rfind("sqlite:", 0) == 0 ? url.substr(7) : url;
-    std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
       throw std::runtime_error("no store at '" + path + "' (the SQLite file `frontier run` wrote, e.g. " +
                                "runs/quickstart/frontier.db)");
     }
+    const std::filesystem::path beside = std::filesystem::path(path).parent_path() / "artifacts";
+    if (artifacts.empty() && std::filesystem::is_directory(beside, ec)) artifacts = beside.string();
+  }
+  if (!artifacts.empty() && !std::filesystem::is_directory(artifacts, ec)) {
+    throw std::runtime_error("no artifact folder at '" + artifacts + "'");
   }
   spdlog::set_level(spdlog::level::warn);  // the coordinator's per-report timings are not the CLI's output
-  return std::make_unique<Stored>(url, OpenStore(url, OpenMode::kReadOnly));
+  return std::make_unique<Stored>(url, OpenStore(url, OpenMode::kReadOnly),
+                                  artifacts.empty() ? nullptr : std::make_unique<ArtifactStore>(artifacts));
 }
 
 }  // namespace frontier

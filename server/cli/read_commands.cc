@@ -1,5 +1,7 @@
 #include "server/cli/read_commands.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -7,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
+#include "server/store/artifact_store.h"
 #include "server/cli/cli.h"
 #include "server/cli/output.h"
 
@@ -66,6 +69,7 @@ int ShowReport(ExperimentSource& source, const std::string& id, const ReportOpti
   req.set_format(options.html.empty() ? options.format : "html");
   req.set_front_only(options.front_only);
   req.set_wide(options.wide);
+  if (!options.html.empty()) req.set_artifacts_href(source.ArtifactsHref(options.html));
   for (const std::string& name : options.compare) req.add_compare(name);
   v1::GetReportResponse resp;
   const grpc::Status s = source.GetReport(req, &resp);
@@ -80,6 +84,80 @@ int ShowReport(ExperimentSource& source, const std::string& id, const ReportOpti
     std::cout << "wrote " << options.html << "\n";
   } else {
     std::cout << resp.content() << (resp.content().empty() || resp.content().back() != '\n' ? "\n" : "");
+  }
+  return kCliOk;
+}
+
+namespace {
+
+// Fetches the trial's artifact `name` in pieces to out_dir/name.
+int FetchArtifact(ExperimentSource& source, const std::string& id, const ArtifactOptions& options,
+                  const std::string& name) {
+  if (std::optional<std::string> problem = ArtifactNameProblem(name)) {  // never a path outside out_dir
+    std::cerr << "frontier: " << *problem << "\n";
+    return kCliUsage;
+  }
+  const std::filesystem::path path = std::filesystem::path(options.out_dir) / name;
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  const std::string partial = path.string() + ".partial";
+  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::cerr << "frontier: cannot write " << partial << "\n";
+    return kCliFailed;
+  }
+  v1::ReadArtifactRequest req;
+  req.set_experiment_id(id);
+  req.set_trial_id(options.trial);
+  req.set_name(name);
+  int64_t size = 0;
+  for (;;) {
+    v1::ReadArtifactResponse resp;
+    const grpc::Status s = source.ReadArtifact(req, &resp);
+    if (!s.ok()) {
+      out.close();
+      std::filesystem::remove(partial, ec);
+      return source.Failure(s, "artifact " + name + " of " + options.trial);
+    }
+    out.write(resp.data().data(), static_cast<std::streamsize>(resp.data().size()));
+    req.set_offset(req.offset() + static_cast<int64_t>(resp.data().size()));
+    size = resp.size();
+    if (resp.data().empty() || req.offset() >= size) break;
+  }
+  out.close();
+  if (!out || req.offset() != size) {
+    std::cerr << "frontier: " << name << ": got " << req.offset() << " of " << size << " bytes\n";
+    std::filesystem::remove(partial, ec);
+    return kCliFailed;
+  }
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::cerr << "frontier: cannot write " << path.string() << ": " << ec.message() << "\n";
+    return kCliFailed;
+  }
+  std::cout << "wrote " << path.string() << " (" << size << " bytes)\n";
+  return kCliOk;
+}
+
+}  // namespace
+
+int ShowArtifacts(ExperimentSource& source, const std::string& id, const ArtifactOptions& options) {
+  if (!options.get.empty()) return FetchArtifact(source, id, options, options.get);
+  v1::ListArtifactsRequest req;
+  req.set_experiment_id(id);
+  req.set_trial_id(options.trial);
+  v1::ListArtifactsResponse resp;
+  const grpc::Status s = source.ListArtifacts(req, &resp);
+  if (!s.ok()) return source.Failure(s, "artifacts of " + options.trial);
+  if (resp.artifacts().empty()) std::cerr << "trial " << options.trial << " has no stored artifacts\n";
+  size_t width = 4;
+  for (const auto& a : resp.artifacts()) width = std::max(width, a.name().size());
+  for (const auto& a : resp.artifacts()) {
+    if (options.all) {
+      if (const int code = FetchArtifact(source, id, options, a.name()); code != kCliOk) return code;
+    } else {
+      std::cout << a.name() << std::string(width + 2 - a.name().size(), ' ') << a.size() << "\n";
+    }
   }
   return kCliOk;
 }

@@ -30,4 +30,15 @@ struct ReportOptions {
 // HTML to `html` when that is set.
 int ShowReport(ExperimentSource& source, const std::string& id, const ReportOptions& options);
 
+struct ArtifactOptions {
+  std::string trial;    // --trial T
+  std::string get;      // --get NAME: fetch this file
+  bool all = false;     // --all: fetch every file
+  std::string out_dir = ".";  // -o DIR: where fetched files go (as DIR/NAME)
+};
+// `frontier artifacts EXP --trial T`: the trial's stored files (`NAME  BYTES`
+// lines), or with --get/--all each file fetched in pieces to DIR/NAME
+// (`wrote DIR/NAME (N bytes)`).
+int ShowArtifacts(ExperimentSource& source, const std::string& id, const ArtifactOptions& options);
+
 }  // namespace frontier

@@ -51,17 +51,24 @@ int SubmitSpace(Client& client, const RunOptions& o, std::string& id) {
   return kCliOk;
 }
 
-// Prints the report in o.output and writes the HTML one.
-int PrintReports(Client& client, const RunOptions& o, const std::string& id) {
+// The artifact store of the store `db`: ARTIFACTS beside it, where the read
+// commands' --db looks (experiment_source.h).
+fs::path ArtifactsBeside(const std::string& db) { return fs::absolute(fs::path(db)).parent_path() / "artifacts"; }
+
+// Prints the report in o.output and writes the HTML one, linking the artifacts beside `db`.
+int PrintReports(Client& client, const RunOptions& o, const std::string& id, const std::string& db) {
   for (const std::string& format : {o.output, std::string("html")}) {
+    const std::string html = o.html.empty() ? (fs::path(o.runs_dir) / (id + ".html")).string() : o.html;
     v1::GetReportRequest req;
     req.set_experiment_id(id);
     req.set_format(format);
+    if (format == "html") {
+      req.set_artifacts_href(ArtifactsBeside(db).lexically_relative(fs::absolute(html).parent_path()).generic_string());
+    }
     v1::GetReportResponse resp;
     const grpc::Status s = client.stub().GetReport(client.Context().get(), req, &resp);
     if (!s.ok()) return client.Failure(s, "report of " + id);
     if (format == "html") {
-      const std::string html = o.html.empty() ? (fs::path(o.runs_dir) / (id + ".html")).string() : o.html;
       std::ofstream(html) << resp.content();
       std::cout << "HTML report: " << html << "\n";
     } else {
@@ -99,6 +106,7 @@ int Run(const RunOptions& o) {
   co.scheduler.lease_timeout_ms = 60'000;
   co.scheduler.heartbeat_interval_ms = 5'000;
   co.scheduler.restart_grace_ms = 0;  // embedded: no worker of an earlier run can still hold a lease
+  co.artifacts_dir = ArtifactsBeside(db).string();
   spdlog::set_level(spdlog::level::warn);
   CoordinatorProcess process(db, co);
   Coordinator& coordinator = process.coordinator();
@@ -180,7 +188,7 @@ int Run(const RunOptions& o) {
   }
   std::cout << (tty ? "\n" : "") << last_line << "\n";
   workers.Stop(std::chrono::seconds(10));
-  if (const int code = PrintReports(client, o, id); code != kCliOk) return code;
+  if (const int code = PrintReports(client, o, id, db); code != kCliOk) return code;
   coordinator.Shutdown();
   return e.state() == v1::EXPERIMENT_COMPLETED ? kCliOk : kCliFailed;
 }

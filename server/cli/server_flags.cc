@@ -29,6 +29,18 @@ std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags) {
   app.add_option("--restart-grace", grace_s, "seconds running trials keep their lease after a start")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  options.artifacts_dir = "artifacts";
+  app.add_option("--artifacts-dir", options.artifacts_dir,
+                 "the artifact store: trials' files uploaded by their workers, under DIR/EXPERIMENT/TRIAL/ "
+                 "(empty: keep none)")
+      ->capture_default_str();
+  int64_t max_trial_mb = options.artifact_limits.max_trial_bytes >> 20;
+  app.add_option("--artifacts-max-trial-mb", max_trial_mb, "at most this many MiB of artifacts a trial")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--artifacts-max-files", options.artifact_limits.max_files, "at most this many artifact files a trial")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   std::string user_token_file, worker_token_file, tokens_file;
   app.add_option("--tokens", tokens_file,
                  "token file of named users: lines 'USER ROLE TOKEN', ROLE user, admin or worker; reloaded on "
@@ -51,6 +63,7 @@ std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags) {
     return app.exit(e);
   }
   flags.metrics_listen_given = metrics_flag->count() > 0;
+  options.artifact_limits.max_trial_bytes = max_trial_mb << 20;
   flags.migrate = migrate->parsed();
   if (flags.migrate) return std::nullopt;
   try {

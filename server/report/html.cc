@@ -231,6 +231,39 @@ std::string CostSection(const Report& report) {
   return html + "</ul>\n</section>\n";
 }
 
+std::string ArtifactsSection(const Report& report) {
+  std::string html =
+      "<section id=\"artifacts\" class=\"view\">\n<h2>Artifacts</h2>\n<p class=\"explain\">" +
+      EscapeHtml(report.artifacts_href.empty()
+                     ? "Files the trials wrote (profiles' traces and operator tables, a command trial's own files), "
+                       "kept by the coordinator; fetch one with the command beside it."
+                     : "Files the trials wrote (profiles' traces and operator tables, a command trial's own files), "
+                       "kept by the coordinator. A trace opens in https://ui.perfetto.dev.") +
+      "</p>\n<ul class=\"artifacts\">\n";
+  for (const TrialArtifacts& trial : report.artifacts) {
+    html += "<li data-trial=\"" + EscapeHtml(trial.trial_id) + "\">" + EscapeHtml(trial.trial_id) + ": ";
+    for (size_t i = 0; i < trial.files.size(); ++i) {
+      const auto& [name, bytes] = trial.files[i];
+      if (i > 0) html += ", ";
+      const std::string size = bytes < 1000    ? Printf(" (%lld B)", static_cast<long long>(bytes))
+                               : bytes < 1000000 ? Printf(" (%.1f kB)", static_cast<double>(bytes) / 1e3)
+                                                 : Printf(" (%.1f MB)", static_cast<double>(bytes) / 1e6);
+      if (report.artifacts_href.empty()) {
+        html += "<code>" +
+                EscapeHtml("frontier artifacts " + report.experiment_id + " --trial " + trial.trial_id + " --get " +
+                           name) +
+                "</code>" + EscapeHtml(size);
+      } else {
+        html += "<a href=\"" +
+                EscapeHtml(report.artifacts_href + "/" + report.experiment_id + "/" + trial.trial_id + "/" + name) +
+                "\">" + EscapeHtml(name) + "</a>" + EscapeHtml(size);
+      }
+    }
+    html += "</li>\n";
+  }
+  return html + "</ul>\n</section>\n";
+}
+
 }  // namespace
 
 std::string RenderHtml(const Report& report) {
@@ -308,6 +341,7 @@ std::string RenderHtml(const Report& report) {
                          "the profiled seeds).</p>\n<figure>" + bars + "</figure>\n";
   html += BottleneckSection(report) + "</section>\n";
   html += CostSection(report);
+  if (!report.artifacts.empty()) html += ArtifactsSection(report);
   html += "</body>\n</html>\n";
   return html;
 }

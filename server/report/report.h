@@ -116,6 +116,12 @@ struct ProposerCallsSummary {
 // when they differ ("compute-bound 1, memory-bound 1"); "" when none has one.
 std::string BottleneckLabel(const ConfigSummary& config);
 
+// One trial's files in the coordinator's artifact store (server/store/artifact_store.h).
+struct TrialArtifacts {
+  std::string trial_id;
+  std::vector<std::pair<std::string, int64_t>> files;  // name, bytes
+};
+
 struct Report {
   std::string experiment_id;
   std::string name;
@@ -140,6 +146,12 @@ struct Report {
   size_t grid_size = 0;  // 0 when the space has no dimensions
   ProposerCallsSummary proposer_calls;  // set by whoever reads the store (server/rpc/stored_report.cc)
   bool data_parallel = false;  // the space varies runtime.ranks or its baseline has ranks > 1
+  // The trials' stored artifacts, for the HTML page's links (set by whoever
+  // reads the store, server/rpc/stored_report.cc): each file linked as
+  // artifacts_href/EXPERIMENT/TRIAL/NAME, or with an empty href named by the
+  // command that fetches it.
+  std::vector<TrialArtifacts> artifacts;
+  std::string artifacts_href;
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:

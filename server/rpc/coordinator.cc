@@ -20,9 +20,12 @@ Coordinator::Coordinator(Store& store, Clock& clock, CoordinatorMetrics& metrics
     : options_(std::move(options)), store_(store), metrics_(metrics) {
   if (!options_.scheduler.proposers) options_.scheduler.proposers = GrpcProposerFactory();
   scheduler_ = std::make_unique<Scheduler>(store_, clock, options_.scheduler);
-  experiments_ = std::make_unique<ExperimentServiceImpl>(*scheduler_, stopping_, options_.security);
+  if (!options_.artifacts_dir.empty()) {
+    artifacts_ = std::make_unique<ArtifactStore>(options_.artifacts_dir, options_.artifact_limits);
+  }
+  experiments_ = std::make_unique<ExperimentServiceImpl>(*scheduler_, stopping_, options_.security, artifacts_.get());
   workers_ = std::make_unique<WorkerServiceImpl>(*scheduler_, options_.max_lease_wait_ms, metrics_,
-                                                 options_.security);
+                                                 options_.security, artifacts_.get());
 }
 
 Coordinator::~Coordinator() { Shutdown(); }

@@ -21,6 +21,7 @@
 #include "proto/auth.h"
 #include "proto/clock.h"
 #include "server/scheduler/scheduler.h"
+#include "server/store/artifact_store.h"
 #include "server/store/store.h"
 
 namespace grpc {
@@ -39,12 +40,18 @@ struct CoordinatorOptions {
   SchedulerOptions scheduler;
   int64_t max_lease_wait_ms = 30'000;  // cap on LeaseTrial long polls
   ServerSecurity security;             // tokens and TLS; default: none
+  // The artifact store's folder (artifact_store.h: trials' files uploaded by
+  // their workers); empty: none, UploadArtifact and the artifact reads are
+  // refused with FAILED_PRECONDITION.
+  std::string artifacts_dir;
+  ArtifactLimits artifact_limits;
 };
 
 class Coordinator {
  public:
   // Builds the scheduler over `store` (running trials get a fresh lease of
-  // restart_grace_ms). Lease, retry, attempt and store-latency metrics move
+  // restart_grace_ms) and opens the artifact store (ArtifactError when its
+  // folder cannot be created). Lease, retry, attempt and store-latency metrics move
   // only when `store` reports to `metrics` (a MeasuredStore over it). Throws
   // StoreError.
   Coordinator(Store& store, Clock& clock, CoordinatorMetrics& metrics, CoordinatorOptions options);
@@ -79,6 +86,7 @@ class Coordinator {
   Store& store_;
   CoordinatorMetrics& metrics_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ArtifactStore> artifacts_;  // null: none
   std::unique_ptr<ExperimentServiceImpl> experiments_;
   std::unique_ptr<WorkerServiceImpl> workers_;
   std::unique_ptr<grpc::Server> server_;

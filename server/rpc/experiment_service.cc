@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
+#include "server/rpc/artifact_reads.h"
 #include "server/rpc/proto_conversion.h"
 #include "server/rpc/rpc_status.h"
 #include "server/rpc/stored_report.h"
@@ -29,8 +30,8 @@ std::string CallerName(const Identity& who) {
 }  // namespace
 
 ExperimentServiceImpl::ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping,
-                                             const ServerSecurity& security)
-    : security_(security), scheduler_(scheduler), store_(scheduler.store()), stopping_(stopping) {}
+                                             const ServerSecurity& security, ArtifactStore* artifacts)
+    : security_(security), scheduler_(scheduler), store_(scheduler.store()), stopping_(stopping), artifacts_(artifacts) {}
 
 Status ExperimentServiceImpl::SubmitExperiment(grpc::ServerContext* ctx,
                                                const v1::SubmitExperimentRequest* req,
@@ -162,6 +163,8 @@ Status ExperimentServiceImpl::GetReport(grpc::ServerContext* ctx, const v1::GetR
     request.front_only = req->front_only();
     request.wide = req->wide();
     request.compare.assign(req->compare().begin(), req->compare().end());
+    request.artifacts = artifacts_;
+    request.artifacts_href = req->artifacts_href().substr(0, 4096);
     std::optional<RenderedReport> rendered;
     try {
       rendered = RenderStoredReport(store_, request);
@@ -173,6 +176,22 @@ Status ExperimentServiceImpl::GetReport(grpc::ServerContext* ctx, const v1::GetR
     resp->set_content_type(std::move(rendered->content_type));
     return Status::OK;
   });
+}
+
+namespace {
+constexpr const char* kNoArtifacts = "this coordinator keeps none (frontier-server --artifacts-dir DIR)";
+}  // namespace
+
+Status ExperimentServiceImpl::ListArtifacts(grpc::ServerContext* ctx, const v1::ListArtifactsRequest* req,
+                                            v1::ListArtifactsResponse* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return ListStoredArtifacts(store_, artifacts_, kNoArtifacts, *req, resp);
+}
+
+Status ExperimentServiceImpl::ReadArtifact(grpc::ServerContext* ctx, const v1::ReadArtifactRequest* req,
+                                           v1::ReadArtifactResponse* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return ReadStoredArtifact(store_, artifacts_, kNoArtifacts, *req, resp);
 }
 
 }  // namespace frontier

@@ -15,6 +15,7 @@
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "proto/auth.h"
 #include "server/scheduler/scheduler.h"
+#include "server/store/artifact_store.h"
 
 namespace frontier {
 
@@ -25,7 +26,10 @@ class ExperimentServiceImpl final : public v1::ExperimentService::Service {
   static constexpr size_t kMaxSpaceBytes = 1 << 20;  // 1 MiB
   static constexpr size_t kMaxSourceName = 1024;     // characters
 
-  ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping, const ServerSecurity& security);
+  // `artifacts`: the store ListArtifacts and ReadArtifact read, and the HTML
+  // report links; null: none.
+  ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping, const ServerSecurity& security,
+                        ArtifactStore* artifacts = nullptr);
 
   grpc::Status SubmitExperiment(grpc::ServerContext* ctx, const v1::SubmitExperimentRequest* req,
                                 v1::SubmitExperimentResponse* resp) override;
@@ -42,12 +46,17 @@ class ExperimentServiceImpl final : public v1::ExperimentService::Service {
   // Formats: json (default), table, csv, html.
   grpc::Status GetReport(grpc::ServerContext* ctx, const v1::GetReportRequest* req,
                          v1::GetReportResponse* resp) override;
+  grpc::Status ListArtifacts(grpc::ServerContext* ctx, const v1::ListArtifactsRequest* req,
+                             v1::ListArtifactsResponse* resp) override;
+  grpc::Status ReadArtifact(grpc::ServerContext* ctx, const v1::ReadArtifactRequest* req,
+                            v1::ReadArtifactResponse* resp) override;
 
  private:
   const ServerSecurity& security_;
   Scheduler& scheduler_;
   Store& store_;
   std::atomic<bool>& stopping_;
+  ArtifactStore* artifacts_;
 };
 
 }  // namespace frontier

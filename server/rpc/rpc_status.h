@@ -1,6 +1,7 @@
 // How the coordinator's errors become gRPC statuses, in one place: an invalid
 // search space or trial spec is INVALID_ARGUMENT, an unreachable store
-// UNAVAILABLE (the client may retry), anything else INTERNAL; and why a
+// UNAVAILABLE (the client may retry), an artifact store's refusal as
+// ArtifactStatus says, anything else INTERNAL; and why a
 // trial transition was refused, as the reason a worker is told.
 #pragma once
 
@@ -12,9 +13,16 @@
 
 #include "search_spaces/search_space.h"
 #include "search_spaces/trial_spec.h"
+#include "server/store/artifact_store.h"
 #include "server/store/store.h"
 
 namespace frontier {
+
+// An artifact store's refusal: a bad name, chunk or offset INVALID_ARGUMENT,
+// past the trial's limits RESOURCE_EXHAUSTED, a missing file NOT_FOUND, a
+// read past its end OUT_OF_RANGE, an older attempt FAILED_PRECONDITION, a
+// folder that cannot be written INTERNAL (logged under `rpc`).
+grpc::Status ArtifactStatus(const char* rpc, const ArtifactError& error);
 
 // Runs `body` (which returns a grpc::Status), turning the exceptions it
 // throws into statuses; store and internal errors are logged under `rpc`.
@@ -26,6 +34,8 @@ grpc::Status Guarded(const char* rpc, Body&& body) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
   } catch (const SpecError& e) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+  } catch (const ArtifactError& e) {
+    return ArtifactStatus(rpc, e);
   } catch (const StoreError& e) {
     spdlog::error("{}: store unavailable: {}", rpc, e.what());
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string("store unavailable: ") + e.what());

@@ -106,6 +106,14 @@ std::optional<RenderedReport> RenderStoredReport(Store& store, const ReportReque
   if (format.empty() || format == "json") return RenderedReport{ReportToJson(*report).dump(2), "application/json"};
   if (format == "table") return RenderedReport{RenderTable(*report, TableOptions{request.wide}), "text/plain"};
   if (format == "csv") return RenderedReport{RenderCsv(*report), "text/csv"};
+  if (request.artifacts != nullptr) {
+    for (auto& [trial, files] : request.artifacts->ListExperiment(report->experiment_id)) {
+      TrialArtifacts listed{trial, {}};
+      for (const ArtifactFile& f : files) listed.files.emplace_back(f.name, f.size);
+      report->artifacts.push_back(std::move(listed));
+    }
+    report->artifacts_href = request.artifacts_href;
+  }
   return RenderedReport{RenderHtml(*report), "text/html"};
 }
 

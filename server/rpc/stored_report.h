@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/report/report.h"
+#include "server/store/artifact_store.h"
 #include "server/store/store.h"
 
 namespace frontier {
@@ -18,6 +19,10 @@ struct ReportRequest {
   bool front_only = false;           // only the baseline and the front
   bool wide = false;                 // table: every column, labels never cut
   std::vector<std::string> compare;  // two config names (FindConfig): their comparison, table or json
+  // html: the trials' artifacts in this store are listed, linked under
+  // artifacts_href (Report::artifacts_href); null: none listed.
+  const ArtifactStore* artifacts = nullptr;
+  std::string artifacts_href;
 };
 
 struct RenderedReport {

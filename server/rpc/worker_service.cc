@@ -28,8 +28,8 @@ grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx, const Status
 }  // namespace
 
 WorkerServiceImpl::WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms, CoordinatorMetrics& metrics,
-                                     const ServerSecurity& security)
-    : security_(security), scheduler_(scheduler), max_wait_ms_(max_wait_ms), metrics_(metrics) {}
+                                     const ServerSecurity& security, ArtifactStore* artifacts)
+    : security_(security), scheduler_(scheduler), max_wait_ms_(max_wait_ms), metrics_(metrics), artifacts_(artifacts) {}
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(grpc::CallbackServerContext* ctx,
                                                             const v1::RegisterWorkerRequest* req,
@@ -153,6 +153,40 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::FailTrial(grpc::CallbackServerConte
     } else if (t == Transition::kApplied) {
       spdlog::warn("trial {} attempt {} failed ({}): {}", req->trial_id(), req->attempt(),
                    req->retryable() ? "retryable" : "final", req->error());
+    }
+    return Status::OK;
+  });
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::UploadArtifact(grpc::CallbackServerContext* ctx,
+                                                            const v1::UploadArtifactRequest* req,
+                                                            v1::UploadArtifactResponse* resp) {
+  return Answer(ctx, "UploadArtifact", req->worker_id(), [=] {  // runs on calls_: copies, no references
+    if (artifacts_ == nullptr) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    "this coordinator keeps no artifacts (frontier-server --artifacts-dir DIR)");
+    }
+    // What the request alone can show is checked before the store is asked.
+    if (std::optional<std::string> problem = ArtifactNameProblem(req->name())) {
+      return Status(StatusCode::INVALID_ARGUMENT, *problem);
+    }
+    if (static_cast<int64_t>(req->data().size()) > artifacts_->limits().max_chunk_bytes) {
+      return Status(StatusCode::INVALID_ARGUMENT, "chunk of " + std::to_string(req->data().size()) +
+                                                      " bytes; the limit is " +
+                                                      std::to_string(artifacts_->limits().max_chunk_bytes) +
+                                                      " bytes a chunk");
+    }
+    if (!scheduler_.Heartbeat(req->worker_id(), req->trial_id(), req->attempt()).lease_valid) {
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    "trial " + req->trial_id().substr(0, 100) + " attempt " + std::to_string(req->attempt()) +
+                        " is not leased to " + req->worker_id().substr(0, 100) +
+                        ": artifacts are uploaded while the lease is held");
+    }
+    resp->set_stored(artifacts_->Write(req->trial_id(), req->attempt(), req->name(), req->offset(), req->data(),
+                                       req->last()));
+    if (req->last()) {
+      spdlog::info("trial {} attempt {}: artifact {} stored ({} bytes)", req->trial_id(), req->attempt(),
+                   req->name(), resp->stored());
     }
     return Status::OK;
   });

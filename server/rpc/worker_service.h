@@ -26,13 +26,15 @@
 #include "server/rpc/call_pool.h"
 #include "server/rpc/coordinator_metrics.h"
 #include "server/scheduler/scheduler.h"
+#include "server/store/artifact_store.h"
 
 namespace frontier {
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
+  // `artifacts`: where UploadArtifact stores trials' files; null: refused.
   WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms, CoordinatorMetrics& metrics,
-                    const ServerSecurity& security);
+                    const ServerSecurity& security, ArtifactStore* artifacts = nullptr);
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
                                            const v1::RegisterWorkerRequest* req,
@@ -50,6 +52,10 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                           v1::CompleteTrialResponse* resp) override;
   grpc::ServerUnaryReactor* FailTrial(grpc::CallbackServerContext* ctx, const v1::FailTrialRequest* req,
                                       v1::FailTrialResponse* resp) override;
+  // One chunk of a trial's artifact, checked (name, size, offset, the
+  // trial's limits) and stored while the lease is held, which it extends.
+  grpc::ServerUnaryReactor* UploadArtifact(grpc::CallbackServerContext* ctx, const v1::UploadArtifactRequest* req,
+                                           v1::UploadArtifactResponse* resp) override;
 
   // The workers whose LeaseTrial polls are parked now.
   std::vector<std::string> ParkedWorkers();
@@ -77,6 +83,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   Scheduler& scheduler_;
   int64_t max_wait_ms_;
   CoordinatorMetrics& metrics_;
+  ArtifactStore* artifacts_;
   std::mutex mu_;  // guards waiters_ and closed_
   std::deque<Waiter> waiters_;
   bool closed_ = false;  // ServeWaiters(true) ran: polls that find nothing are answered at once

@@ -46,6 +46,11 @@ struct AgentOptions {
   // worker with the tool on its PATH, else unprofiled with the reason in the
   // result's "profile" (docs/profiling.md).
   std::string artifact_dir;
+  // After a trial's process ends (completed or failed, the lease still held),
+  // every regular file of its artifact folder (symbolic links are not
+  // followed) goes to the coordinator's artifact store in 1 MiB chunks
+  // (UploadArtifact), so that it outlives this worker; the local copy stays.
+  bool upload_artifacts = true;
   int max_trials = 0;  // Run returns after leasing this many trials and finishing them; 0: no limit
   // A running trial is killed after this.
   std::chrono::milliseconds trial_timeout{std::chrono::hours(1)};
@@ -170,6 +175,8 @@ class Agent {
   // Streams the trial's output until it exits, is killed or times out.
   Outcome Supervise(const Lease& lease, const Launch& launch, TrialProcess& process);
   void Report(const Lease& lease, const Outcome& outcome);
+  // Sends the files of the trial's artifact folder (AgentOptions::upload_artifacts).
+  void UploadArtifacts(const Lease& lease);
   // Runs frontier-trial --calibrate (see AgentOptions::calibrate) into calibration_.
   void Calibrate();
   // A trial that ran out of memory fails for good, with error_kind

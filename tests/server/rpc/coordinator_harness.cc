@@ -7,12 +7,13 @@
 
 namespace frontier {
 
-CoordinatorHarness::CoordinatorHarness(ServerSecurity security) {
+CoordinatorHarness::CoordinatorHarness(ServerSecurity security, const std::string& artifacts_dir) {
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
   options.scheduler.lease_timeout_ms = kLeaseTimeoutMs;
   options.scheduler.heartbeat_interval_ms = 1'000;
   options.security = std::move(security);
+  options.artifacts_dir = artifacts_dir;
   coordinator_ = std::make_unique<Coordinator>(store_, clock_, metrics_, options);
   coordinator_->Start();
 }

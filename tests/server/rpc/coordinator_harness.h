@@ -30,7 +30,8 @@ class CoordinatorHarness {
  public:
   static constexpr int64_t kLeaseTimeoutMs = 10'000;
 
-  explicit CoordinatorHarness(ServerSecurity security = {});
+  // `artifacts_dir`: the coordinator's artifact store (empty: none).
+  explicit CoordinatorHarness(ServerSecurity security = {}, const std::string& artifacts_dir = "");
   ~CoordinatorHarness();
 
   Coordinator& coordinator() { return *coordinator_; }
