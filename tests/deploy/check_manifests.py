@@ -20,6 +20,8 @@ frontier-trial's --help (where it was built), for its flags.
 - Prometheus: the labels and "metrics" port names that
   metrics/prometheus-kubernetes.yml relies on, scrape annotations that point
   at the metrics port;
+- the coordinator's --artifacts-dir is a mounted PersistentVolumeClaim that
+  the overlay defines (never an emptyDir: artifacts must outlive the pod);
 - workers: a grace period longer than the drain timeout; in gpu-cluster one
   nvidia.com/gpu per pod, a node selector, a GPU toleration, --device=cuda;
 - the dashboards ConfigMap holds exactly metrics/grafana/dashboards/*.json
@@ -46,6 +48,7 @@ def problem(message):
 objects = [o for o in yaml.safe_load_all(open(rendered_file)) if o]
 secrets = {o["metadata"]["name"]: o for o in yaml.safe_load_all(open(secrets_file)) if o and o["kind"] == "Secret"}
 config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+claims = {o["metadata"]["name"] for o in objects if o["kind"] == "PersistentVolumeClaim"}
 names = [(o["kind"], o["metadata"]["name"]) for o in objects]
 for duplicate in {n for n in names if names.count(n) > 1}:
     problem(f"{duplicate} defined twice")
@@ -183,6 +186,14 @@ for w in workloads:
                     problem(f"{cname}: no toleration for nvidia.com/gpu taints")
             if overlay == "gpu-cluster" and not arg_value(args, "--tls-ca"):
                 problem(f"{cname}: gpu-cluster worker without --tls-ca")
+        if program == "frontier-server" and not example:
+            # The artifact store must outlive the pod: a mounted PersistentVolumeClaim.
+            store = arg_value(args, "--artifacts-dir", "artifacts")
+            volume = mounts.get(store.rstrip("/"))
+            if volume is None or "persistentVolumeClaim" not in volume:
+                problem(f"{cname}: --artifacts-dir {store} is not a mounted PersistentVolumeClaim (artifacts would die with the pod)")
+            elif volume["persistentVolumeClaim"].get("claimName") not in claims:
+                problem(f"{cname}: volume {volume['name']} claims missing PersistentVolumeClaim {volume['persistentVolumeClaim'].get('claimName')}")
         if program == "frontier-server" and overlay == "gpu-cluster":
             if not arg_value(args, "--tls-cert") or any("grpc" in c.get(p, {}) for p in ("readinessProbe", "livenessProbe")):
                 problem(f"{cname}: TLS coordinator must use --tls-cert and exec (not native gRPC) probes")

@@ -96,4 +96,22 @@ for want in "MASTER_ADDR 'frontier-dp-trial-1.frontier-dp-trial' is not rank 0's
   grep -q "$want" "$work/broken.out" || { echo "FAIL: check_manifests.py missed: $want"; cat "$work/broken.out"; exit 1; }
 done
 echo "  (six planted errors of the Indexed Job's rendezvous are caught)"
+# The coordinator's artifact store in an emptyDir (it would die with the pod) is caught.
+/usr/bin/python3 - "$work/base.yaml" "$work/broken-artifacts.yaml" <<'PY'
+import sys, yaml
+objects = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+for o in objects:
+    if o["kind"] == "Deployment" and o["metadata"]["name"] == "frontier-coordinator":
+        for v in o["spec"]["template"]["spec"]["volumes"]:
+            if v["name"] == "artifacts":
+                v.pop("persistentVolumeClaim")
+                v["emptyDir"] = {}
+yaml.safe_dump_all(objects, open(sys.argv[2], "w"))
+PY
+if /usr/bin/python3 "$here/check_manifests.py" base "$work/broken-artifacts.yaml" "$work/secrets.yaml" \
+    "$work/server-help.txt" "$work/worker-help.txt" "$src/metrics/grafana/dashboards" > "$work/broken.out" 2>&1; then
+  echo "FAIL: check_manifests.py accepted an artifact store in an emptyDir"; cat "$work/broken.out"; exit 1
+fi
+grep -q "is not a mounted PersistentVolumeClaim" "$work/broken.out" || { echo "FAIL: wrong complaint"; cat "$work/broken.out"; exit 1; }
+echo "  (an artifact store in an emptyDir is caught)"
 echo "manifests ok"
