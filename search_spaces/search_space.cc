@@ -325,6 +325,7 @@ class SpaceParser {
   void CheckKeys(const YAML::Node& node, const std::string& path) const;
   void ParseBaseline(const Fields& top, SearchSpace& space);
   void ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space);
+  std::string InSpaceFolder(const std::string& path) const;
   void CheckBaseline(const SearchSpace& space) const;
   void ParseDimensions(const YAML::Node& node, SearchSpace& space) const;
   std::vector<std::string> ExpandPath(const std::string& field, const std::string& name,
@@ -546,6 +547,11 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
   Fields baseline(*this, top.Required("baseline"), "baseline", {"arch", "runtime"});
   json arch = YamlToJson(baseline.Required("arch"));
   json runtime = baseline.Has("runtime") ? baseline.Value("runtime") : json::object();
+  if (runtime.is_object() && runtime.contains("plugins") && runtime["plugins"].is_array()) {
+    for (json& plugin : runtime["plugins"]) {  // the trial spec's validation checks the rest
+      if (plugin.is_string() && !plugin.get<std::string>().empty()) plugin = InSpaceFolder(plugin);
+    }
+  }
   space.base = {{"schema", kTrialSpecSchema}, {"task", task}, {"arch", arch}, {"runtime", runtime}};
   // Profiling (docs/profiling.md) and latency (docs/trial-output.md) apply to every trial of the
   // experiment; trials are profiled unless the space says `profile: off`.
@@ -562,6 +568,17 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
   }
 }
 
+// `path` made absolute against the space file's folder (an absolute path as
+// given), normalized, without a trailing slash.
+std::string SpaceParser::InSpaceFolder(const std::string& path) const {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::path resolved = fs::path(path).is_absolute() ? fs::path(path) : fs::path(source_).parent_path() / path;
+  std::string absolute = fs::absolute(resolved, ignored).lexically_normal().string();
+  if (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+  return absolute;
+}
+
 // A command trial (docs/byo-model.md): `trial: {command: [argv...], workdir,
 // params, time_limit_s, runtime}`; the workdir is resolved against the space
 // file's folder.
@@ -573,15 +590,9 @@ void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchS
   }
   std::string workdir = ".";
   trial.String("workdir", workdir);
-  namespace fs = std::filesystem;
-  std::error_code ignored;
-  const fs::path folder = fs::path(source_).parent_path();
-  const fs::path resolved = fs::path(workdir).is_absolute() ? fs::path(workdir) : folder / workdir;
   json params = trial.Has("params") ? trial.Value("params") : json::object();
   if (!params.is_object()) Fail("trial.params", "expected a mapping of the program's parameters, got " + Describe(params));
-  std::string absolute = fs::absolute(resolved, ignored).lexically_normal().string();
-  if (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
-  json command = {{"argv", argv}, {"workdir", absolute}};
+  json command = {{"argv", argv}, {"workdir", InSpaceFolder(workdir)}};
   if (std::optional<double> limit = trial.Number("time_limit_s")) command["time_limit_s"] = *limit;
   json runtime = trial.Has("runtime") ? trial.Value("runtime") : json::object();
   space.base = {{"schema", kTrialSpecSchema}, {"protocol", kTrialProtocol}, {"params", params},

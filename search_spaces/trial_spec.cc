@@ -74,6 +74,19 @@ class ObjectReader {
       throw SpecError(Field(key), "unknown choice '" + out + "'; expected one of " + Join(choices));
     }
   }
+  // A name from one of frontier-trial's registries (stem, block family,
+  // attention kind, op variant): one of the built-ins, or, in a spec that
+  // loads plugins, any name (a plugin may register it; frontier-trial fails
+  // the trial naming it when none did).
+  void Kind(const std::string& key, std::string& out, const std::vector<std::string>& builtins) {
+    if (!PluginNamesAllowed()) return Choice(key, out, builtins);
+    String(key, out);
+    if (out.empty() || out.size() > 64) throw SpecError(Field(key), "expected a name of 1 to 64 characters");
+  }
+  static bool& PluginNamesAllowed() {
+    thread_local bool allowed = false;
+    return allowed;
+  }
 
   // Call after reading every known field.
   // The first key not read so far, or "".
@@ -214,7 +227,7 @@ void ParseBevArch(const json& j, BevArchSpec& b) {
   ObjectReader r(j, "arch.bev");
   b.enabled = true;
   r.Choice("view_transform", b.view_transform, {"lss", "ipm", "mean_lift"});
-  r.Choice("pooling", b.pooling, {"naive", "fused", "depth_fused"});
+  r.Kind("pooling", b.pooling, {"naive", "fused", "depth_fused"});
   r.Int("depth_bins", b.depth_bins, 1, 512);
   r.Double("depth_min", b.depth_min, 0.1, 1000);
   r.Double("depth_max", b.depth_max, 0.1, 1000);
@@ -222,6 +235,10 @@ void ParseBevArch(const json& j, BevArchSpec& b) {
   r.Int("heights", b.heights, 1, 64);
   r.Double("max_height", b.max_height, 0, 100);
   r.Double("depth_loss_weight", b.depth_loss_weight, 0, 1000);
+  r.Choice("neck", b.neck, {"none", "fpn", "bifpn"});
+  r.Int("neck_levels", b.neck_levels, 2, 16);
+  r.Int("neck_channels", b.neck_channels, 0, 4096);
+  r.Int("neck_repeats", b.neck_repeats, 1, 16);
   if (const json* e = r.Get("encoder")) {
     if (!e->is_array()) throw SpecError("arch.bev.encoder", "expected a list of stages");
     for (size_t i = 0; i < e->size(); ++i) {
@@ -240,7 +257,7 @@ void ParseBevArch(const json& j, BevArchSpec& b) {
 
 void ParseAttention(const json& j, const std::string& path, AttentionSpec& a) {
   ObjectReader r(j, path);
-  r.Choice("kind", a.kind, {"none", "mhsa", "window", "gqa", "linear"});
+  r.Kind("kind", a.kind, {"none", "mhsa", "window", "gqa", "linear"});
   r.Int("heads", a.heads, 1, 1024);
   r.Int("head_dim", a.head_dim, 0, 4096);
   r.Int("kv_heads", a.kv_heads, 1, 1024);
@@ -253,9 +270,24 @@ void ParseAttention(const json& j, const std::string& path, AttentionSpec& a) {
   }
 }
 
+// The moe section of a stage (read whatever the block, so that a space can
+// vary the block of a stage that configures its experts).
+void ParseMoe(const json& j, const std::string& path, MoeSpec& m) {
+  ObjectReader r(j, path);
+  r.Int("experts", m.experts, 1, 1024);
+  r.Int("top_k", m.top_k, 1, 1024);
+  r.Double("capacity_factor", m.capacity_factor, 0.01, 1024);
+  r.Double("aux_loss_weight", m.aux_loss_weight, 0, 1000);
+  r.RejectUnknown();
+  if (m.top_k > m.experts) {
+    throw SpecError(r.Field("top_k"), "routes each token to " + std::to_string(m.top_k) + " experts but the stage has " +
+                                          std::to_string(m.experts) + " (moe.experts)");
+  }
+}
+
 void ParseStage(const json& j, const std::string& path, StageSpec& s) {
   ObjectReader r(j, path);
-  r.Choice("block", s.block, {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv"});
+  r.Kind("block", s.block, {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv", "moe"});
   r.Int("width", s.width, 1, 1 << 16);
   r.Int("depth", s.depth, 1, 1024);
   r.Int("stride", s.stride, 1, 8);
@@ -267,6 +299,7 @@ void ParseStage(const json& j, const std::string& path, StageSpec& s) {
     throw SpecError(r.Field("se"), "squeeze-excite applies to mbconv and fused_mbconv only");
   }
   if (const json* a = r.Get("attention")) ParseAttention(*a, r.Field("attention"), s.attention);
+  if (const json* m = r.Get("moe")) ParseMoe(*m, r.Field("moe"), s.moe);
   r.RejectUnknown();
 }
 
@@ -274,7 +307,7 @@ void ParseArch(const json& j, ArchSpec& a) {
   ObjectReader r(j, "arch");
   if (const json* s = r.Get("stem")) {
     ObjectReader sr(*s, "arch.stem");
-    sr.Choice("kind", a.stem.kind, {"conv3x3", "patchify", "resnet"});
+    sr.Kind("kind", a.stem.kind, {"conv3x3", "patchify", "resnet"});
     sr.Int("width", a.stem.width, 1, 1 << 16);
     sr.Int("stride", a.stem.stride, 0, 32);
     sr.Int("depth", a.stem.depth, 1, 8);
@@ -310,6 +343,19 @@ void ParseRuntime(const json& j, RuntimeSpec& rt) {
   r.Choice("batch_policy", rt.batch_policy, {"split_global", "fixed_per_rank"});
   r.Double("bucket_cap_mb", rt.bucket_cap_mb, 0.001, 65536);
   r.Bool("overlap", rt.overlap);
+  if (const json* p = r.Get("plugins")) {
+    if (!p->is_array() || p->size() > kMaxPlugins) {
+      throw SpecError("runtime.plugins", "expected a list of at most " + std::to_string(kMaxPlugins) +
+                                             " shared-library paths");
+    }
+    for (size_t i = 0; i < p->size(); ++i) {
+      const std::string field = "runtime.plugins[" + std::to_string(i) + "]";
+      if (!(*p)[i].is_string() || (*p)[i].get<std::string>().empty()) {
+        throw SpecError(field, "expected the path of a plugin's shared library");
+      }
+      rt.plugins.push_back((*p)[i].get<std::string>());
+    }
+  }
   r.RejectUnknown();
   if (rt.nodes > rt.ranks) {
     throw SpecError("runtime.nodes", "is " + std::to_string(rt.nodes) + " but runtime.ranks is " +
@@ -390,6 +436,7 @@ std::vector<ResolvedStage> ResolveStages(const std::vector<StageSpec>& stages, c
     r.kernel = s.kernel ? s.kernel : DefaultKernel(s.block);
     r.expansion = s.expansion > 0 ? s.expansion : 4.0;
     r.se = s.se;
+    r.moe = s.moe;
     r.in_height = h;
     r.in_width_px = w;
     // Every family downsamples in its first block with padding k/2 (or a
@@ -483,6 +530,10 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
                                              ") so that some steps are measured");
   }
   if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
+  if (!spec.runtime.plugins.empty()) {
+    throw SpecError("runtime.plugins", "plugins are loaded by frontier-trial (docs/plugins.md); a trial command "
+                                       "loads its own code");
+  }
   if (spec.runtime.ranks > 1) {
     throw SpecError("runtime.ranks", "data-parallel ranks are frontier-trial's (docs/distributed.md); a trial "
                                      "command runs as one process and starts its own ranks if it has any");
@@ -535,8 +586,17 @@ TrialSpec ParseTrialSpec(const json& j) {
   if (const json* t = r.Get("task")) ParseTask(*t, spec.task);
   const json* arch = r.Get("arch");
   if (!arch) throw SpecError("arch", "missing");
-  ParseArch(*arch, spec.arch);
+  // The runtime first: its plugins decide which names the arch may use.
   if (const json* rt = r.Get("runtime")) ParseRuntime(*rt, spec.runtime);
+  {
+    bool& allowed = ObjectReader::PluginNamesAllowed();
+    allowed = !spec.runtime.plugins.empty();
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{allowed};
+    ParseArch(*arch, spec.arch);
+  }
   if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
   if (const json* l = r.Get("latency")) ParseLatency(*l, spec.latency);
   r.RejectUnknown();
@@ -635,6 +695,23 @@ ResolvedArch ResolveArch(const ArchSpec& a, const TaskSpec& task) {
   bev.encoder_features = width;
   bev.encoder_height = h;
   bev.encoder_width = w;
+  bev.lift_channels = out.features;
+  bev.lift_height = out.feature_height;
+  bev.lift_width = out.feature_width;
+  if (a.bev.neck != "none") {
+    const int stages = static_cast<int>(out.stages.size()), levels = a.bev.neck_levels;
+    if (levels > stages) {
+      throw SpecError("arch.bev.neck_levels", "the " + a.bev.neck + " neck fuses the maps of the last " +
+                                                  std::to_string(levels) + " backbone stages but arch.stages has " +
+                                                  std::to_string(stages) + (stages == 1 ? " stage" : " stages"));
+    }
+    bev.neck_from_stage = stages - levels;
+    const ResolvedStage& finest = out.stages[bev.neck_from_stage];
+    bev.lift_channels = a.bev.neck_channels > 0 ? a.bev.neck_channels : out.features;
+    bev.lift_height = finest.out_height;
+    bev.lift_width = finest.out_width_px;
+    CheckGroups(a, bev.lift_channels, "arch.bev.neck_channels");
+  }
   return out;
 }
 
@@ -654,15 +731,22 @@ static json StagesJson(const std::vector<StageSpec>& list) {
                         {"head_dim", st.attention.head_dim},
                         {"kv_heads", st.attention.kv_heads},
                         {"window", st.attention.window},
-                        {"blocks", st.attention.blocks}}}});
+                        {"blocks", st.attention.blocks}}},
+                      {"moe",
+                       {{"experts", st.moe.experts},
+                        {"top_k", st.moe.top_k},
+                        {"capacity_factor", st.moe.capacity_factor},
+                        {"aux_loss_weight", st.moe.aux_loss_weight}}}});
   }
   return stages;
 }
 
 static json RuntimeJson(const RuntimeSpec& r) {
-  return {{"precision", r.precision},       {"memory_format", r.memory_format}, {"threads", r.threads},
-          {"device", r.device},             {"ranks", r.ranks},                 {"nodes", r.nodes},
-          {"batch_policy", r.batch_policy}, {"bucket_cap_mb", r.bucket_cap_mb}, {"overlap", r.overlap}};
+  json j = {{"precision", r.precision},       {"memory_format", r.memory_format}, {"threads", r.threads},
+            {"device", r.device},             {"ranks", r.ranks},                 {"nodes", r.nodes},
+            {"batch_policy", r.batch_policy}, {"bucket_cap_mb", r.bucket_cap_mb}, {"overlap", r.overlap}};
+  if (!r.plugins.empty()) j["plugins"] = r.plugins;
+  return j;
 }
 
 static json ProfileJson(const ProfileSpec& p) { return {{"steps", p.steps}, {"start", p.start}, {"tool", p.tool}}; }
@@ -755,6 +839,10 @@ json ToJson(const TrialSpec& s) {
                           {"heights", b.heights},
                           {"max_height", b.max_height},
                           {"depth_loss_weight", b.depth_loss_weight},
+                          {"neck", b.neck},
+                          {"neck_levels", b.neck_levels},
+                          {"neck_channels", b.neck_channels},
+                          {"neck_repeats", b.neck_repeats},
                           {"encoder", StagesJson(b.encoder)}};
   }
   return out;

@@ -108,8 +108,21 @@ struct AttentionSpec {
   int blocks = 0;    // attention follows the last `blocks` blocks; 0 = every block
 };
 
+// A stage's mixture-of-experts MLP (block moe; docs/trial-spec.md, Block
+// families): `experts` MLPs of hidden width width x expansion, each token
+// routed to its `top_k` experts by a linear router, at most
+// ceil(capacity_factor x tokens x top_k / experts) tokens per expert (the
+// rest pass through the residual), and a Switch/GShard load-balancing loss
+// aux_loss_weight x experts x sum_e f_e P_e added to the training loss.
+struct MoeSpec {
+  int experts = 4;
+  int top_k = 1;                  // at most experts
+  double capacity_factor = 1.25;  // expert slots per token share
+  double aux_loss_weight = 0.01;  // 0: no load-balancing loss
+};
+
 struct StageSpec {
-  std::string block = "basic";  // basic | bottleneck | convnext | mbconv | fused_mbconv
+  std::string block = "basic";  // basic | bottleneck | convnext | mbconv | fused_mbconv | moe
   int width = 32;
   int depth = 2;
   int stride = 1;
@@ -117,6 +130,7 @@ struct StageSpec {
   double expansion = 0; // 0: the family's default (bottleneck 4 = reduction; convnext 4; mbconv 4; fused 4)
   bool se = false;      // squeeze-excite in mbconv / fused_mbconv
   AttentionSpec attention;
+  MoeSpec moe;          // block moe only (other families ignore it, so a space can vary the block)
 };
 
 struct StemSpec {
@@ -147,6 +161,15 @@ struct BevArchSpec {
   // vary the view transform from a depth-supervised lss baseline).
   double depth_loss_weight = 0.0;
   std::vector<StageSpec> encoder;       // BEV encoder stages (may be empty)
+  // Multi-scale neck between the backbone and the view transform
+  // (docs/bev.md, Neck): none | fpn (top-down fusion of the last neck_levels
+  // stages' maps) | bifpn (weighted top-down and bottom-up fusion, fast
+  // normalized weights, neck_repeats layers). Its output, at the finest fused
+  // level with neck_channels channels, is what the view transform lifts.
+  std::string neck = "none";
+  int neck_levels = 2;    // the last this many backbone stages (at least 2)
+  int neck_channels = 0;  // 0: the backbone's output width
+  int neck_repeats = 1;   // bifpn only: BiFPN layers
 };
 
 struct ArchSpec {
@@ -175,7 +198,13 @@ struct RuntimeSpec {
   std::string batch_policy = "split_global";  // split_global | fixed_per_rank
   double bucket_cap_mb = 25;
   bool overlap = true;
+  // Shared libraries frontier-trial loads before it builds the model
+  // (docs/plugins.md): they register stems, block families, attention kinds
+  // and op variants. A search space's relative paths are resolved against the
+  // space file's folder; a trial spec's against the working directory.
+  std::vector<std::string> plugins;
 };
+inline constexpr size_t kMaxPlugins = 16;
 
 // Profiling of a few training steps (docs/profiling.md). On by default for
 // frontier-trial's own trials: the bottleneck verdict rests on it.
@@ -232,6 +261,7 @@ struct ResolvedStage {
   int out_height = 0, out_width_px = 0;  // feature map leaving the stage
   AttentionSpec attention;               // head_dim, blocks resolved
   int attention_from_block = 0;          // blocks [from, depth) carry attention
+  MoeSpec moe;                           // block moe only
 };
 
 // The BEV part after defaults: the encoder's stages run on the grid x grid map.
@@ -242,6 +272,10 @@ struct ResolvedBev {
   std::vector<ResolvedStage> encoder;
   int encoder_features = 0;            // channels into the head
   int encoder_height = 0, encoder_width = 0;  // map leaving the encoder
+  // The map the view transform lifts: the backbone's output, or the neck's
+  // (its finest fused level, stage neck_from_stage's resolution).
+  int neck_from_stage = 0;  // with a neck: the first backbone stage it fuses
+  int lift_channels = 0, lift_height = 0, lift_width = 0;
 };
 
 struct ResolvedArch {

@@ -37,6 +37,26 @@ std::string ShippedFile(const std::string& name) {
   return std::string(FRONTIER_SOURCE_DIR) + "/search_spaces/" + name;
 }
 
+TEST(SearchSpaceTest, PluginPathsAreResolvedAgainstTheSpaceFolder) {
+  const SearchSpace space = ParseSearchSpace(R"(name: t
+baseline:
+  arch:
+    stem: {kind: conv3x3, width: 16, stride: 2, depth: 1}
+    stages:
+      - {block: fused_cna, width: 16, depth: 1}
+  runtime: {plugins: [lib/libmine.so, /abs/libtheirs.so]}
+objectives: [{metric: val_accuracy}]
+space:
+  stages[0].block: [basic, fused_cna]
+)",
+                                             "/work/spaces/t.yaml");
+  EXPECT_EQ(space.base["runtime"]["plugins"][0], "/work/spaces/lib/libmine.so");
+  EXPECT_EQ(space.base["runtime"]["plugins"][1], "/abs/libtheirs.so");
+  // Without plugins the same names are unknown.
+  EXPECT_NE(ErrorOf(std::string(kHead) + "space:\n  stages[0].block: [basic, fused_cna]\n").find("fused_cna"),
+            std::string::npos);
+}
+
 TEST(SearchSpaceTest, QuickstartParsesAndEveryConfigRuns) {
   SearchSpace space = LoadSearchSpaceFile(ShippedFile("quickstart.yaml"));
   EXPECT_EQ(space.name, "quickstart");

@@ -87,6 +87,33 @@ TEST(TrialSpecTest, MessageListsTheChoices) {
   }
 }
 
+TEST(TrialSpecTest, PluginsOpenTheRegistryNamesOnlyForTheirSpec) {
+  json j = MinimalSpec();
+  j["arch"]["stages"][0]["block"] = "fused_cna";
+  j["arch"]["stages"][1]["attention"] = {{"kind", "flash"}};
+  EXPECT_THROW(ParseTrialSpec(j), SpecError);  // no plugins: built-in names only
+  j["runtime"] = {{"plugins", {"/opt/kernels/libmy_ops.so"}}};
+  TrialSpec s = ParseTrialSpec(j);
+  EXPECT_EQ(s.arch.stages[0].block, "fused_cna");
+  EXPECT_EQ(s.arch.stages[1].attention.kind, "flash");
+  ASSERT_EQ(s.runtime.plugins.size(), 1u);
+  EXPECT_EQ(ToJson(s)["runtime"]["plugins"][0], "/opt/kernels/libmy_ops.so");
+  EXPECT_EQ(ToJson(ParseTrialSpec(ToJson(s))), ToJson(s));
+  // The next spec without plugins is closed again.
+  j.erase("runtime");
+  EXPECT_EQ(ErrorPath([&](json& k) { k = j; }), "arch.stages[0].block");
+  // Precision and the other closed choices stay closed with plugins.
+  EXPECT_EQ(ErrorPath([](json& k) { k["runtime"] = {{"plugins", {"/p.so"}}, {"precision", "fp8"}}; }),
+            "runtime.precision");
+  EXPECT_EQ(ErrorPath([](json& k) { k["runtime"] = {{"plugins", {""}}}; }), "runtime.plugins[0]");
+  EXPECT_EQ(ErrorPath([](json& k) { k["runtime"] = {{"plugins", "/p.so"}}; }), "runtime.plugins");
+  EXPECT_EQ(ErrorPath([](json& k) {
+              k["runtime"] = {{"plugins", {"/p.so"}}};
+              k["arch"]["stages"][0]["block"] = "";
+            }),
+            "arch.stages[0].block");
+}
+
 TEST(TrialSpecTest, MalformedJsonIsASpecError) {
   EXPECT_THROW(ParseTrialSpecText("{\"schema\": 1,"), SpecError);
   EXPECT_THROW(LoadTrialSpecFile("/nonexistent/spec.json"), SpecError);

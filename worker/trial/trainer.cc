@@ -1,5 +1,6 @@
 #include "worker/trial/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -18,6 +19,8 @@
 #include "worker/trial/measure/profiler.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/model/model.h"
+#include "worker/trial/ops/correctness.h"
+#include "worker/trial/plugin.h"
 #include "worker/trial/tasks/task.h"
 
 namespace frontier {
@@ -26,6 +29,9 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace dist = frontier::distributed;
+
+// Random input sets the correctness gate draws per op call (besides the op's edge cases).
+constexpr int kGateDraws = 3;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -100,8 +106,16 @@ bool ReachedTarget(const TargetSpec& target, const EvalResult& e) {
   return target.metric == "val_loss" ? e.loss <= target.value : e.quality >= target.value;
 }
 
+// A non-reference op variant the correctness gate found wrong.
+class IncorrectVariant : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 std::string ErrorKind(const std::exception& e) {
   if (dynamic_cast<const SpecError*>(&e)) return "spec";
+  if (dynamic_cast<const PluginError*>(&e)) return "plugin";
+  if (dynamic_cast<const IncorrectVariant*>(&e)) return "incorrect";
   if (dynamic_cast<const DataError*>(&e)) return "data";
   if (dynamic_cast<const UnsupportedPrecision*>(&e)) return "precision";
   if (IsOutOfMemory(e)) return "out_of_memory";
@@ -159,6 +173,7 @@ class TrialRun {
     format_ =
         rt_.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 
+    LoadPlugins(rt_.plugins);
     const ResolvedArch arch = ResolveArch(spec_.arch, task_spec_);
     task_ = MakeTask(task_spec_);
     data_ = task_->LoadData(spec_, arch);
@@ -168,8 +183,14 @@ class TrialRun {
     task_->Describe(data_, &result_);
     model::SetMemoryFormat(*net_, format_);
     const int64_t params = model::CountParameters(*net_);
-    flops_ = CountModelFlops(
-        net_, Normalize(data_, data_.train.images.slice(0, 0, shard_.count), dev_.device, format_));
+    const torch::Tensor batch = Normalize(data_, data_.train.images.slice(0, 0, shard_.count), dev_.device, format_);
+    bool checked_variants = false;
+    {
+      ops::CallRecorder recorder;  // the op calls of one forward pass, at the model's shapes
+      flops_ = CountModelFlops(net_, batch);
+      checked_variants = UsesNonReferenceVariants(recorder.calls());
+    }
+    if (checked_variants) CheckOpVariants(batch);
     peak_ = DevicePeakFlops(rt_.precision, dev_,
                             options_.peak_flops_json.empty() ? std::nullopt
                                                              : std::optional(ParseGivenPeaks(options_.peak_flops_json)));
@@ -190,6 +211,37 @@ class TrialRun {
                    {"peak_flops_per_s", peak_.flops_per_s},
                    {"peak_flops_source", peak_.source},
                    {"ranks", rt_.ranks}});
+  }
+
+  static bool UsesNonReferenceVariants(const std::vector<ops::OpCall>& calls) {
+    return std::any_of(calls.begin(), calls.end(), [](const ops::OpCall& call) {
+      return call.variant != ops::OpRegistry().At(call.op).reference;
+    });
+  }
+
+  // The correctness gate: every non-reference op variant a forward pass in the
+  // trial's precision uses, against its reference, before anything is timed.
+  void CheckOpVariants(const torch::Tensor& batch) {
+    std::vector<ops::OpCall> calls;
+    {
+      ops::CallRecorder recorder;
+      torch::NoGradGuard no_grad;
+      const bool was_training = net_->is_training();
+      net_->eval();
+      {
+        AutocastScope autocast(rt_.precision, dev_);
+        net_->forward(batch);
+      }
+      net_->train(was_training);
+      calls = recorder.calls();
+    }
+    const ops::GateResult gate = ops::RunGate(calls, kGateDraws, static_cast<uint64_t>(spec_.seed));
+    result_["correctness"] = gate.ToJson();
+    if (const ops::VariantCheck* failed = gate.failure()) {
+      result_["incorrect"] = failed->ToJson();
+      throw IncorrectVariant(failed->op + " variant '" + failed->variant + "' " + failed->problem + " (" +
+                             failed->where + "; reference '" + failed->reference + "', " + failed->shapes + ")");
+    }
   }
 
   void Train() {

@@ -260,9 +260,81 @@ Registry<PoolVariant>& PoolRegistry() {
   return registry;
 }
 
+namespace {
+
+// The call of variant `variant` on inputs shaped like depth and features
+// with `plan` (already on their device), as the gate and the benchmark see it.
+ops::OpCall PoolCall(const std::string& variant, const torch::Tensor& depth, const torch::Tensor& features,
+                     const PoolPlan& plan, std::string edge) {
+  ops::OpCall call;
+  call.op = "bev_pool";
+  call.variant = variant;
+  call.edge = std::move(edge);
+  call.input_names = {"depth", "features"};
+  call.inputs = {depth, features};
+  call.run = [plan](const std::string& v, const std::vector<torch::Tensor>& in) {
+    return PoolRegistry().At(v)(in.at(0), in.at(1), plan);
+  };
+  const double element = static_cast<double>(depth.element_size());
+  const double depth_bytes = depth.numel() * element, feature_bytes = features.numel() * element,
+               grid_bytes = static_cast<double>(depth.size(0)) * plan.cells * features.size(-1) * element;
+  // Forward: both factors read, the grid zeroed and written. Backward: the
+  // grid's gradient read, both factors read again (each gradient needs the
+  // other factor) and both gradients written, once per pass over each.
+  call.bytes_moved = [=](bool backward) {
+    const double forward = depth_bytes + feature_bytes + 2 * grid_bytes;
+    return backward ? forward + grid_bytes + 3 * depth_bytes + 3 * feature_bytes : forward;
+  };
+  if (call.edge.empty()) {
+    call.edge_cases = [variant, depth, features, plan] {
+      const torch::Tensor cells = plan.point_cells.to(torch::kCPU);
+      const int64_t points = cells.numel();
+      std::vector<std::pair<std::string, torch::Tensor>> cases;
+      const torch::Tensor index = torch::arange(points, torch::kLong);
+      // Most cells empty: nine points in ten moved outside the grid.
+      cases.emplace_back("most cells empty", torch::where(index.remainder(10).eq(0), cells, torch::full_like(cells, -1)));
+      // Every in-grid point alone in its cell (the first min(P, cells) points, to distinct cells).
+      const torch::Tensor lone = torch::full_like(cells, -1);
+      const int64_t n = std::min(points, plan.cells);
+      lone.slice(0, 0, n).copy_(torch::arange(plan.cells - 1, plan.cells - 1 - n, -1, torch::kLong));  // no RNG
+      cases.emplace_back("single-point intervals", lone);
+      // Every point in one cell: one interval of P points.
+      cases.emplace_back("one cell", torch::zeros_like(cells));
+      // No point in the grid: the output is all zeros.
+      cases.emplace_back("no point in the grid", torch::full_like(cells, -1));
+      std::vector<ops::OpCall> calls;
+      for (auto& [name, point_cells] : cases) {
+        const PoolPlan edge_plan = MakePoolPlan(point_cells, plan.cells, plan.shape).To(depth.device());
+        calls.push_back(PoolCall(variant, depth, features, edge_plan, name));
+      }
+      return calls;
+    };
+  }
+  return call;
+}
+
+}  // namespace
+
 torch::Tensor Pool(const std::string& implementation, const torch::Tensor& depth, const torch::Tensor& features,
                    const PoolPlan& plan) {
+  ops::Record([&] { return PoolCall(implementation, depth, features, plan, ""); });
   return PoolRegistry().At(implementation)(depth, features, plan);
+}
+
+ops::Op PoolOp() {
+  ops::Op op;
+  op.reference = "naive";
+  op.variants = [] { return PoolRegistry().Names(); };
+  // Depth is a distribution over the bins (as the lift's softmax makes it),
+  // features standard normal.
+  op.random_inputs = [](const ops::OpCall& call, at::Generator& generator) {
+    const torch::Tensor& depth = call.inputs.at(0);
+    const torch::Tensor& features = call.inputs.at(1);
+    return std::vector<torch::Tensor>{
+        torch::randn(depth.sizes(), generator, torch::kFloat).softmax(2).to(depth.options()),
+        torch::randn(features.sizes(), generator, torch::kFloat).to(features.options())};
+  };
+  return op;
 }
 
 bool FusedPoolHasCuda() {

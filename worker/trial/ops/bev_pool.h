@@ -29,6 +29,7 @@
 
 #include <torch/torch.h>
 
+#include "worker/trial/ops/op.h"
 #include "worker/trial/registry.h"
 
 namespace frontier::bev {
@@ -110,9 +111,16 @@ using PoolVariant = torch::Tensor (*)(const torch::Tensor& depth, const torch::T
                                       const PoolPlan& plan);
 Registry<PoolVariant>& PoolRegistry();
 
-// The variant `implementation` of PoolRegistry applied to the lift's factors.
+// The variant `implementation` of PoolRegistry applied to the lift's factors:
+// the op "bev_pool"'s dispatch point, where its calls are recorded for the
+// correctness gate and the op benchmark (ops/op.h).
 torch::Tensor Pool(const std::string& implementation, const torch::Tensor& depth, const torch::Tensor& features,
                    const PoolPlan& plan);
+
+// The op "bev_pool" for ops::OpRegistry(): reference naive, depth drawn as a
+// distribution over the bins; each call declares four edge cases (most cells
+// empty, single-point intervals, every point in one cell, no point in the grid).
+ops::Op PoolOp();
 
 // True when this build can run FusedPool and DepthFusedPool on CUDA tensors.
 bool FusedPoolHasCuda();

@@ -80,7 +80,8 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
     depth_context_ = register_module(
         "depth_context", nn::Conv2d(nn::Conv2dOptions(features, spec.depth_bins + spec.channels, 1)));
     lss_norm_ = register_module("lss_norm", Norm2d(arch.norm, spec.channels, arch.norm_groups));
-    pool_ = bev::PoolRegistry().At(spec.pooling);
+    bev::PoolRegistry().At(spec.pooling);  // throws naming a variant no one registered
+    pooling_ = spec.pooling;
     plan_ = LssPoolPlan(rig, fh, fw, spec);
     device_plan_ = *plan_;
   } else {
@@ -129,7 +130,7 @@ torch::Tensor BevNetImpl::LiftSplat(const torch::Tensor& features, int64_t batch
   const torch::Tensor depth = torch::softmax(dc.narrow(1, 0, d), 1).reshape({batch, cameras_, d, h, w});
   const torch::Tensor context = dc.narrow(1, d, c).permute({0, 2, 3, 1}).reshape({batch, cameras_, h, w, c});
   if (device_plan_.ranks.device() != dc.device()) device_plan_ = plan_->To(dc.device());
-  torch::Tensor pooled = pool_(depth, context, device_plan_);  // (B, grid*grid, C)
+  torch::Tensor pooled = bev::Pool(pooling_, depth, context, device_plan_);  // (B, grid*grid, C)
   pooled = pooled.view({batch, grid_, grid_, c}).permute({0, 3, 1, 2}).contiguous();
   return lss_norm_(pooled);
 }

@@ -69,7 +69,7 @@ class BevNetImpl : public NetworkImpl {
   torch::nn::Sequential encoder_;
   ConvNormAct head_conv_{nullptr};
   torch::nn::Conv2d head_out_{nullptr};
-  bev::PoolVariant pool_ = nullptr;  // lss: spec.pooling from bev::PoolRegistry
+  std::string pooling_;  // lss: spec.pooling, a variant of bev::PoolRegistry (looked up at construction)
   torch::Tensor depth_logits_;       // lss, depth-supervised: of the last training forward
   std::shared_ptr<const bev::PoolPlan> plan_;  // lss: on the CPU, shared by networks of one geometry
   bev::PoolPlan device_plan_;                  // a copy on the features' device, made on first use there
