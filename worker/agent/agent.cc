@@ -866,12 +866,13 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
           return Outcome{Outcome::Kind::kComplete, "", /*retryable=*/false, result_line};
         }
         if (status == "failed") {
-          // Final, not retried: a bad spec or precision, out of memory, and an output the
-          // trial found wrong itself (incorrect: another attempt computes the same thing).
+          // Final, not retried: a bad spec or precision, out of memory, an output the
+          // trial found wrong itself (incorrect: another attempt computes the same thing),
+          // and a plugin that does not load (the spec names the same file on every worker).
           const std::string kind = StringField(result, "error_kind");
           return Outcome{Outcome::Kind::kFail, StringField(result, "error"),
                          /*retryable=*/kind != "spec" && kind != "precision" && kind != "out_of_memory" &&
-                             kind != "incorrect",
+                             kind != "incorrect" && kind != "plugin",
                          result_line};
         }
         return Outcome{Outcome::Kind::kFail, launch.what + " printed a result with unknown status '" + status + "'",
