@@ -491,6 +491,9 @@ class TrialRun {
     {
       AutocastScope autocast(rt_.precision, dev_);
       loss = task_->TrainingLoss(net_->forward(x), y, data_, indices);
+      // moe blocks' weighted load-balancing loss: trained on, part of the step's
+      // loss, never of val_loss (evaluation runs in eval mode, which stores none).
+      if (const torch::Tensor aux = model::TakeAuxiliaryLoss(*net_); aux.defined()) loss = loss + aux;
     }
     if (dp_) dp_->BeforeBackward(shard_.weight);
     scaler_->Scale(loss).backward();

@@ -90,6 +90,13 @@ int64_t OpFlops(const char* name, c10::ArrayRef<const c10::IValue> in) {
       std::strcmp(name, "aten::bmm") == 0) {
     return MatmulFlops(TensorAt(in, 0).sizes(), TensorAt(in, 1).sizes());
   }
+  if (std::strcmp(name, "frontier::moe_experts") == 0) {
+    // The moe block's experts (worker/trial/model/moe.h): (kept assignments,
+    // channels C, hidden H). Each kept token-expert assignment runs C->H and
+    // H->C: 2 * kept * (C*H + H*C). The padded capacity slots the grouped
+    // matmuls also compute are not the model's work and are not charged.
+    return 2 * in[0].toInt() * (2 * in[1].toInt() * in[2].toInt());
+  }
   if (std::strcmp(name, "aten::addmm") == 0 ||
       std::strcmp(name, "aten::baddbmm") == 0) {  // (self, a, b, ...)
     return MatmulFlops(TensorAt(in, 1).sizes(), TensorAt(in, 2).sizes());

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "worker/trial/model/moe.h"
+
 namespace frontier::model {
 namespace nn = torch::nn;
 
@@ -155,6 +157,7 @@ Registry<BlockBuilder>& BlockRegistry() {
     r.Add("convnext", ConvNextBlock);
     r.Add("mbconv", MbConv);
     r.Add("fused_mbconv", FusedMbConv);
+    r.Add("moe", MoeBlock);
     return r;
   }();
   return registry;
@@ -285,7 +288,7 @@ void AppendStage(const ResolvedStage& s, const ResolvedArch& arch, nn::Sequentia
   const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
   for (int i = 0; i < s.depth; ++i) {
     BlockConfig block{
-        s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel, s.expansion, s.se};
+        s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel, s.expansion, s.se, s.moe};
     seq->push_back(ConvBlock(style, block));
     if (s.attention.kind != "none" && i >= s.attention_from_block) {
       seq->push_back(Attention(s.attention, s.width, arch.norm));
@@ -309,6 +312,13 @@ torch::Tensor BackboneImpl::forward(const torch::Tensor& input) {
   torch::Tensor x = stem_->forward(input);
   for (auto& stage : stages_) x = stage->forward(x);
   return x;
+}
+
+std::vector<torch::Tensor> BackboneImpl::Stages(const torch::Tensor& input) {
+  std::vector<torch::Tensor> maps;
+  torch::Tensor x = stem_->forward(input);
+  for (auto& stage : stages_) maps.push_back(x = stage->forward(x));
+  return maps;
 }
 
 ClassifierImpl::ClassifierImpl(const ResolvedArch& arch) {

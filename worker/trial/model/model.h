@@ -79,10 +79,11 @@ TORCH_MODULE(SqueezeExcite);
 
 // Parameters of one block as the builder hands them over.
 struct BlockConfig {
-  std::string family;  // basic | bottleneck | convnext | mbconv | fused_mbconv
+  std::string family;  // basic | bottleneck | convnext | mbconv | fused_mbconv | moe
   int in = 0, out = 0, stride = 1, kernel = 3;
   double expansion = 4;
   bool se = false;
+  MoeSpec moe;  // moe only
 };
 
 // The layers of one block as its family's builder makes them. ConvBlock
@@ -103,6 +104,7 @@ struct BlockLayers {
 //  convnext:     [norm + sxs/s downsample] -> depthwise kxk -> norm -> 1x1 expand -> act -> 1x1, residual
 //  mbconv:       1x1 expand -> depthwise kxk/s -> [SE] -> 1x1 project, residual when shapes match
 //  fused_mbconv: kxk/s expand -> [SE] -> 1x1 project (a single kxk/s conv at expansion 1), same residual
+//  moe:          [1x1/s conv + norm] -> x + mixture-of-experts MLP over positions (moe.h), no conv
 using BlockBuilder = std::function<BlockLayers(const LayerStyle& style, const BlockConfig& config)>;
 Registry<BlockBuilder>& BlockRegistry();
 
@@ -178,6 +180,9 @@ class BackboneImpl : public torch::nn::Module {
  public:
   explicit BackboneImpl(const ResolvedArch& arch);
   torch::Tensor forward(const torch::Tensor& x);
+  // The output map of every stage, in order (forward's is the last): what a
+  // multi-scale neck fuses.
+  std::vector<torch::Tensor> Stages(const torch::Tensor& x);
   int features() const { return features_; }
 
  private:
@@ -208,6 +213,11 @@ class ClassifierImpl : public NetworkImpl {
 TORCH_MODULE(Classifier);
 
 int64_t CountParameters(torch::nn::Module& module);
+
+// The summed, weighted load-balancing losses of the network's moe layers from
+// its last training forward (moe.h), which are then forgotten; undefined when
+// there are none. The trainer adds it to the training loss.
+torch::Tensor TakeAuxiliaryLoss(torch::nn::Module& network);
 
 // Puts every 4-d parameter and buffer in channels_last (or back to contiguous).
 void SetMemoryFormat(torch::nn::Module& module, at::MemoryFormat format);

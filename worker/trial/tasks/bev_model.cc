@@ -75,7 +75,12 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
   const BevArchSpec& spec = bev_.spec;
   const LayerStyle style{arch.norm, arch.norm_groups, arch.activation};
   backbone_ = register_module("backbone", Backbone(arch));
-  const int features = arch.features, fh = arch.feature_height, fw = arch.feature_width;
+  if (spec.neck != "none") {
+    std::vector<int> widths;
+    for (size_t i = bev_.neck_from_stage; i < arch.stages.size(); ++i) widths.push_back(arch.stages[i].width);
+    neck_ = register_module("neck", Neck(spec.neck, style, widths, bev_.lift_channels, spec.neck_repeats));
+  }
+  const int features = bev_.lift_channels, fh = bev_.lift_height, fw = bev_.lift_width;
   if (spec.view_transform == "lss") {
     depth_context_ = register_module(
         "depth_context", nn::Conv2d(nn::Conv2dOptions(features, spec.depth_bins + spec.channels, 1)));
@@ -174,11 +179,20 @@ torch::Tensor BevNetImpl::Sample(const torch::Tensor& features, int64_t batch) {
 }
 
 torch::Tensor BevNetImpl::Lift(const torch::Tensor& x) {
-  const int64_t batch = x.size(0), h = x.size(2), w = x.size(3);
+  const int64_t batch = x.size(0);
   TORCH_CHECK(x.size(1) == 3 * cameras_, "BevNet expects ", 3 * cameras_, " input channels (", cameras_,
               " RGB cameras), got ", x.size(1));
-  torch::Tensor features = backbone_(x.reshape({batch * cameras_, 3, h, w}));
+  torch::Tensor features = ImageFeatures(x);
   return bev_.spec.view_transform == "lss" ? LiftSplat(features, batch) : Sample(features, batch);
+}
+
+torch::Tensor BevNetImpl::ImageFeatures(const torch::Tensor& x) {
+  const int64_t batch = x.size(0), h = x.size(2), w = x.size(3);
+  const torch::Tensor images = x.reshape({batch * cameras_, 3, h, w});
+  if (!neck_) return backbone_(images);
+  std::vector<torch::Tensor> maps = backbone_->Stages(images);
+  maps.erase(maps.begin(), maps.begin() + bev_.neck_from_stage);
+  return neck_(maps);
 }
 
 torch::Tensor BevNetImpl::forward(const torch::Tensor& x) {

@@ -1,5 +1,7 @@
 // The BEV network of the bev task (tasks/bev_task.cc, docs/bev.md):
 //   cameras (B, N*3, H, W) -> shared Backbone on (B*N, 3, H, W)
+//   -> [neck (arch.bev.neck fpn | bifpn, model/neck.h): the last neck_levels
+//      stages' maps fused into one at the finest of them]
 //   -> view transform into the grid x grid BEV map:
 //        lss:       1x1 conv to D depth logits + C context channels, softmax
 //                   over depth; BEV pooling (naive | fused | depth_fused) of
@@ -27,6 +29,7 @@
 #include "search_spaces/trial_spec.h"
 #include "worker/trial/data/bev_scene.h"
 #include "worker/trial/model/model.h"
+#include "worker/trial/model/neck.h"
 #include "worker/trial/ops/bev_pool.h"
 
 namespace frontier::model {
@@ -44,6 +47,9 @@ class BevNetImpl : public NetworkImpl {
 
   // Image features lifted into the BEV grid, before the encoder: (B, C, grid, grid).
   torch::Tensor Lift(const torch::Tensor& x);
+  // What the view transform lifts: the backbone's (or neck's) map of every
+  // camera, (B*N, bev.lift_channels, bev.lift_height, bev.lift_width).
+  torch::Tensor ImageFeatures(const torch::Tensor& x);
   const bev::PoolPlan& pool_plan() const { return *plan_; }  // lss only, on the CPU
 
   // lss with arch.bev.depth_loss_weight > 0: the weighted depth loss of the
@@ -63,6 +69,7 @@ class BevNetImpl : public NetworkImpl {
   int cameras_;
   int grid_;
   Backbone backbone_{nullptr};
+  Neck neck_{nullptr};                        // arch.bev.neck != none
   torch::nn::Conv2d depth_context_{nullptr};  // lss
   Norm2d lss_norm_{nullptr};                  // lss: after pooling
   ConvNormAct reduce_{nullptr};               // ipm, mean_lift: heights x features -> channels

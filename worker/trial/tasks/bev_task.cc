@@ -38,10 +38,10 @@ class BevTask final : public Task {
   }
 
   Dataset LoadData(const TrialSpec& spec, const ResolvedArch& arch) override {
-    // Depth supervision: depth targets at the backbone's feature resolution.
+    // Depth supervision: depth targets at the resolution the view transform lifts.
     const auto seed = static_cast<uint64_t>(spec.seed);
     return model::DepthSupervised(arch.bev)
-               ? LoadTaskDataset(spec.task, seed, arch.feature_height, arch.feature_width)
+               ? LoadTaskDataset(spec.task, seed, arch.bev.lift_height, arch.bev.lift_width)
                : LoadTaskDataset(spec.task, seed);
   }
 
@@ -54,7 +54,7 @@ class BevTask final : public Task {
   void Describe(const Dataset& data, nlohmann::json* result) const override {
     nlohmann::json& r = *result;
     r["dataset_generate_s"] = data.generate_s;
-    r["bev"] = {{"view_transform", bev_.spec.view_transform}, {"grid", bev_.grid}};
+    r["bev"] = {{"view_transform", bev_.spec.view_transform}, {"grid", bev_.grid}, {"neck", bev_.spec.neck}};
     if (bev_.spec.view_transform == "lss") {
       const bev::PoolPlan& plan = net_->pool_plan();
       r["bev"]["pooling"] = bev_.spec.pooling;
