@@ -16,10 +16,13 @@ int main(int argc, char** argv) {
   CLI::App app("frontier-trial: runs one trial and prints JSON lines", "frontier-trial");
   app.footer(help::kExitStatus);
   frontier::CalibrateOptions calibrate;
-  bool calibrating = false;
+  bool calibrating = false, op_bench = false;
+  int rounds = 15;
   app.add_option("--spec", spec_path, help::kSpec)->option_text("FILE");
   app.add_option("--peak-flops", options.peak_flops_json, help::kPeakFlops)->option_text("JSON")->envname("FRONTIER_PEAK_FLOPS");
   app.add_flag("--calibrate", calibrating, help::kCalibrate);
+  app.add_flag("--op-bench", op_bench, help::kOpBench);
+  app.add_option("--rounds", rounds, help::kRounds)->option_text("N")->check(frontier::AtLeast(1));
   app.add_option("--device", calibrate.device, help::kDevice)->option_text("cpu|cuda");
   app.add_option("--threads", calibrate.threads, help::kThreads)->option_text("N")->check(frontier::AtLeast(1));
   app.add_option("--dtypes", calibrate.dtypes, help::kDtypes)->option_text("LIST")->delimiter(',');
@@ -32,5 +35,6 @@ int main(int argc, char** argv) {
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
   if (calibrating) return frontier::RunCalibration(calibrate, std::cout, std::cerr);
   if (spec_path.empty()) return frontier::PrintUsageError("frontier-trial", "--spec is required", app.help());
+  if (op_bench) return frontier::RunOpBenchSpec(spec_path, rounds, std::cin, std::cout, std::cerr);
   return frontier::RunTrialSpec(spec_path, options, std::cin, std::cout, std::cerr);
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "search_spaces/trial_spec.h"
+#include "worker/trial/op_bench.h"
 #include "worker/trial/ops/bev_pool.h"
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
@@ -209,6 +210,38 @@ TEST(TrialGateTest, AMissingPluginOrAnUnregisteredNameFailsTheTrialNamingIt) {
   r = RunTrial(ParseTrialSpec(BevTrial("no_such_variant")), options);
   EXPECT_EQ(r["status"], "failed");
   EXPECT_NE(r["error"].get<std::string>().find("no_such_variant"), std::string::npos) << r["error"];
+}
+
+TEST(OpBenchTest, TimesTheCorrectVariantsAtTheModelsShapesAndNeverTheWrongOnes) {
+  OpBenchOptions options;
+  options.rounds = 3;
+  options.warmup = 1;
+  const nlohmann::json r = RunOpBench(ParseTrialSpec(BevTrial("naive")), options);
+  EXPECT_EQ(r["event"], "op_bench");
+  EXPECT_GT(r["copy_bandwidth_gb_s"].get<double>(), 0);
+  ASSERT_EQ(r["ops"].size(), 1u);
+  const nlohmann::json& op = r["ops"][0];
+  EXPECT_EQ(op["op"], "bev_pool");
+  EXPECT_EQ(op["reference"], "naive");
+  EXPECT_EQ(op["shapes"], "depth (2, 4, 8, 6, 16) fp32, features (2, 4, 6, 16, 8) fp32");
+  std::map<std::string, nlohmann::json> by_name;
+  for (const nlohmann::json& v : op["variants"]) by_name[v["variant"]] = v;
+  for (const std::string right : {"naive", "fused", "depth_fused", "right_copy", "quick_cumsum"}) {
+    ASSERT_TRUE(by_name.count(right)) << right;
+    EXPECT_TRUE(by_name[right]["correct"].get<bool>()) << right;
+    EXPECT_EQ(by_name[right]["forward_backward_ms"]["n"], 3) << right;
+    EXPECT_GT(by_name[right]["forward_backward_ms"]["median"].get<double>(), 0) << right;
+    EXPECT_GT(by_name[right]["speedup"]["median"].get<double>(), 0) << right;
+    EXPECT_LE(by_name[right]["speedup"]["low"].get<double>(), by_name[right]["speedup"]["high"].get<double>());
+    EXPECT_GT(by_name[right]["bytes_moved_mb"].get<double>(), 0) << right;
+  }
+  EXPECT_DOUBLE_EQ(by_name["naive"]["speedup"]["median"].get<double>(), 1.0);  // the reference against itself
+  for (const std::string wrong : {"scaled", "wrong_grad", "cached", "detached"}) {
+    ASSERT_TRUE(by_name.count(wrong)) << wrong;
+    EXPECT_FALSE(by_name[wrong]["correct"].get<bool>()) << wrong;
+    EXPECT_FALSE(by_name[wrong].contains("forward_backward_ms")) << wrong << " was timed";
+    EXPECT_FALSE(by_name[wrong]["correctness"]["problem"].get<std::string>().empty());
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "worker/trial/measure/device.h"
+#include "worker/trial/op_bench.h"
 
 namespace frontier {
 
@@ -49,6 +50,27 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
     err << who << result["status"].get<std::string>() << "\n";
   }
   return ExitCodeFor(result);
+}
+
+int RunOpBenchSpec(const std::string& spec_path, int rounds, std::istream& in, std::ostream& out, std::ostream& err) {
+  try {
+    TrialSpec spec;
+    if (spec_path == "-") {
+      spec = ParseTrialSpecText(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    } else {
+      spec = LoadTrialSpecFile(spec_path);
+    }
+    OpBenchOptions options;
+    options.rounds = rounds;
+    out << RunOpBench(spec, options).dump() << std::endl;
+  } catch (const c10::Error& e) {
+    err << "frontier-trial: op benchmark failed: " << e.what_without_backtrace() << "\n";
+    return kExitFailed;
+  } catch (const std::exception& e) {
+    err << "frontier-trial: op benchmark failed: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return kExitCompleted;
 }
 
 int RunCalibration(const CalibrateOptions& options, std::ostream& out, std::ostream& err) {

@@ -24,6 +24,10 @@ inline constexpr const char* kCalibrate =
 inline constexpr const char* kDevice = "with --calibrate: cpu or cuda (default cpu)";
 inline constexpr const char* kThreads = "with --calibrate: intra-op threads on the CPU (default: all usable cores)";
 inline constexpr const char* kDtypes = "with --calibrate: comma-separated precisions (default fp32,bf16)";
+inline constexpr const char* kOpBench =
+    "instead of training: time every variant of each op the spec's model calls, at its shapes, and print one JSON "
+    "line (docs/plugins.md#the-op-benchmark)";
+inline constexpr const char* kRounds = "with --op-bench: timed rounds (default 15)";
 inline constexpr const char* kExitStatus =
     "exit status: 0 completed (or calibrated), 2 failed, 3 diverged, 64 usage error";
 }  // namespace trial_help
@@ -34,6 +38,11 @@ inline constexpr const char* kExitStatus =
 // failed result naming the field. Returns the exit code (TrialExit).
 int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istream& in, std::ostream& out,
                  std::ostream& err);
+
+// frontier-trial --op-bench: RunOpBench (op_bench.h) on the spec at
+// `spec_path` ("-": `in`), its JSON line on `out`. Returns 0, or kExitFailed
+// with the problem on `err` (an invalid spec, a plugin that does not load).
+int RunOpBenchSpec(const std::string& spec_path, int rounds, std::istream& in, std::ostream& out, std::ostream& err);
 
 // frontier-trial --calibrate: the worker's peak measurement at its start.
 struct CalibrateOptions {

@@ -1,11 +1,13 @@
 #include "worker/trial/measure/device.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -115,6 +117,30 @@ AutocastScope::~AutocastScope() {
 
 void Synchronize(const DeviceInfo& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.device.index());
+}
+
+double MeasureCopyBandwidth(const DeviceInfo& device) {
+  const int64_t bytes = int64_t{256} << 20;
+  const torch::Tensor src = torch::ones({bytes}, torch::dtype(torch::kUInt8).device(device.device));
+  torch::Tensor dst = torch::empty_like(src);
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    Synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    if (device.is_cuda()) {
+      dst.copy_(src);
+    } else {
+      const uint8_t* from = src.data_ptr<uint8_t>();
+      uint8_t* to = dst.data_ptr<uint8_t>();
+      at::parallel_for(0, bytes, 1 << 20, [&](int64_t begin, int64_t end) {
+        std::memcpy(to + begin, from + begin, static_cast<size_t>(end - begin));
+      });
+    }
+    Synchronize(device);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / s);
+  }
+  return best;
 }
 
 std::optional<PeakFlops> TablePeakFlops(const std::string& name, const std::string& precision) {

@@ -52,6 +52,11 @@ class AutocastScope {
 // Waits for all work queued on the device (no-op on CPU, where ops are synchronous).
 void Synchronize(const DeviceInfo& device);
 
+// The device's memory bandwidth by a stream copy: bytes read + written per
+// second copying a 256 MiB buffer, best of 5 (on the CPU over the intra-op
+// threads; on CUDA one device-to-device copy).
+double MeasureCopyBandwidth(const DeviceInfo& device);
+
 struct PeakFlops {
   double flops_per_s = 0;
   std::string dtype;   // fp32 | bf16 | fp16

@@ -1,0 +1,166 @@
+#include "worker/trial/op_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "worker/trial/data/dataset.h"
+#include "worker/trial/measure/device.h"
+#include "worker/trial/measure/step_stats.h"
+#include "worker/trial/ops/correctness.h"
+#include "worker/trial/ops/op.h"
+#include "worker/trial/plugin.h"
+#include "worker/trial/tasks/task.h"
+
+namespace frontier {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+json Ms(const SeriesStats& s) { return {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"n", s.n}}; }
+
+// The median of `ratios` with a distribution-free 95% interval: the order
+// statistics at n/2 -+ 1.96 sqrt(n)/2 (the binomial interval of the median).
+json MedianInterval(std::vector<double> ratios) {
+  std::sort(ratios.begin(), ratios.end());
+  const int n = static_cast<int>(ratios.size());
+  const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
+  const int lo = std::max(0, static_cast<int>(std::floor(n / 2.0 - half)));
+  const int hi = std::min(n - 1, static_cast<int>(std::ceil(n / 2.0 + half)) - 1);
+  return {{"median", Summarize(ratios).median}, {"low", ratios[lo]}, {"high", ratios[hi]}, {"rounds", n}};
+}
+
+// One timed call: forward, or forward + backward with `upstream`, between
+// synchronized points. Returns milliseconds.
+double TimeCall(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
+                const torch::Tensor& upstream, bool backward, const DeviceInfo& dev) {
+  std::vector<torch::Tensor> leaves;
+  for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(backward && t.is_floating_point()));
+  Synchronize(dev);
+  const auto start = Clock::now();
+  if (backward) {
+    const torch::Tensor out = call.run(variant, leaves);
+    out.backward(upstream.to(out.options()));
+  } else {
+    torch::NoGradGuard no_grad;
+    call.run(variant, leaves);
+  }
+  Synchronize(dev);
+  return MsSince(start);
+}
+
+json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes_per_s,
+               const OpBenchOptions& options, uint64_t seed) {
+  const ops::Op& op = ops::OpRegistry().At(call.op);
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  const std::vector<torch::Tensor> inputs = ops::RandomInputs(op, call, generator);
+  torch::Tensor upstream;
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor out = call.run(op.reference, inputs);
+    upstream = torch::randn(out.sizes(), generator, torch::kFloat).to(out.device());
+  }
+  std::vector<std::string> timed;
+  json variants = json::array();
+  std::map<std::string, json> checks;
+  for (const std::string& variant : op.variants()) {
+    ops::OpCall as = call;
+    as.variant = variant;
+    const ops::VariantCheck check = variant == op.reference ? ops::VariantCheck{} : ops::CheckVariant(as, 3, seed);
+    checks[variant] = check.ToJson();
+    if (check.passed) timed.push_back(variant);
+  }
+  std::map<std::string, std::vector<double>> fwd, total;
+  for (int round = -options.warmup; round < options.rounds; ++round) {
+    for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
+      const std::string& v = timed[(k + std::max(round, 0)) % timed.size()];
+      const double f = TimeCall(call, v, inputs, upstream, false, dev);
+      const double t = TimeCall(call, v, inputs, upstream, true, dev);
+      if (round < 0) continue;
+      fwd[v].push_back(f);
+      total[v].push_back(t);
+    }
+  }
+  for (const std::string& variant : op.variants()) {
+    json v = {{"variant", variant}, {"correct", checks[variant].value("passed", true)}};
+    if (variant != op.reference) v["correctness"] = checks[variant];
+    if (!total.count(variant)) {
+      variants.push_back(v);  // incorrect: never timed
+      continue;
+    }
+    const SeriesStats f = Summarize(fwd[variant]), t = Summarize(total[variant]);
+    v["forward_ms"] = Ms(f);
+    v["forward_backward_ms"] = Ms(t);
+    std::vector<double> ratios, forward_ratios;
+    for (size_t r = 0; r < total[variant].size(); ++r) {
+      ratios.push_back(total[op.reference][r] / total[variant][r]);
+      forward_ratios.push_back(fwd[op.reference][r] / fwd[variant][r]);
+    }
+    v["speedup_forward"] = MedianInterval(forward_ratios);
+    v["speedup"] = MedianInterval(ratios);
+    if (call.bytes_moved) {
+      const double bytes = call.bytes_moved(true);
+      v["bytes_moved_mb"] = bytes / (1 << 20);
+      v["achieved_gb_s"] = bytes / (t.median / 1e3) / 1e9;
+      v["bandwidth_share"] = bytes / (t.median / 1e3) / copy_bytes_per_s;
+    }
+    variants.push_back(v);
+  }
+  return {{"op", call.op}, {"shapes", call.Shapes()}, {"reference", op.reference}, {"variants", variants}};
+}
+
+}  // namespace
+
+json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
+  const int threads = spec.runtime.threads > 0 ? spec.runtime.threads
+                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  torch::manual_seed(spec.seed);
+  LoadPlugins(spec.runtime.plugins);
+  const DeviceInfo dev = SelectDevice(spec.runtime.device);
+  CheckPrecision(spec.runtime.precision, dev);
+  const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
+  const std::unique_ptr<Task> task = MakeTask(spec.task);
+  const Dataset data = task->LoadData(spec, arch);
+  const std::shared_ptr<model::NetworkImpl> net = task->BuildNetwork(arch, spec.task);
+  net->to(dev.device);
+  const at::MemoryFormat format =
+      spec.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  model::SetMemoryFormat(*net, format);
+  const torch::Tensor batch =
+      Normalize(data, data.train.images.slice(0, 0, spec.task.batch_size), dev.device, format);
+  std::vector<ops::OpCall> calls;
+  {
+    ops::CallRecorder recorder;
+    torch::NoGradGuard no_grad;
+    net->eval();
+    AutocastScope autocast(spec.runtime.precision, dev);
+    net->forward(batch);
+    calls = recorder.calls();
+  }
+  const double copy = MeasureCopyBandwidth(dev);
+  json ops_json = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    ops_json.push_back(BenchCall(calls[i], dev, copy, options, static_cast<uint64_t>(spec.seed) + i));
+  }
+  return {{"event", "op_bench"},
+          {"device", dev.device.str()},
+          {"device_name", dev.name},
+          {"threads", threads},
+          {"precision", spec.runtime.precision},
+          {"rounds", options.rounds},
+          {"copy_bandwidth_gb_s", copy / 1e9},
+          {"ops", ops_json}};
+}
+
+}  // namespace frontier

@@ -1,0 +1,30 @@
+// frontier-trial --op-bench (docs/plugins.md#the-op-benchmark): times every
+// registered variant of each op a spec's model calls, at the shapes the model
+// gives it, forward and forward+backward.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/trial_spec.h"
+
+namespace frontier {
+
+struct OpBenchOptions {
+  int rounds = 15;  // timed rounds; each runs every variant once, in rotating order
+  int warmup = 2;   // untimed rounds before them
+};
+
+// Builds the spec's model (loading its plugins), records one forward pass in
+// the spec's precision, then per recorded op call: checks every variant
+// (the correctness gate; an incorrect variant is reported, never timed),
+// times the correct ones between synchronized points on one fixed set of
+// random inputs, and compares each with the reference round by round.
+// Returns {"event": "op_bench", device, threads, copy_bandwidth_gb_s,
+// ops: [{op, shapes, reference, variants: [{variant, correct, forward_ms,
+// forward_backward_ms (median, p10, p90), speedup (median and 95% interval
+// of the per-round ratios reference / variant, forward+backward),
+// bytes_moved_mb, achieved_gb_s, bandwidth_share}]}]}. Throws on a spec
+// whose model cannot be built.
+nlohmann::json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options);
+
+}  // namespace frontier
