@@ -415,7 +415,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{
             "UnknownPathField", "space:\n  stages[0].widht: [8, 16]\n",
             "t.yaml:10: space.stages[0].widht: unknown field 'widht' in arch.stages[0]; expected one of "
-            "attention, block, depth, expansion, kernel, se, stride, width"},
+            "attention, block, depth, expansion, kernel, moe, se, stride, width"},
         ErrorCase{"UnknownDimension", "space:\n  flavour: [a]\n",
                   "t.yaml:10: space.flavour: unknown field 'flavour' in arch; expected one of activation, "
                   "depth_mult, dropout, norm, norm_groups, stages, stem, width_mult"},

@@ -67,7 +67,7 @@ TEST(ModelBuilderTest, EveryStem) {
 }
 
 TEST(ModelBuilderTest, EveryBlockFamilyWithOptions) {
-  for (const std::string block : {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv"}) {
+  for (const std::string block : {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv", "moe"}) {
     ExpectTrains(SmallSpec([&](json& j) { j["arch"]["stages"][1]["block"] = block; }), "block " + block);
   }
   ExpectTrains(SmallSpec([](json& j) {
@@ -176,7 +176,7 @@ TEST(ModelBuilderTest, InvalidSpecsNameTheField) {
   EXPECT_EQ(
       error([](json& j) { j["arch"]["stages"][0]["block"] = "resnext"; }),
       "arch.stages[0].block: unknown choice 'resnext'; expected one of basic, bottleneck, convnext, mbconv, "
-      "fused_mbconv");
+      "fused_mbconv, moe");
   EXPECT_EQ(error([](json& j) { j["arch"]["stages"][0]["width"] = 0; }),
             "arch.stages[0].width: must be in [1, 65536], got 0");
   EXPECT_EQ(
@@ -207,7 +207,7 @@ TEST(ModelBuilderTest, ChannelsLastKeepsParametersChannelsLast) {
 TEST(ModelRegistryTest, RegistriesHoldTheMenuAndRejectUnknownNames) {
   for (const char* stem : {"conv3x3", "patchify", "resnet"})
     EXPECT_TRUE(model::StemRegistry().Has(stem)) << stem;
-  for (const char* block : {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv"}) {
+  for (const char* block : {"basic", "bottleneck", "convnext", "mbconv", "fused_mbconv", "moe"}) {
     EXPECT_TRUE(model::BlockRegistry().Has(block)) << block;
   }
   for (const char* kind : {"mhsa", "window", "gqa", "linear"})
