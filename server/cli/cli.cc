@@ -10,6 +10,7 @@
 #include "server/cli/client.h"
 #include "server/cli/commands.h"
 #include "server/cli/experiment_source.h"
+#include "server/cli/profile_command.h"
 #include "server/cli/read_commands.h"
 #include "server/cli/run_command.h"
 
@@ -125,6 +126,20 @@ int RunCli(int argc, char** argv) {
   report->add_option("--artifacts-dir", artifacts_dir,
                      "with --db/--store: the artifact store the HTML page links (default: ARTIFACTS beside a SQLite "
                      "file)");
+  ProfileOptions profile_options;
+  auto* profile = experiment_cmd("profile", "re-run one stored trial with profiling on, on a worker, and show its profile");
+  profile->add_option("--trial", profile_options.trial, "the trial to re-run, e.g. exp-000001-t0003")->required();
+  profile->add_option("--steps", profile_options.steps, "profiled steps (1 to 1000), after training")
+      ->capture_default_str();
+  profile->add_option("--tool", profile_options.tool, "libtorch, nsys or ncu (docs/profiling.md)")
+      ->check(CLI::IsMember({"libtorch", "nsys", "ncu"}))
+      ->capture_default_str();
+  profile->add_option("--timeout", profile_options.timeout_s, "seconds to wait for a worker to run it")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  profile->add_option("--output,-o", profile_options.output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
   int limit = 100;
   auto* list = app.add_subcommand("list", "experiments, newest first");
   add_server(list);
@@ -154,6 +169,7 @@ int RunCli(int argc, char** argv) {
     report_options.format = output;
     if (submit->parsed()) return Submit(*client, space_file, output);
     if (cancel->parsed()) return ShowExperiment(*client, id, true, output);
+    if (profile->parsed()) return Profile(*client, id, profile_options);
     if (watch->parsed()) return Watch(*client, id);
     if (status->parsed()) return ShowStatus(*source, id, output);
     if (list->parsed()) return ListExperiments(*source, limit, output);

@@ -241,7 +241,8 @@ std::string ArtifactsSection(const Report& report) {
                        "kept by the coordinator. A trace opens in https://ui.perfetto.dev.") +
       "</p>\n<ul class=\"artifacts\">\n";
   for (const TrialArtifacts& trial : report.artifacts) {
-    html += "<li data-trial=\"" + EscapeHtml(trial.trial_id) + "\">" + EscapeHtml(trial.trial_id) + ": ";
+    html += "<li data-trial=\"" + EscapeHtml(trial.trial_id) + "\">" + EscapeHtml(trial.trial_id) +
+            (trial.profile_of.empty() ? "" : EscapeHtml(" (profile run of " + trial.profile_of + ")")) + ": ";
     for (size_t i = 0; i < trial.files.size(); ++i) {
       const auto& [name, bytes] = trial.files[i];
       if (i > 0) html += ", ";

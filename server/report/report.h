@@ -119,6 +119,7 @@ std::string BottleneckLabel(const ConfigSummary& config);
 // One trial's files in the coordinator's artifact store (server/store/artifact_store.h).
 struct TrialArtifacts {
   std::string trial_id;
+  std::string profile_of;  // a profile run's (`frontier profile`) trial; empty otherwise
   std::vector<std::pair<std::string, int64_t>> files;  // name, bytes
 };
 

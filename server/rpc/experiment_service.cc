@@ -194,4 +194,36 @@ Status ExperimentServiceImpl::ReadArtifact(grpc::ServerContext* ctx, const v1::R
   return ReadStoredArtifact(store_, artifacts_, kNoArtifacts, *req, resp);
 }
 
+Status ExperimentServiceImpl::ProfileTrial(grpc::ServerContext* ctx, const v1::ProfileTrialRequest* req,
+                                           v1::ProfileTrialResponse* resp) {
+  Identity who;
+  if (Status denied = Authorize(*ctx, security_, Role::kUser, &who); !denied.ok()) return denied;
+  return Guarded("ProfileTrial", [&] {
+    if (!store_.GetExperiment(req->experiment_id())) return NotFound(req->experiment_id());
+    const std::optional<TrialRow> run =
+        scheduler_.ProfileRun(req->experiment_id(), req->trial_id(), req->steps() == 0 ? 3 : req->steps(),
+                              req->tool().empty() ? "libtorch" : req->tool());
+    if (!run) {
+      return Status(StatusCode::NOT_FOUND, "experiment " + req->experiment_id() + " has no trial '" +
+                                               req->trial_id().substr(0, 100) + "' to profile");
+    }
+    FillTrial(*run, resp->mutable_run(), false);
+    spdlog::info("trial {}: profile run {} queued by {}", req->trial_id(), run->id, CallerName(who));
+    return Status::OK;
+  });
+}
+
+Status ExperimentServiceImpl::GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* req, v1::Trial* resp) {
+  if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
+  return Guarded("GetTrial", [&] {
+    const std::optional<TrialRow> trial = store_.GetTrial(req->trial_id());
+    if (!trial || trial->experiment_id != req->experiment_id()) {
+      return Status(StatusCode::NOT_FOUND, "experiment " + req->experiment_id().substr(0, 100) + " has no trial '" +
+                                               req->trial_id().substr(0, 100) + "'");
+    }
+    FillTrial(*trial, resp, true);
+    return Status::OK;
+  });
+}
+
 }  // namespace frontier

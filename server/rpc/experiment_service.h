@@ -46,6 +46,9 @@ class ExperimentServiceImpl final : public v1::ExperimentService::Service {
   // Formats: json (default), table, csv, html.
   grpc::Status GetReport(grpc::ServerContext* ctx, const v1::GetReportRequest* req,
                          v1::GetReportResponse* resp) override;
+  grpc::Status ProfileTrial(grpc::ServerContext* ctx, const v1::ProfileTrialRequest* req,
+                            v1::ProfileTrialResponse* resp) override;
+  grpc::Status GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* req, v1::Trial* resp) override;
   grpc::Status ListArtifacts(grpc::ServerContext* ctx, const v1::ListArtifactsRequest* req,
                              v1::ListArtifactsResponse* resp) override;
   grpc::Status ReadArtifact(grpc::ServerContext* ctx, const v1::ReadArtifactRequest* req,

@@ -38,6 +38,7 @@ void FillTrial(const TrialRow& t, v1::Trial* out, bool with_spec) {
   out->set_error(t.error);
   out->set_proposer(t.proposer);
   out->set_rationale(t.rationale);
+  out->set_profile_of(ProfiledTrialOf(t.id));
   if (with_spec) out->set_spec_json(t.spec_json);
 }
 

@@ -108,7 +108,7 @@ std::optional<RenderedReport> RenderStoredReport(Store& store, const ReportReque
   if (format == "csv") return RenderedReport{RenderCsv(*report), "text/csv"};
   if (request.artifacts != nullptr) {
     for (auto& [trial, files] : request.artifacts->ListExperiment(report->experiment_id)) {
-      TrialArtifacts listed{trial, {}};
+      TrialArtifacts listed{trial, ProfiledTrialOf(trial), {}};
       for (const ArtifactFile& f : files) listed.files.emplace_back(f.name, f.size);
       report->artifacts.push_back(std::move(listed));
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
+#include "search_spaces/trial_spec.h"
 #include "server/search/adaptive_seeds.h"
 
 namespace frontier {
@@ -400,6 +401,7 @@ void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
 // strategy and adds what it proposes next. Then completes the experiment
 // when nothing is left open.
 void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
+  if (IsProfileRun(trial_id)) return;  // a re-run for its profile: nothing the search learns from
   const std::string experiment_id = ExperimentOfTrial(trial_id);
   Search* search = SearchOf(experiment_id);
   if (!search) return;
@@ -432,6 +434,28 @@ bool Scheduler::Cancel(const std::string& experiment_id) {
   return true;
 }
 
+std::optional<TrialRow> Scheduler::ProfileRun(const std::string& experiment_id, const std::string& trial_id,
+                                              int steps, const std::string& tool) {
+  const std::optional<TrialRow> trial = IsProfileRun(trial_id) ? std::nullopt : store_.GetTrial(trial_id);
+  if (!trial || trial->experiment_id != experiment_id) return std::nullopt;
+  if (steps < 1 || steps > 1000) {
+    throw SpecError("profile.steps", "profiled steps must be 1 to 1000, not " + std::to_string(steps));
+  }
+  if (tool != "libtorch" && tool != "nsys" && tool != "ncu") {
+    throw SpecError("profile.tool", "'" + tool.substr(0, 40) + "' is not a profiler: libtorch, nsys or ncu");
+  }
+  nlohmann::json spec = nlohmann::json::parse(trial->spec_json);
+  spec["profile"] = {{"steps", steps}, {"start", -1}, {"tool", tool}};
+  ParseTrialSpec(spec);  // the spec as a worker will get it must be valid
+  TrialRow run;
+  run.spec_json = spec.dump();
+  run.max_attempts = trial->max_attempts;
+  run.proposer = "frontier profile";
+  const std::string id = store_.AddProfileRun(trial_id, std::move(run), clock_.NowMs());
+  Changed();
+  return store_.GetTrial(id);
+}
+
 std::string Scheduler::RegisterWorker(WorkerRecord worker) {
   std::string id = store_.RegisterWorker(std::move(worker), clock_.NowMs());
   Changed();
@@ -445,7 +469,7 @@ std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
     trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
     if (!trial) break;
     changed = true;
-    if (trial->is_baseline || !EndedUnrun(*trial)) break;
+    if (trial->is_baseline || IsProfileRun(trial->id) || !EndedUnrun(*trial)) break;
   }
   if (changed) Changed();
   return trial;
@@ -483,6 +507,7 @@ HeartbeatReply Scheduler::Heartbeat(const std::string& worker_id, const std::str
     reply.stop = true;
     return reply;
   }
+  if (IsProfileRun(trial_id)) return reply;  // asked for after the search: the experiment's end does not stop it
   std::lock_guard<std::mutex> lock(search_mu_);
   reply.stop = ExperimentCancelled(ExperimentOfTrial(trial_id));
   return reply;
@@ -504,6 +529,7 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
     return store_.ExtendLease(trial_id, attempt, worker_id, lease_until) ? reply : lost();
   }
   const ProgressRow row{trial_id, attempt, event.value("step", 0), event_json, now};
+  if (IsProfileRun(trial_id)) return store_.RecordProgress(row, worker_id, lease_until) ? reply : lost();
   const std::string experiment_id = ExperimentOfTrial(trial_id);
   std::unique_lock<std::mutex> lock(search_mu_);
   Search* search = SearchOf(experiment_id);

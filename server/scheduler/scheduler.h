@@ -69,6 +69,17 @@ class Scheduler {
   // Returns false for an unknown experiment.
   bool Cancel(const std::string& experiment_id);
 
+  // Queues a profile run of the stored trial `trial_id` of `experiment_id`
+  // (`frontier profile`): its spec (same config, seed and steps) with
+  // profile {steps, start -1: extra steps after training, tool}, a linked
+  // trial (Store::AddProfileRun) that is leased first, also when the
+  // experiment has ended, and never counts in the experiment's statistics,
+  // front or state; its result and artifacts are the profile. nullopt for
+  // an unknown trial or one of another experiment. Throws SpecError for
+  // steps outside 1..1000, an unknown tool or a spec this build refuses.
+  std::optional<TrialRow> ProfileRun(const std::string& experiment_id, const std::string& trial_id, int steps,
+                                     const std::string& tool);
+
   std::string RegisterWorker(WorkerRecord worker);
   // The next pending trial, leased to the worker; nullopt when none is pending.
   // A trial of a configuration ASHA has stopped at a rung (a later seed still

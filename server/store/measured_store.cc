@@ -139,6 +139,14 @@ std::vector<ProgressRow> MeasuredStore::ListProgress(const std::string& trial_id
   return Timed("list_progress", [&] { return inner_->ListProgress(trial_id); });
 }
 
+std::string MeasuredStore::AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) {
+  return Timed("add_profile_run", [&] { return inner_->AddProfileRun(trial_id, std::move(run), now_ms); });
+}
+
+std::vector<TrialRow> MeasuredStore::ListProfileRuns(const std::string& trial_id) {
+  return Timed("list_profile_runs", [&] { return inner_->ListProfileRuns(trial_id); });
+}
+
 std::string MeasuredStore::RegisterWorker(WorkerRecord worker, int64_t now_ms) {
   return Timed("register_worker", [&] { return inner_->RegisterWorker(std::move(worker), now_ms); });
 }

@@ -147,6 +147,12 @@ CREATE TABLE proposer_calls (
   error TEXT NOT NULL);
 CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
 )sql",
+    // 7: profile runs (`frontier profile`): re-runs of a stored trial, linked
+    // to it and left out of the experiment's lists, counts and views.
+    R"sql(
+ALTER TABLE trials ADD COLUMN profile_of TEXT NOT NULL DEFAULT '';
+CREATE INDEX trials_by_profiled ON trials(profile_of) WHERE profile_of <> '';
+)sql",
 };
 
 constexpr int kLatestSchema = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
@@ -210,7 +216,8 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
   // The experiment row lock serializes trial numbering per experiment.
   w.exec_params("SELECT 1 FROM experiments WHERE id = $1 FOR UPDATE", experiment_id);
   int64_t next =
-      w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1", experiment_id)[0].as<int64_t>();
+      w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1 AND profile_of = ''", experiment_id)[0]
+          .as<int64_t>();
   std::vector<std::string> ids;
   for (TrialRow& t : trials) {
     NameTrial(experiment_id, ++next, t);
@@ -237,8 +244,8 @@ void PrepareStatements(pqxx::connection& c) {
                          "lease_expires_ms = $2, "
                          "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id "
                          "= t.experiment_id "
-                         "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
-                         "UPDATE OF t SKIP LOCKED) "
+                         "WHERE t.state = 'pending' AND (e.state = 'running' OR t.profile_of <> '') "
+                         "ORDER BY t.profile_of = '', t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
                          "RETURNING ",
                          kTrialColumns, ""));
   c.prepare("extend_lease", kExtendHeldLease);
@@ -520,7 +527,8 @@ std::vector<TrialRow> PostgresStore::ListTrials(const std::string& experiment_id
   return InTransaction("ListTrials", [&](pqxx::work& w) {
     std::vector<TrialRow> out;
     for (const auto& row :
-         w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE experiment_id = $1 ORDER BY seq"),
+         w.exec_params(Sql("SELECT ", kTrialColumns,
+                           " FROM trials WHERE experiment_id = $1 AND profile_of = '' ORDER BY seq"),
                        experiment_id)) {
       out.push_back(ReadTrial(row));
     }
@@ -532,7 +540,8 @@ std::vector<TrialRow> PostgresStore::ListTrialOutcomes(const std::string& experi
   return Statement("ListTrialOutcomes", [&](pqxx::nontransaction& w) {
     std::vector<TrialRow> out;
     for (const auto& row :
-         w.exec_params(Sql("SELECT ", kOutcomeColumns, " FROM trials WHERE experiment_id = $1 ORDER BY seq"),
+         w.exec_params(Sql("SELECT ", kOutcomeColumns,
+                           " FROM trials WHERE experiment_id = $1 AND profile_of = '' ORDER BY seq"),
                        experiment_id)) {
       out.push_back(ReadTrial(row));
     }
@@ -552,7 +561,8 @@ TrialCountsRow PostgresStore::CountTrials(const std::string& experiment_id) {
   return InTransaction("CountTrials", [&](pqxx::work& w) {
     TrialCountsRow c;
     for (const auto& row : w.exec_params(
-             "SELECT state, COUNT(*) FROM trials WHERE experiment_id = $1 GROUP BY state", experiment_id)) {
+             "SELECT state, COUNT(*) FROM trials WHERE experiment_id = $1 AND profile_of = '' GROUP BY state",
+             experiment_id)) {
       AddToCounts(c, row[0].as<std::string>(), row[1].as<int>());
     }
     return c;
@@ -564,7 +574,7 @@ std::vector<std::string> PostgresStore::ExperimentsReadyToComplete() {
     std::vector<std::string> out;
     for (const auto& row : w.exec("SELECT e.id FROM experiments e WHERE e.state = 'running' AND NOT EXISTS "
                                   "(SELECT 1 FROM trials t WHERE t.experiment_id = e.id "
-                                  "AND t.state IN ('pending', 'running')) ORDER BY e.seq")) {
+                                  "AND t.state IN ('pending', 'running') AND t.profile_of = '') ORDER BY e.seq")) {
       out.push_back(row[0].as<std::string>());
     }
     return out;
@@ -678,6 +688,35 @@ std::vector<ProgressRow> PostgresStore::ListProgress(const std::string& trial_id
                                        trial_id)) {
       out.push_back({r[0].as<std::string>(), r[1].as<int>(), r[2].as<int>(), r[3].as<std::string>(),
                      r[4].as<int64_t>()});
+    }
+    return out;
+  });
+}
+
+std::string PostgresStore::AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) {
+  return InTransaction("AddProfileRun", [&](pqxx::work& w) {
+    // The trial's row lock serializes the numbering of its runs.
+    const pqxx::result r = w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1 FOR UPDATE"), trial_id);
+    if (r.empty()) throw StoreError("no trial '" + trial_id + "'");
+    const TrialRow trial = ReadTrial(r[0]);
+    const int64_t runs =
+        w.exec_params1("SELECT COUNT(*) FROM trials WHERE profile_of = $1", trial_id)[0].as<int64_t>();
+    NameProfileRun(trial_id, runs + 1, run);
+    w.exec_params(Sql("INSERT INTO trials (", kTrialColumns,
+                      ", profile_of) VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0, "
+                      "$10, $11, $12)"),
+                  run.id, trial.experiment_id, trial.config_json, trial.is_baseline, trial.seed, trial.steps,
+                  run.max_attempts, run.spec_json, now_ms, run.proposer, run.rationale, trial_id);
+    return run.id;
+  });
+}
+
+std::vector<TrialRow> PostgresStore::ListProfileRuns(const std::string& trial_id) {
+  return Statement("ListProfileRuns", [&](pqxx::nontransaction& w) {
+    std::vector<TrialRow> out;
+    for (const auto& row :
+         w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE profile_of = $1 ORDER BY seq"), trial_id)) {
+      out.push_back(ReadTrial(row));
     }
     return out;
   });

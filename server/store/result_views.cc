@@ -154,7 +154,8 @@ std::string ResultsView(SqlDialect dialect) {
       "worker_id,\n";
   for (const MetricInfo* m : SqlMetrics())
     sql += "       " + Extract(dialect, *m) + " AS " + std::string(m->sql_column) + ",\n";
-  return sql + "       finished_ms\nFROM trials WHERE result_json <> '';\n";
+  // Profile runs (`frontier profile`) are re-runs of stored trials, never results of their own.
+  return sql + "       finished_ms\nFROM trials WHERE result_json <> '' AND profile_of = '';\n";
 }
 
 std::string ConfigResultsView(SqlDialect dialect) {
@@ -174,6 +175,7 @@ std::string ConfigResultsView(SqlDialect dialect) {
   }
   return sql +
          "\nFROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'\n"
+         "WHERE t.profile_of = ''\n"
          "GROUP BY t.experiment_id, t.config_json;\n";
 }
 

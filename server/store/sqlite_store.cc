@@ -148,6 +148,12 @@ CREATE TABLE proposer_calls (
   error TEXT NOT NULL);
 CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
 )sql",
+    // 7: profile runs (`frontier profile`): re-runs of a stored trial, linked
+    // to it and left out of the experiment's lists, counts and views.
+    R"sql(
+ALTER TABLE trials ADD COLUMN profile_of TEXT NOT NULL DEFAULT '';
+CREATE INDEX trials_by_profiled ON trials(profile_of) WHERE profile_of <> '';
+)sql",
 };
 
 class Statement {
@@ -272,7 +278,8 @@ std::optional<TrialRow> SelectTrial(sqlite3* db, const std::string& id) {
 
 // The experiment's trials in creation order, `columns` (kTrialColumns or kOutcomeColumns) of each.
 std::vector<TrialRow> SelectTrials(sqlite3* db, const char* columns, const std::string& experiment_id) {
-  Statement s(db, Sql("SELECT ", columns, " FROM trials WHERE experiment_id = ? ORDER BY seq").c_str());
+  Statement s(db, Sql("SELECT ", columns, " FROM trials WHERE experiment_id = ? AND profile_of = '' ORDER BY seq")
+                      .c_str());
   s.Bind(1, experiment_id);
   std::vector<TrialRow> out;
   while (s.Step()) out.push_back(ReadTrial(s));
@@ -444,7 +451,7 @@ std::vector<std::string> SqliteStore::InsertTrials(const std::string& experiment
                                                    std::vector<TrialRow>& trials, int64_t now_ms) {
   int64_t next = 0;
   {
-    Statement count(db_, "SELECT COUNT(*) FROM trials WHERE experiment_id = ?");
+    Statement count(db_, "SELECT COUNT(*) FROM trials WHERE experiment_id = ? AND profile_of = ''");
     count.Bind(1, experiment_id);
     count.Step();
     next = count.Int(0);
@@ -580,7 +587,7 @@ std::optional<TrialRow> SqliteStore::GetTrial(const std::string& trial_id) {
 
 TrialCountsRow SqliteStore::CountTrials(const std::string& experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, "SELECT state, COUNT(*) FROM trials WHERE experiment_id = ? GROUP BY state");
+  Statement s(db_, "SELECT state, COUNT(*) FROM trials WHERE experiment_id = ? AND profile_of = '' GROUP BY state");
   s.Bind(1, experiment_id);
   TrialCountsRow c;
   while (s.Step()) {
@@ -593,7 +600,8 @@ std::vector<std::string> SqliteStore::ExperimentsReadyToComplete() {
   std::lock_guard<std::mutex> lock(mu_);
   Statement s(db_,
               "SELECT e.id FROM experiments e WHERE e.state = 'running' AND NOT EXISTS "
-              "(SELECT 1 FROM trials t WHERE t.experiment_id = e.id AND t.state IN ('pending', 'running')) "
+              "(SELECT 1 FROM trials t WHERE t.experiment_id = e.id AND t.state IN ('pending', 'running') "
+              "AND t.profile_of = '') "
               "ORDER BY e.seq");
   std::vector<std::string> out;
   while (s.Step()) out.push_back(s.Text(0));
@@ -608,7 +616,8 @@ std::optional<TrialRow> SqliteStore::LeaseNextTrial(const std::string& worker_id
   {
     Statement s(db_,
                 "SELECT t.id FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-                "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1");
+                "WHERE t.state = 'pending' AND (e.state = 'running' OR t.profile_of <> '') "
+                "ORDER BY t.profile_of = '', t.seq LIMIT 1");
     if (!s.Step()) return std::nullopt;
     id = s.Text(0);
   }
@@ -739,6 +748,38 @@ std::vector<ProgressRow> SqliteStore::ListProgress(const std::string& trial_id) 
   while (s.Step()) {
     out.push_back({s.Text(0), static_cast<int>(s.Int(1)), static_cast<int>(s.Int(2)), s.Text(3), s.Int(4)});
   }
+  return out;
+}
+
+std::string SqliteStore::AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  const std::optional<TrialRow> trial = SelectTrial(db_, trial_id);
+  if (!trial) throw StoreError("no trial '" + trial_id + "'");
+  int64_t runs = 0;
+  {
+    Statement count(db_, "SELECT COUNT(*) FROM trials WHERE profile_of = ?");
+    count.Bind(1, trial_id);
+    count.Step();
+    runs = count.Int(0);
+  }
+  NameProfileRun(trial_id, runs + 1, run);
+  Statement s(db_, Sql("INSERT INTO trials (", kTrialColumns,
+                       ", profile_of) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', 0, ?, '', '', ?, 0, 0, ?, ?, ?)")
+                       .c_str());
+  s.Bind(1, run.id).Bind(2, trial->experiment_id).Bind(3, trial->config_json).Bind(4, trial->is_baseline);
+  s.Bind(5, trial->seed).Bind(6, trial->steps).Bind(7, run.max_attempts).Bind(8, run.spec_json).Bind(9, now_ms);
+  s.Bind(10, run.proposer).Bind(11, run.rationale).Bind(12, trial_id).Run();
+  tx.Commit();
+  return run.id;
+}
+
+std::vector<TrialRow> SqliteStore::ListProfileRuns(const std::string& trial_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, Sql("SELECT ", kTrialColumns, " FROM trials WHERE profile_of = ? ORDER BY seq").c_str());
+  s.Bind(1, trial_id);
+  std::vector<TrialRow> out;
+  while (s.Step()) out.push_back(ReadTrial(s));
   return out;
 }
 

@@ -52,6 +52,8 @@ class SqliteStore final : public Store {
   void AddProgress(const ProgressRow& row) override;
   bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
   std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
+  std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) override;
+  std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) override;
   std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) override;
   bool TouchWorker(const std::string& worker_id, int64_t now_ms) override;
   std::vector<WorkerRecord> ListWorkers() override;

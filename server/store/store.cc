@@ -56,6 +56,22 @@ std::string ExperimentOfTrial(const std::string& trial_id) {
   return at == std::string::npos ? std::string() : trial_id.substr(0, at);
 }
 
+void NameProfileRun(const std::string& trial_id, int64_t number, TrialRow& run) {
+  run.id = trial_id + "-p" + std::to_string(number);
+  nlohmann::json spec = nlohmann::json::parse(run.spec_json);
+  spec["trial_id"] = run.id;
+  run.spec_json = spec.dump();
+}
+
+std::string ProfiledTrialOf(const std::string& run_id) {
+  const size_t at = run_id.rfind("-p");
+  if (at == std::string::npos || at + 2 >= run_id.size() || ExperimentOfTrial(run_id.substr(0, at)).empty()) return "";
+  for (size_t i = at + 2; i < run_id.size(); ++i) {
+    if (run_id[i] < '0' || run_id[i] > '9') return "";
+  }
+  return run_id.substr(0, at);
+}
+
 void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial) {
   char id[96];
   std::snprintf(id, sizeof id, "%s-t%04lld", experiment_id.c_str(), static_cast<long long>(number));

@@ -152,8 +152,15 @@ std::string WorkerIdFor(int64_t seq);      // "worker-0007"
 void AddToCounts(TrialCountsRow& counts, const std::string& state, int n);
 // Sets trial.id to "<experiment>-t<NNNN>" and writes it into the trial's spec.
 void NameTrial(const std::string& experiment_id, int64_t number, TrialRow& trial);
+// Sets run.id to "<trial_id>-p<number>" and writes it into the run's spec.
+void NameProfileRun(const std::string& trial_id, int64_t number, TrialRow& run);
 // The experiment a trial id names ("exp-000042-t0007" -> "exp-000042"); empty when it names none.
 std::string ExperimentOfTrial(const std::string& trial_id);
+// Profile runs (`frontier profile`, Store::AddProfileRun) are named
+// "<trial>-p<N>": the trial a run's id names ("exp-000042-t0007-p2" ->
+// "exp-000042-t0007"), empty when the id is not a profile run's.
+std::string ProfiledTrialOf(const std::string& run_id);
+inline bool IsProfileRun(const std::string& trial_id) { return !ProfiledTrialOf(trial_id).empty(); }
 
 class Store {
  public:
@@ -214,6 +221,18 @@ class Store {
   virtual bool RecordProgress(const ProgressRow& row, const std::string& worker_id,
                               int64_t lease_expires_ms) = 0;
   virtual std::vector<ProgressRow> ListProgress(const std::string& trial_id) = 0;
+
+  // A profile run of the stored trial `trial_id` (`frontier profile`): a
+  // pending trial "<trial_id>-p<N>" (N: its runs so far + 1) of the trial's
+  // experiment with `run`'s spec (its trial_id set to the run's), config,
+  // seed and steps, leased before other trials and whatever the
+  // experiment's state, and left out of everything that describes the
+  // experiment: ListTrials, ListTrialOutcomes, CountTrials, completion
+  // (ExperimentsReadyToComplete), trial numbering and the SQL views. Returns
+  // the run's id; throws StoreError.
+  virtual std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) = 0;
+  // The profile runs of `trial_id`, oldest first.
+  virtual std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) = 0;
 
   virtual std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) = 0;
   virtual bool TouchWorker(const std::string& worker_id, int64_t now_ms) = 0;  // false: unknown worker

@@ -21,30 +21,18 @@
 #include "server/store/open_store.h"
 #include "server/store/postgres_store.h"
 #include "server/store/sqlite_store.h"
+#include "tests/server/cli_run.h"
 #include "tests/server/fake_clock.h"
 #include "tests/server/postgres_server.h"
 
 namespace frontier {
 namespace {
 
-constexpr const char* kSpace = R"(
-name: tiny
-task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
-       batch_size: 8, steps: 4, warmup_steps: 1, eval_every: 0}
-baseline:
-  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}
-  runtime: {threads: 1}
-space:
-  stages[*].block: [basic, mbconv]
-objectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]
-repeats: 1
-)";
-
-// Submits kSpace and completes every trial: an experiment with results.
+// Submits kTwoConfigSpace and completes every trial: an experiment with results.
 std::string Populate(Store& store) {
   FakeClock clock;
   Scheduler scheduler(store, clock, SchedulerOptions{});
-  const std::string id = scheduler.Submit(kSpace, "tiny.yaml").id;
+  const std::string id = scheduler.Submit(testing::kTwoConfigSpace, "tiny.yaml").id;
   const std::string worker = scheduler.RegisterWorker(WorkerRecord{});
   double accuracy = 0.5;
   while (auto trial = scheduler.Lease(worker)) {
@@ -82,19 +70,6 @@ std::string OpenError(const std::string& url) {
   return "";
 }
 
-// `frontier ARGS...`: its exit code; stdout and stderr into *out and *err.
-int Frontier(std::vector<std::string> args, std::string* out, std::string* err) {
-  args.insert(args.begin(), "frontier");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  const int code = RunCli(static_cast<int>(argv.size()), argv.data());
-  *out = ::testing::internal::GetCapturedStdout();
-  *err = ::testing::internal::GetCapturedStderr();
-  return code;
-}
-
 class ReadOnlySqliteTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -116,13 +91,13 @@ class ReadOnlySqliteTest : public ::testing::Test {
 TEST_F(ReadOnlySqliteTest, ReadCommandsReadAFileTheyCannotWriteAndLeaveItsBytesAsTheyWere) {
   const std::string before = Bytes(db_);
   std::string out, err;
-  EXPECT_EQ(Frontier({"status", experiment_, "--db", db_}, &out, &err), kCliOk) << err;
+  EXPECT_EQ(testing::RunFrontier({"status", experiment_, "--db", db_}, &out, &err), kCliOk) << err;
   EXPECT_EQ(out.rfind(experiment_ + "  tiny  completed  2/2 done", 0), 0u) << out;
-  EXPECT_EQ(Frontier({"trials", experiment_, "--db", db_, "-o", "csv"}, &out, &err), kCliOk) << err;
+  EXPECT_EQ(testing::RunFrontier({"trials", experiment_, "--db", db_, "-o", "csv"}, &out, &err), kCliOk) << err;
   EXPECT_NE(out.find(experiment_ + "-t0002"), std::string::npos) << out;
-  EXPECT_EQ(Frontier({"report", experiment_, "--store", "sqlite:" + db_}, &out, &err), kCliOk) << err;
+  EXPECT_EQ(testing::RunFrontier({"report", experiment_, "--store", "sqlite:" + db_}, &out, &err), kCliOk) << err;
   EXPECT_NE(out.find("experiment " + experiment_ + " (tiny): 2 configs"), std::string::npos) << out;
-  EXPECT_EQ(Frontier({"list", "--db", db_}, &out, &err), kCliOk) << err;
+  EXPECT_EQ(testing::RunFrontier({"list", "--db", db_}, &out, &err), kCliOk) << err;
   EXPECT_EQ(Bytes(db_), before);
   struct stat st {};
   ASSERT_EQ(::stat(db_.c_str(), &st), 0);
@@ -153,7 +128,7 @@ TEST_F(ReadOnlySqliteTest, AnOlderSchemaIsRefusedNamingTheCommandThatMigratesIt)
   EXPECT_NE(error.find("schema version 5, older than this build's"), std::string::npos) << error;
   EXPECT_NE(error.find("`frontier-server migrate --store " + old + "`"), std::string::npos) << error;
   std::string out, err;
-  EXPECT_EQ(Frontier({"report", experiment_, "--db", old}, &out, &err), kCliFailed);
+  EXPECT_EQ(testing::RunFrontier({"report", experiment_, "--db", old}, &out, &err), kCliFailed);
   EXPECT_NE(err.find("frontier-server migrate --store " + old), std::string::npos) << err;
   EXPECT_EQ(out, "");
   EXPECT_EQ(Bytes(old), before) << "reading migrated or wrote the store";

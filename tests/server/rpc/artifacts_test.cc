@@ -9,11 +9,15 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "server/cli/cli.h"
+#include "tests/server/cli_run.h"
 #include "tests/server/rpc/coordinator_harness.h"
 
 namespace frontier {
@@ -75,17 +79,9 @@ class ArtifactsRpcTest : public ::testing::Test {
 
   // `frontier ARGS... --server THIS`: exit code, stdout into *out, stderr into *err.
   int Frontier(std::vector<std::string> args, std::string* out, std::string* err) {
-    args.insert(args.begin(), "frontier");
     args.push_back("--server");
     args.push_back("127.0.0.1:" + std::to_string(harness_.coordinator().port()));
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    ::testing::internal::CaptureStdout();
-    ::testing::internal::CaptureStderr();
-    const int code = RunCli(static_cast<int>(argv.size()), argv.data());
-    *out = ::testing::internal::GetCapturedStdout();
-    *err = ::testing::internal::GetCapturedStderr();
-    return code;
+    return testing::RunFrontier(std::move(args), out, err);
   }
 
   std::string root_;
@@ -192,6 +188,95 @@ TEST_F(ArtifactsRpcTest, TheHtmlReportLinksEachTrialsArtifactsOrNamesTheCommand)
   EXPECT_NE(resp.content().find("<code>frontier artifacts " + experiment_ + " --trial " + leased_.trial_id() +
                                 " --get trace.json</code>"),
             std::string::npos);
+}
+
+TEST_F(ArtifactsRpcTest, FrontierProfileWaitsForTheRunAWorkerLeasesAndPrintsItsProfileAndTrace) {
+  const std::string trial = leased_.trial_id();
+  int code = -1;
+  std::string out, err;
+  std::thread cli([&] { code = Frontier({"profile", experiment_, "--trial", trial, "--timeout", "60"}, &out, &err); });
+  // The worker's side, once the run is queued: it is leased before the experiment's other pending trial.
+  v1::GetTrialRequest queued;
+  queued.set_experiment_id(experiment_);
+  queued.set_trial_id(trial + "-p1");
+  v1::Trial pending;
+  for (int i = 0; i < 3000 && !Call(*users_, &v1::ExperimentService::Stub::GetTrial, queued, &pending).ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(pending.state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(pending.profile_of(), trial);
+  v1::LeaseTrialResponse run;
+  for (int i = 0; i < 600 && !run.has_trial(); ++i) {
+    v1::LeaseTrialRequest lease;
+    lease.set_worker_id(worker_);
+    lease.set_wait_ms(100);
+    ASSERT_TRUE(Call(*workers_, &v1::WorkerService::Stub::LeaseTrial, lease, &run).ok());
+  }
+  ASSERT_TRUE(run.has_trial());
+  EXPECT_EQ(run.trial_id(), trial + "-p1");
+  const nlohmann::json spec = nlohmann::json::parse(run.spec_json());
+  EXPECT_EQ(spec["profile"]["steps"], 3);
+  EXPECT_EQ(spec["trial_id"], run.trial_id());
+  leased_ = run;  // Upload sends for the run
+  ASSERT_TRUE(Upload("trace.json", 0, "{\"traceEvents\": []}", true).ok());
+  const nlohmann::json result = {
+      {"event", "result"},
+      {"schema", 1},
+      {"status", "completed"},
+      {"step_time_ms", {{"median", 2.0}}},
+      {"profile",
+       {{"tool", "libtorch"},
+        {"host", "node-7"},
+        {"steps", {{"first", 4}, {"count", 3}}},
+        {"time_basis", "the training thread's CPU time in the profiled steps"},
+        {"coverage", 0.97},
+        {"by_bound", {{"compute", 0.8}, {"memory", 0.15}}},
+        {"top_operators", {{{"name", "aten::convolution_backward"}, {"class", "compute"}, {"share", 0.6}}}},
+        {"trace", "/var/lib/frontier/artifacts/" + run.trial_id() + "/trace.json"}}},
+      {"bottleneck", {{"summary", "compute-bound (profile of 3 steps, high confidence)"}}}};
+  v1::CompleteTrialRequest complete;
+  complete.set_worker_id(worker_);
+  complete.set_trial_id(run.trial_id());
+  complete.set_attempt(run.attempt());
+  complete.set_result_json(result.dump());
+  v1::CompleteTrialResponse completed;
+  ASSERT_TRUE(Call(*workers_, &v1::WorkerService::Stub::CompleteTrial, complete, &completed).ok());
+  cli.join();
+  ASSERT_EQ(code, kCliOk) << err;
+  EXPECT_NE(out.find("profile run " + run.trial_id() + ": libtorch, 3 steps on node-7\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("bottleneck: compute-bound (profile of 3 steps, high confidence)"), std::string::npos) << out;
+  EXPECT_NE(out.find("by bound:  compute 80.0%  memory 15.0%"), std::string::npos) << out;
+  EXPECT_NE(out.find("aten::convolution_backward"), std::string::npos) << out;
+  EXPECT_NE(out.find("trace: frontier artifacts " + experiment_ + " --trial " + run.trial_id() + " --get trace.json"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  trace.json  19\n"), std::string::npos) << out;
+  EXPECT_NE(err.find("profile run " + run.trial_id() + " of " + trial + " queued"), std::string::npos) << err;
+
+  // The experiment's trials and counts do not show it; GetTrial does, linked.
+  v1::ListTrialsRequest list;
+  list.set_experiment_id(experiment_);
+  v1::ListTrialsResponse trials;
+  ASSERT_TRUE(Call(*users_, &v1::ExperimentService::Stub::ListTrials, list, &trials).ok());
+  EXPECT_EQ(trials.trials_size(), 2);
+  v1::GetTrialRequest get;
+  get.set_experiment_id(experiment_);
+  get.set_trial_id(run.trial_id());
+  v1::Trial got;
+  ASSERT_TRUE(Call(*users_, &v1::ExperimentService::Stub::GetTrial, get, &got).ok());
+  EXPECT_EQ(got.profile_of(), trial);
+  EXPECT_EQ(got.state(), v1::TRIAL_COMPLETED);
+}
+
+TEST_F(ArtifactsRpcTest, FrontierProfileSaysWhenNoWorkerRanItAndRefusesWhatItCannotRun) {
+  std::string out, err;
+  EXPECT_EQ(Frontier({"profile", experiment_, "--trial", leased_.trial_id(), "--timeout", "0"}, &out, &err), kCliFailed);
+  EXPECT_NE(err.find("is still waiting for a worker after 0 s; it stays queued"), std::string::npos) << err;
+  EXPECT_EQ(Frontier({"profile", experiment_, "--trial", experiment_ + "-t0099"}, &out, &err), kCliNotFound);
+  EXPECT_NE(err.find("has no trial"), std::string::npos) << err;
+  EXPECT_EQ(Frontier({"profile", experiment_, "--trial", leased_.trial_id(), "--steps", "5000"}, &out, &err),
+            kCliInvalid);
+  EXPECT_NE(err.find("1 to 1000"), std::string::npos) << err;
 }
 
 TEST(ArtifactsRpcWithoutStoreTest, ACoordinatorWithoutAnArtifactStoreSaysSo) {
