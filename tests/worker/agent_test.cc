@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -103,6 +104,12 @@ class FakeCoordinator final : public v1::WorkerService::Service {
   std::vector<v1::ReportProgressRequest> Progress() const { return Locked(progress_); }
   std::vector<v1::CompleteTrialRequest> Completions() const { return Locked(completions_); }
   std::vector<v1::FailTrialRequest> Failures() const { return Locked(failures_); }
+  std::vector<v1::UploadArtifactRequest> Uploads() const { return Locked(uploads_); }
+  // Uploads from then on are refused with `status`.
+  void RefuseUploads(grpc::Status status) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    upload_refusal_ = status;
+  }
   size_t Reports() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return completions_.size() + failures_.size();
@@ -173,6 +180,19 @@ class FakeCoordinator final : public v1::WorkerService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status UploadArtifact(grpc::ServerContext*, const v1::UploadArtifactRequest* request,
+                              v1::UploadArtifactResponse* response) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!known_workers_.count(request->worker_id())) return UnknownWorker();
+    if (!completions_.empty() || !failures_.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "uploaded after the trial was reported");
+    }
+    uploads_.push_back(*request);
+    if (!upload_refusal_.ok()) return upload_refusal_;
+    response->set_stored(request->offset() + static_cast<int64_t>(request->data().size()));
+    return grpc::Status::OK;
+  }
+
  private:
   static grpc::Status UnknownWorker() { return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker"); }
 
@@ -195,6 +215,8 @@ class FakeCoordinator final : public v1::WorkerService::Service {
   std::vector<v1::ReportProgressRequest> progress_;
   std::vector<v1::CompleteTrialRequest> completions_;
   std::vector<v1::FailTrialRequest> failures_;
+  std::vector<v1::UploadArtifactRequest> uploads_;
+  grpc::Status upload_refusal_ = grpc::Status::OK;
 };
 
 // Agent::Run on its own thread; stops the agent if a test leaves it running.
@@ -739,6 +761,52 @@ TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
   EXPECT_EQ(spec["params"]["attention"], "linear");
   EXPECT_EQ(spec["runtime"]["threads"], 3);
   EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/artifacts/t1"));
+}
+
+TEST_F(AgentTest, ATrialsArtifactFolderGoesToTheCoordinatorInChunksBeforeItsResult) {
+  // 1.5 MiB in two chunks, a file in a subfolder, an empty file, and a link that is not followed.
+  const std::string train = Script("artifacts.sh",
+                                   "mkdir -p \"$FRONTIER_ARTIFACT_DIR/plots\"\n"
+                                   "head -c 1572864 /dev/zero | tr '\\0' 'x' > \"$FRONTIER_ARTIFACT_DIR/trace.json\"\n"
+                                   "printf 'step,loss\\n' > \"$FRONTIER_ARTIFACT_DIR/plots/loss.csv\"\n"
+                                   ": > \"$FRONTIER_ARTIFACT_DIR/empty\"\n"
+                                   "ln -s /etc/hostname \"$FRONTIER_ARTIFACT_DIR/link\"\n"
+                                   "echo '" + std::string(kResultLine) + "'");
+  coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}));
+  AgentOptions options = Options();
+  options.artifact_dir = dir_ + "/artifacts";
+  auto agent = Start(options, dir_ + "/frontier-trial-is-not-used");
+  ASSERT_TRUE(agent->Finished());
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(1));  // the fake refuses uploads after the result
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  for (const v1::UploadArtifactRequest& chunk : coordinator_.Uploads()) {
+    EXPECT_EQ(chunk.trial_id(), "t1");
+    EXPECT_EQ(chunk.attempt(), 1);
+    EXPECT_LE(chunk.data().size(), size_t{1} << 20);
+    EXPECT_EQ(chunk.offset(), static_cast<int64_t>(files[chunk.name()].size())) << chunk.name();
+    files[chunk.name()] += chunk.data();
+    if (chunk.last()) order.push_back(chunk.name());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"empty", "plots/loss.csv", "trace.json"}));
+  EXPECT_EQ(files["trace.json"], std::string(1572864, 'x'));
+  EXPECT_EQ(files["plots/loss.csv"], "step,loss\n");
+  EXPECT_EQ(files.count("link"), 0u) << "a symbolic link was followed";
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir_ + "/artifacts/t1/trace.json")) << "the local copy stays";
+}
+
+TEST_F(AgentTest, ACoordinatorThatKeepsNoArtifactsStillGetsTheResult) {
+  coordinator_.RefuseUploads(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "keeps no artifacts"));
+  const std::string train = Script("two-files.sh",
+                                   "echo a > \"$FRONTIER_ARTIFACT_DIR/a\"; echo b > \"$FRONTIER_ARTIFACT_DIR/b\"\n"
+                                   "echo '" + std::string(kResultLine) + "'");
+  coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}));
+  AgentOptions options = Options();
+  options.artifact_dir = dir_ + "/artifacts";
+  auto agent = Start(options, dir_ + "/frontier-trial-is-not-used");
+  ASSERT_TRUE(agent->Finished());
+  EXPECT_THAT(coordinator_.Completions(), SizeIs(1));
+  EXPECT_THAT(coordinator_.Uploads(), SizeIs(1)) << "the first refusal ends the upload";
 }
 
 TEST_F(AgentTest, CommandTrialFailuresNameWhatHappened) {
