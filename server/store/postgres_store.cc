@@ -152,6 +152,7 @@ CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
     R"sql(
 ALTER TABLE trials ADD COLUMN profile_of TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_profiled ON trials(profile_of) WHERE profile_of <> '';
+CREATE INDEX trials_pending_profile_runs ON trials(seq) WHERE state = 'pending' AND profile_of <> '';
 )sql",
 };
 
@@ -242,10 +243,13 @@ void PrepareStatements(pqxx::connection& c) {
   c.prepare("get_experiment", Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"));
   c.prepare("lease", Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, "
                          "lease_expires_ms = $2, "
-                         "started_ms = $3 WHERE seq = (SELECT t.seq FROM trials t JOIN experiments e ON e.id "
-                         "= t.experiment_id "
-                         "WHERE t.state = 'pending' AND (e.state = 'running' OR t.profile_of <> '') "
-                         "ORDER BY t.profile_of = '', t.seq LIMIT 1 FOR UPDATE OF t SKIP LOCKED) "
+                         "started_ms = $3 WHERE seq = COALESCE("
+                         // profile runs first, whatever their experiment's state (COALESCE stops at the first)
+                         "(SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1 "
+                         "FOR UPDATE SKIP LOCKED), "
+                         "(SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+                         "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
+                         "UPDATE OF t SKIP LOCKED)) "
                          "RETURNING ",
                          kTrialColumns, ""));
   c.prepare("extend_lease", kExtendHeldLease);

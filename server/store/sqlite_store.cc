@@ -153,6 +153,7 @@ CREATE INDEX proposer_calls_by_experiment ON proposer_calls(experiment_id, seq);
     R"sql(
 ALTER TABLE trials ADD COLUMN profile_of TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_profiled ON trials(profile_of) WHERE profile_of <> '';
+CREATE INDEX trials_pending_profile_runs ON trials(seq) WHERE state = 'pending' AND profile_of <> '';
 )sql",
 };
 
@@ -614,12 +615,17 @@ std::optional<TrialRow> SqliteStore::LeaseNextTrial(const std::string& worker_id
   Transaction tx(db_);
   std::string id;
   {
-    Statement s(db_,
-                "SELECT t.id FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-                "WHERE t.state = 'pending' AND (e.state = 'running' OR t.profile_of <> '') "
-                "ORDER BY t.profile_of = '', t.seq LIMIT 1");
-    if (!s.Step()) return std::nullopt;
-    id = s.Text(0);
+    // Profile runs first, whatever their experiment's state; then the oldest trial of a running experiment.
+    Statement runs(db_, "SELECT id FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1");
+    if (runs.Step()) {
+      id = runs.Text(0);
+    } else {
+      Statement s(db_,
+                  "SELECT t.id FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+                  "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1");
+      if (!s.Step()) return std::nullopt;
+      id = s.Text(0);
+    }
   }
   Statement update(db_,
                    "UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = ?, "
