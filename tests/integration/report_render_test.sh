@@ -80,8 +80,10 @@ grep -q "^experiment $exp (tiny-e2e): 3 configs" report.txt || fail "report --db
 wide=$(/usr/bin/python3 -c 'import sys; print(sum(len(l.rstrip("\n")) > 120 for l in open(sys.argv[1], encoding="utf-8")))' report.txt)
 [[ "$wide" == 0 ]] || fail "$wide lines of the terminal report are wider than 120 columns"
 "$frontier" pareto "$exp" --store "sqlite:$db" -o json > pareto.json || fail "pareto --store sqlite:"
-"$frontier" report "$exp" --db "$db" --html "$work/report-db.html" > /dev/null || fail "report --db --html"
-cmp -s "$html" "$work/report-db.html" || fail "the HTML report read from the store differs from the coordinator's"
+# Beside the run's page, so that the artifact links (relative to the page) are the same too.
+"$frontier" report "$exp" --db "$db" --html "$(dirname "$html")/report-db.html" > /dev/null || fail "report --db --html"
+cmp -s "$html" "$(dirname "$html")/report-db.html" || fail "the HTML report read from the store differs from the coordinator's"
+grep -q "<section id=\"artifacts\"" "$html" || fail "the run's HTML report does not list the trials' artifacts (traces)"
 "$frontier" compare "$exp" 2 baseline --db "$db" > compare.txt 2>&1 || fail "compare --db: $(cat compare.txt)"
 grep -q "parity of A against B" compare.txt || fail "compare printed: $(cat compare.txt)"
 code=0; "$frontier" report "$exp" --db "$work/no-such.db" > missing.txt 2>&1 || code=$?
