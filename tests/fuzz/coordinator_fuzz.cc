@@ -1,5 +1,7 @@
 // The coordinator's request handlers (SubmitExperiment, LeaseTrial,
-// Heartbeat, ReportProgress, CompleteTrial, FailTrial, RegisterWorker) fed
+// Heartbeat, ReportProgress, CompleteTrial, FailTrial, RegisterWorker,
+// UploadArtifact into an artifact store in a temporary folder, ProfileTrial,
+// ReadArtifact) fed
 // arbitrary decoded messages through a real Coordinator on an in-memory
 // SQLite store, over loopback gRPC as the CLI and workers reach it. The first
 // byte picks the RPC; bit 0 of the second binds the request's worker, trial
@@ -9,7 +11,11 @@
 // call and never crash.
 #include <grpcpp/grpcpp.h>
 
+#include <stdlib.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -42,6 +48,11 @@ class Target {
     CoordinatorOptions options;
     options.listen = "127.0.0.1:0";
     options.max_lease_wait_ms = 0;  // an empty queue answers at once
+    static char artifacts[] = "/tmp/frontier-fuzz-artifacts-XXXXXX";  // removed when the process exits
+    if (mkdtemp(artifacts) != nullptr) {
+      options.artifacts_dir = artifacts;
+      std::atexit([] { std::filesystem::remove_all(artifacts); });
+    }
     coordinator_ = std::make_unique<Coordinator>(store_, clock_, metrics_, options);
     const int port = coordinator_->Start();
     const auto channel = MakeClientChannel("127.0.0.1:" + std::to_string(port), ClientSecurity{});
@@ -57,7 +68,7 @@ class Target {
 
   void Run(const uint8_t* data, size_t size) {
     if (size < 2) return;
-    const int rpc = data[0] % 7;
+    const int rpc = data[0] % 10;
     const bool bind = data[1] & 1;
     const std::string bytes(reinterpret_cast<const char*>(data) + 2, size - 2);
     switch (rpc) {
@@ -67,6 +78,9 @@ class Target {
       case 3: Call<v1::ReportProgressRequest, v1::ReportProgressResponse>(bytes, bind, &Workers::ReportProgress); break;
       case 4: Call<v1::CompleteTrialRequest, v1::CompleteTrialResponse>(bytes, bind, &Workers::CompleteTrial); break;
       case 5: Call<v1::FailTrialRequest, v1::FailTrialResponse>(bytes, bind, &Workers::FailTrial); break;
+      case 7: Call<v1::UploadArtifactRequest, v1::UploadArtifactResponse>(bytes, bind, &Workers::UploadArtifact); break;
+      case 8: Call<v1::ProfileTrialRequest, v1::ProfileTrialResponse>(bytes, false, &Users::ProfileTrial); break;
+      case 9: Call<v1::ReadArtifactRequest, v1::ReadArtifactResponse>(bytes, false, &Users::ReadArtifact); break;
       default: Call<v1::RegisterWorkerRequest, v1::RegisterWorkerResponse>(bytes, false, &Workers::RegisterWorker); break;
     }
   }
@@ -118,7 +132,8 @@ class Target {
     Request req;
     if (!req.ParseFromString(bytes)) return;
     if constexpr (!std::is_same_v<Request, v1::SubmitExperimentRequest> &&
-                  !std::is_same_v<Request, v1::RegisterWorkerRequest>) {
+                  !std::is_same_v<Request, v1::RegisterWorkerRequest> &&
+                  !std::is_same_v<Request, v1::ProfileTrialRequest> && !std::is_same_v<Request, v1::ReadArtifactRequest>) {
       if (bind) Bind(req);
     }
     Response resp;
