@@ -295,7 +295,15 @@ TEST(MoeTest, TrialTrainsWithTheAuxLossInItsTrainingLoss) {
     };
     json result = RunTrial(ParseTrialSpec(j), options);
     EXPECT_EQ(result["status"], "completed") << result.dump();
-    EXPECT_GT(result["flops"]["forward_by_op"].value("frontier::moe_experts", int64_t{0}), 0);
+    // The counted forward's routing: 16 x 4 x 4 = 256 tokens x top-2, capacity ceil(256 * 2 / 4) = 128 slots
+    // per expert; its experts' FLOPs are 2 x kept x 2 x C (8) x hidden (32).
+    const json& moe = result["flops"]["moe"];
+    EXPECT_EQ(moe["tokens"], 256);
+    EXPECT_EQ(moe["assignments"], 512);
+    EXPECT_EQ(moe["slots"], 4 * 128);
+    EXPECT_EQ(moe["kept"].get<int64_t>() + moe["dropped"].get<int64_t>(), 512);
+    EXPECT_EQ(result["flops"]["forward_by_op"].value("frontier::moe_experts", int64_t{0}),
+              2 * moe["kept"].get<int64_t>() * 2 * 8 * 32);
     return losses;
   };
   const std::vector<double> without = run(0, "fp32"), with = run(10, "fp32");

@@ -3,6 +3,8 @@
 // arch.bev.neck fields, and the BEV network training with each neck.
 #include "worker/trial/model/neck.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "search_spaces/search_space.h"
@@ -197,6 +199,21 @@ TEST(NeckTest, TheNeckIsASearchDimension) {
   std::vector<std::string> necks;
   for (const Config& config : EnumerateGrid(space)) necks.push_back(MakeTrialSpec(space, config, 1, "t").arch.bev.neck);
   EXPECT_EQ(necks, (std::vector<std::string>{"none", "fpn", "bifpn"}));
+}
+
+// The shipped example space: every configuration of its grid is a valid
+// trial (the ablation runs four of them), and it varies both families.
+TEST(NeckTest, TheShippedMoeFpnSpaceMakesValidTrials) {
+  const SearchSpace space = LoadSearchSpaceFile(FRONTIER_SOURCE_DIR "/search_spaces/moe_fpn.yaml");
+  std::set<std::string> seen;
+  for (const Config& config : EnumerateGrid(space)) {
+    const TrialSpec spec = MakeTrialSpec(space, config, 1, "t");
+    const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
+    seen.insert(spec.arch.stages[1].block + "/" + spec.arch.bev.neck);
+    EXPECT_EQ(arch.bev.lift_height, spec.arch.bev.neck == "none" ? 3 : 6) << config.dump();
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"basic/none", "basic/fpn", "basic/bifpn", "moe/none", "moe/fpn",
+                                         "moe/bifpn"}));
 }
 
 // A few training steps of the whole BEV network on one batch lower its loss,

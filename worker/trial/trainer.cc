@@ -200,6 +200,7 @@ class TrialRun {
                         {"train_per_sample", flops_.train_step / shard_.count},
                         {"forward_by_op", flops_.forward_by_op},
                         {"convention", task_->flop_convention()}};
+    if (json moe = model::MoeRoutingSummary(*net_); !moe.empty()) result_["flops"]["moe"] = moe;  // of that forward
     result_["peak_flops"] = peak_.ToJson();
     Emit({{"event", "start"},
                    {"trial_id", spec_.trial_id},

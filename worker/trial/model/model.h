@@ -219,6 +219,12 @@ int64_t CountParameters(torch::nn::Module& module);
 // there are none. The trainer adds it to the training loss.
 torch::Tensor TakeAuxiliaryLoss(torch::nn::Module& network);
 
+// What the network's moe layers routed in its last forward, summed over
+// layers: {layers, tokens, assignments (tokens x top_k), kept, dropped,
+// slots (experts x capacity)}; empty when it has none. The trainer reports
+// it for the forward whose FLOPs it counted (result flops.moe).
+nlohmann::json MoeRoutingSummary(torch::nn::Module& network);
+
 // Puts every 4-d parameter and buffer in channels_last (or back to contiguous).
 void SetMemoryFormat(torch::nn::Module& module, at::MemoryFormat format);
 

@@ -89,6 +89,23 @@ BlockLayers MoeBlock(const LayerStyle& style, const BlockConfig& c) {
   return b;
 }
 
+nlohmann::json MoeRoutingSummary(nn::Module& network) {
+  int64_t layers = 0, tokens = 0, assignments = 0, kept = 0, slots = 0;
+  for (const std::shared_ptr<nn::Module>& m : network.modules(/*include_self=*/true)) {
+    if (auto* moe = dynamic_cast<MoeMlpImpl*>(m.get())) {
+      const MoeRouting& r = moe->last_routing();
+      ++layers;
+      tokens += r.tokens;
+      assignments += r.expert.defined() ? r.expert.numel() : 0;
+      kept += r.kept;
+      slots += moe->w1.size(0) * r.capacity;
+    }
+  }
+  if (layers == 0) return nlohmann::json::object();
+  return {{"layers", layers},       {"tokens", tokens}, {"assignments", assignments},
+          {"kept", kept},           {"dropped", assignments - kept}, {"slots", slots}};
+}
+
 torch::Tensor TakeAuxiliaryLoss(nn::Module& network) {
   torch::Tensor total;
   for (const std::shared_ptr<nn::Module>& m : network.modules(/*include_self=*/true)) {
