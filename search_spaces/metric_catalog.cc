@@ -36,6 +36,9 @@ const std::vector<MetricInfo>& MetricCatalog() {
       {"comms_exposed_share", "",       false, "comms_exposed_share",      true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       {"per_rank_throughput", "samples/s", true, "throughput.per_rank_samples_per_s", true, false, false, false, -1, "",          SqlType::kReal,       -1, false, false},
       {"scaling_efficiency", "",        true,  "scaling_efficiency",       true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false, true},
+      // The trial's op variant against its reference at the model's shapes (docs/plugins.md).
+      {"op_speedup",       "",          true,  "op.speedup",               true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      {"op_bandwidth_share", "",        true,  "op.bandwidth_share",       true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       // Only in the SQL views.
       {"test_loss",        "",          false, "test_loss",                false, false, true,  false, -1, "test_loss",           SqlType::kReal,       5,  true,  true},
       {"threads",          "",          true,  "threads",                  false, false, false, false, -1, "threads",             SqlType::kInteger,    11, false, false},

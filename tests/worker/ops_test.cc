@@ -193,10 +193,19 @@ TEST(TrialGateTest, ARightPluginVariantAndBlockAreCheckedThenTimed) {
   EXPECT_EQ(r["correctness"]["variants"][0]["variant"], "quick_cumsum");
   EXPECT_EQ(r["correctness"]["variants"][0]["checks"], 3 + 4);
   EXPECT_GE(r["correctness"]["seconds"].get<double>(), 0);
-  // The reference itself is not checked: no correctness section.
+  // The variant against the reference at the model's shapes, outside step time.
+  EXPECT_EQ(r["op"]["variant"], "quick_cumsum");
+  EXPECT_EQ(r["op"]["reference"], "naive");
+  EXPECT_GT(r["op"]["speedup"].get<double>(), 0);
+  EXPECT_GT(r["op"]["forward_backward_ms"].get<double>(), 0);
+  EXPECT_GT(r["op"]["reference_forward_backward_ms"].get<double>(), 0);
+  EXPECT_GT(r["op"]["bandwidth_share"].get<double>(), 0);
+  // The reference itself is not checked or timed: no correctness section, a speed-up of 1 by definition.
   const nlohmann::json naive = RunTrial(ParseTrialSpec(BevTrial("naive")), options);
   ASSERT_EQ(naive["status"], "completed") << naive.dump();
   EXPECT_FALSE(naive.contains("correctness"));
+  EXPECT_EQ(naive["op"]["speedup"], 1.0);
+  EXPECT_FALSE(naive["op"].contains("forward_backward_ms"));
 }
 
 TEST(TrialGateTest, AMissingPluginOrAnUnregisteredNameFailsTheTrialNamingIt) {

@@ -59,8 +59,38 @@ double TimeCall(const ops::OpCall& call, const std::string& variant, const std::
   return MsSince(start);
 }
 
+// Every variant of the call's op, checked by the gate (correct ones timed).
 json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes_per_s,
                const OpBenchOptions& options, uint64_t seed) {
+  const ops::Op& op = ops::OpRegistry().At(call.op);
+  std::vector<std::string> correct;
+  std::map<std::string, json> checks;
+  for (const std::string& variant : op.variants()) {
+    if (variant == op.reference) continue;
+    ops::OpCall as = call;
+    as.variant = variant;
+    const ops::VariantCheck check = ops::CheckVariant(as, 3, seed);
+    checks[variant] = check.ToJson();
+    if (check.passed) correct.push_back(variant);
+  }
+  json timed = TimeVariants(call, correct, dev, copy_bytes_per_s, options, seed);
+  json variants = json::array();
+  for (const std::string& variant : op.variants()) {
+    json v = {{"variant", variant}, {"correct", variant == op.reference || checks[variant]["passed"].get<bool>()}};
+    if (variant != op.reference) v["correctness"] = checks[variant];
+    for (const json& t : timed["variants"]) {
+      if (t["variant"] == variant) v.update(t);
+    }
+    variants.push_back(v);
+  }
+  timed["variants"] = variants;
+  return timed;
+}
+
+}  // namespace
+
+json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& variants, const DeviceInfo& dev,
+                  double copy_bytes_per_s, const OpBenchOptions& options, uint64_t seed) {
   const ops::Op& op = ops::OpRegistry().At(call.op);
   at::Generator generator = at::detail::createCPUGenerator(seed);
   const std::vector<torch::Tensor> inputs = ops::RandomInputs(op, call, generator);
@@ -70,20 +100,14 @@ json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes
     const torch::Tensor out = call.run(op.reference, inputs);
     upstream = torch::randn(out.sizes(), generator, torch::kFloat).to(out.device());
   }
-  std::vector<std::string> timed;
-  json variants = json::array();
-  std::map<std::string, json> checks;
-  for (const std::string& variant : op.variants()) {
-    ops::OpCall as = call;
-    as.variant = variant;
-    const ops::VariantCheck check = variant == op.reference ? ops::VariantCheck{} : ops::CheckVariant(as, 3, seed);
-    checks[variant] = check.ToJson();
-    if (check.passed) timed.push_back(variant);
+  std::vector<std::string> timed{op.reference};
+  for (const std::string& v : variants) {
+    if (v != op.reference) timed.push_back(v);
   }
   std::map<std::string, std::vector<double>> fwd, total;
   for (int round = -options.warmup; round < options.rounds; ++round) {
     for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
-      const std::string& v = timed[(k + std::max(round, 0)) % timed.size()];
+      const std::string& v = timed[(k + static_cast<size_t>(std::max(round, 0))) % timed.size()];
       const double f = TimeCall(call, v, inputs, upstream, false, dev);
       const double t = TimeCall(call, v, inputs, upstream, true, dev);
       if (round < 0) continue;
@@ -91,16 +115,10 @@ json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes
       total[v].push_back(t);
     }
   }
-  for (const std::string& variant : op.variants()) {
-    json v = {{"variant", variant}, {"correct", checks[variant].value("passed", true)}};
-    if (variant != op.reference) v["correctness"] = checks[variant];
-    if (!total.count(variant)) {
-      variants.push_back(v);  // incorrect: never timed
-      continue;
-    }
+  json out = json::array();
+  for (const std::string& variant : timed) {
     const SeriesStats f = Summarize(fwd[variant]), t = Summarize(total[variant]);
-    v["forward_ms"] = Ms(f);
-    v["forward_backward_ms"] = Ms(t);
+    json v = {{"variant", variant}, {"forward_ms", Ms(f)}, {"forward_backward_ms", Ms(t)}};
     std::vector<double> ratios, forward_ratios;
     for (size_t r = 0; r < total[variant].size(); ++r) {
       ratios.push_back(total[op.reference][r] / total[variant][r]);
@@ -114,12 +132,10 @@ json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes
       v["achieved_gb_s"] = bytes / (t.median / 1e3) / 1e9;
       v["bandwidth_share"] = bytes / (t.median / 1e3) / copy_bytes_per_s;
     }
-    variants.push_back(v);
+    out.push_back(v);
   }
-  return {{"op", call.op}, {"shapes", call.Shapes()}, {"reference", op.reference}, {"variants", variants}};
+  return {{"op", call.op}, {"shapes", call.Shapes()}, {"reference", op.reference}, {"variants", out}};
 }
-
-}  // namespace
 
 json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
   const int threads = spec.runtime.threads > 0 ? spec.runtime.threads

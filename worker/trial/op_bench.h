@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/trial_spec.h"
+#include "worker/trial/measure/device.h"
+#include "worker/trial/ops/op.h"
 
 namespace frontier {
 
@@ -26,5 +28,13 @@ struct OpBenchOptions {
 // bytes_moved_mb, achieved_gb_s, bandwidth_share}]}]}. Throws on a spec
 // whose model cannot be built.
 nlohmann::json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options);
+
+// Times the reference and `variants` of the call's op (no correctness check:
+// the caller has run the gate) on one fixed set of random inputs: {op,
+// shapes, reference, variants: [{variant, forward_ms, forward_backward_ms,
+// speedup_forward, speedup, bytes_moved_mb, achieved_gb_s, bandwidth_share}]}.
+// The trial runner calls it for the variant it trains (result field `op`).
+nlohmann::json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& variants, const DeviceInfo& dev,
+                            double copy_bytes_per_s, const OpBenchOptions& options, uint64_t seed);
 
 }  // namespace frontier
