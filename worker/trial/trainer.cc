@@ -19,6 +19,7 @@
 #include "worker/trial/measure/profiler.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/model/model.h"
+#include "worker/trial/op_bench.h"
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/plugin.h"
 #include "worker/trial/tasks/task.h"
@@ -32,6 +33,8 @@ namespace dist = frontier::distributed;
 
 // Random input sets the correctness gate draws per op call (besides the op's edge cases).
 constexpr int kGateDraws = 3;
+// Timed rounds of the trial's op variant against its reference (result field `op`).
+constexpr int kOpTimingRounds = 5;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -185,12 +188,19 @@ class TrialRun {
     const int64_t params = model::CountParameters(*net_);
     const torch::Tensor batch = Normalize(data_, data_.train.images.slice(0, 0, shard_.count), dev_.device, format_);
     bool checked_variants = false;
+    std::string recorded_op;  // the first op the model calls, if any
     {
       ops::CallRecorder recorder;  // the op calls of one forward pass, at the model's shapes
       flops_ = CountModelFlops(net_, batch);
       checked_variants = UsesNonReferenceVariants(recorder.calls());
+      if (!recorder.calls().empty()) recorded_op = recorder.calls().front().op;
     }
-    if (checked_variants) CheckOpVariants(batch);
+    if (checked_variants) {
+      CheckOpVariants(batch);
+    } else if (!recorded_op.empty()) {  // the reference itself: 1 by definition, nothing timed
+      result_["op"] = {{"op", recorded_op}, {"variant", ops::OpRegistry().At(recorded_op).reference},
+                       {"reference", ops::OpRegistry().At(recorded_op).reference}, {"speedup", 1.0}};
+    }
     peak_ = DevicePeakFlops(rt_.precision, dev_,
                             options_.peak_flops_json.empty() ? std::nullopt
                                                              : std::optional(ParseGivenPeaks(options_.peak_flops_json)));
@@ -242,6 +252,36 @@ class TrialRun {
       result_["incorrect"] = failed->ToJson();
       throw IncorrectVariant(failed->op + " variant '" + failed->variant + "' " + failed->problem + " (" +
                              failed->where + "; reference '" + failed->reference + "', " + failed->shapes + ")");
+    }
+    TimeOpVariant(calls);
+  }
+
+  // The first non-reference op call's variant against its reference at the
+  // model's shapes (the op benchmark's timing, a few rounds): the result's
+  // `op`, whose speed-up and bandwidth share are metrics (op_speedup,
+  // op_bandwidth_share). Outside step and train time, like the gate.
+  void TimeOpVariant(const std::vector<ops::OpCall>& calls) {
+    for (const ops::OpCall& call : calls) {
+      if (call.variant == ops::OpRegistry().At(call.op).reference) continue;
+      OpBenchOptions options;
+      options.rounds = kOpTimingRounds;
+      options.warmup = 1;
+      const json timed = TimeVariants(call, {call.variant}, dev_, MeasureCopyBandwidth(dev_), options,
+                                      static_cast<uint64_t>(spec_.seed));
+      json op = {{"op", call.op}, {"variant", call.variant}, {"reference", timed["reference"]},
+                 {"shapes", timed["shapes"]}, {"rounds", kOpTimingRounds}};
+      for (const json& v : timed["variants"]) {
+        const std::string prefix = v["variant"] == call.variant ? "" : "reference_";
+        op[prefix + "forward_backward_ms"] = v["forward_backward_ms"]["median"];
+        op[prefix + "forward_ms"] = v["forward_ms"]["median"];
+        if (prefix.empty()) {
+          op["speedup"] = v["speedup"]["median"];
+          op["speedup_interval"] = {v["speedup"]["low"], v["speedup"]["high"]};
+          if (v.contains("bandwidth_share")) op["bandwidth_share"] = v["bandwidth_share"];
+        }
+      }
+      result_["op"] = op;
+      return;
     }
   }
 
