@@ -150,6 +150,10 @@ int ShowArtifacts(ExperimentSource& source, const std::string& id, const Artifac
   const grpc::Status s = source.ListArtifacts(req, &resp);
   if (!s.ok()) return source.Failure(s, "artifacts of " + options.trial);
   if (resp.artifacts().empty()) std::cerr << "trial " << options.trial << " has no stored artifacts\n";
+  for (const std::string& run : resp.profile_runs()) {
+    std::cerr << "profile run " << run << " of " << options.trial << ": frontier artifacts " << id << " --trial " << run
+              << "\n";
+  }
   size_t width = 4;
   for (const auto& a : resp.artifacts()) width = std::max(width, a.name().size());
   for (const auto& a : resp.artifacts()) {

@@ -35,6 +35,7 @@ Status ListStoredArtifacts(Store& store, const ArtifactStore* artifacts, const s
       a->set_name(f.name);
       a->set_size(f.size);
     }
+    for (const TrialRow& run : store.ListProfileRuns(req.trial_id())) resp->add_profile_runs(run.id);
     return Status::OK;
   });
 }

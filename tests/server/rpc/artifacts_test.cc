@@ -253,7 +253,12 @@ TEST_F(ArtifactsRpcTest, FrontierProfileWaitsForTheRunAWorkerLeasesAndPrintsItsP
   EXPECT_NE(out.find("  trace.json  19\n"), std::string::npos) << out;
   EXPECT_NE(err.find("profile run " + run.trial_id() + " of " + trial + " queued"), std::string::npos) << err;
 
-  // The experiment's trials and counts do not show it; GetTrial does, linked.
+  // The trial's artifacts name the run; the experiment's trials and counts do not show it; GetTrial does, linked.
+  ASSERT_EQ(Frontier({"artifacts", experiment_, "--trial", trial}, &out, &err), kCliOk) << err;
+  EXPECT_NE(err.find("profile run " + run.trial_id() + " of " + trial + ": frontier artifacts " + experiment_ +
+                     " --trial " + run.trial_id() + "\n"),
+            std::string::npos)
+      << err;
   v1::ListTrialsRequest list;
   list.set_experiment_id(experiment_);
   v1::ListTrialsResponse trials;
