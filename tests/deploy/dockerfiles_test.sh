@@ -84,7 +84,7 @@ echo "== health checks"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 grpc_port=$(free_port); metrics_port=$(free_port); closed_port=$(free_port)
 "$build/server/frontier-server" --listen "127.0.0.1:$grpc_port" --metrics-listen "127.0.0.1:$metrics_port" \
-  --store "$work/health.db" > "$work/server.log" 2>&1 & pids+=($!)
+  --store "$work/health.db" --artifacts-dir "$work/artifacts" > "$work/server.log" 2>&1 & pids+=($!)
 for _ in $(seq 50); do
   /usr/bin/python3 "$src/deploy/docker/grpc-health-check" --addr "127.0.0.1:$grpc_port" > /dev/null 2>&1 && break; sleep 0.2
 done
