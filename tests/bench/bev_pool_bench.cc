@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
@@ -57,21 +56,6 @@ double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::durati
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Stream copy: bytes read + written per second, best of 5, on the intra-op threads.
-double StreamCopyBytesPerSecond() {
-  const int64_t bytes = int64_t{256} << 20;
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  double best = 0;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = Clock::now();
-    at::parallel_for(0, bytes, 1 << 20, [&](int64_t begin, int64_t end) {
-      std::memcpy(dst.data() + begin, src.data() + begin, end - begin);
-    });
-    best = std::max(best, 2.0 * bytes / (Ms(t0, Clock::now()) / 1e3));
-  }
-  return best;
 }
 
 struct Sample {
@@ -216,7 +200,7 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(threads);
   const torch::ScalarType dtype = dtype_name == "bf16" ? torch::kBFloat16 : torch::kFloat;
-  const double copy = StreamCopyBytesPerSecond();
+  const double copy = frontier::MeasureCopyBandwidth(frontier::DeviceInfo{});
   const std::vector<Preset> presets = {{"small", 6, 24, 8, 22, 32, 48, 1.0, 8, 2.0, 38.0},
                                        {"nuscenes", 6, 41, 16, 44, 64, 200, 0.5, 4, 4.0, 45.0}};
   for (const Preset& p : presets) {

@@ -89,6 +89,20 @@ json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes
 
 }  // namespace
 
+std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::function<void()>& forward,
+                                       const std::string& precision, const DeviceInfo& dev) {
+  ops::CallRecorder recorder;
+  torch::NoGradGuard no_grad;
+  const bool was_training = net.is_training();
+  net.eval();
+  {
+    AutocastScope autocast(precision, dev);
+    forward();
+  }
+  net.train(was_training);
+  return recorder.calls();
+}
+
 json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& variants, const DeviceInfo& dev,
                   double copy_bytes_per_s, const OpBenchOptions& options, uint64_t seed) {
   const ops::Op& op = ops::OpRegistry().At(call.op);
@@ -155,15 +169,8 @@ json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
   model::SetMemoryFormat(*net, format);
   const torch::Tensor batch =
       Normalize(data, data.train.images.slice(0, 0, spec.task.batch_size), dev.device, format);
-  std::vector<ops::OpCall> calls;
-  {
-    ops::CallRecorder recorder;
-    torch::NoGradGuard no_grad;
-    net->eval();
-    AutocastScope autocast(spec.runtime.precision, dev);
-    net->forward(batch);
-    calls = recorder.calls();
-  }
+  const std::vector<ops::OpCall> calls =
+      RecordOpCalls(*net, [&] { net->forward(batch); }, spec.runtime.precision, dev);
   const double copy = MeasureCopyBandwidth(dev);
   json ops_json = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {

@@ -3,6 +3,10 @@
 // gives it, forward and forward+backward.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/trial_spec.h"
@@ -28,6 +32,12 @@ struct OpBenchOptions {
 // bytes_moved_mb, achieved_gb_s, bandwidth_share}]}]}. Throws on a spec
 // whose model cannot be built.
 nlohmann::json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options);
+
+// The op calls of one forward pass of `net` on `batch` in `precision`
+// (autocast), without gradients, in eval mode (the training flag is
+// restored): what the correctness gate and the benchmark replay.
+std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::function<void()>& forward,
+                                       const std::string& precision, const DeviceInfo& dev);
 
 // Times the reference and `variants` of the call's op (no correctness check:
 // the caller has run the gate) on one fixed set of random inputs: {op,

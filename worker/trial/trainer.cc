@@ -233,19 +233,7 @@ class TrialRun {
   // The correctness gate: every non-reference op variant a forward pass in the
   // trial's precision uses, against its reference, before anything is timed.
   void CheckOpVariants(const torch::Tensor& batch) {
-    std::vector<ops::OpCall> calls;
-    {
-      ops::CallRecorder recorder;
-      torch::NoGradGuard no_grad;
-      const bool was_training = net_->is_training();
-      net_->eval();
-      {
-        AutocastScope autocast(rt_.precision, dev_);
-        net_->forward(batch);
-      }
-      net_->train(was_training);
-      calls = recorder.calls();
-    }
+    const std::vector<ops::OpCall> calls = RecordOpCalls(*net_, [&] { net_->forward(batch); }, rt_.precision, dev_);
     const ops::GateResult gate = ops::RunGate(calls, kGateDraws, static_cast<uint64_t>(spec_.seed));
     result_["correctness"] = gate.ToJson();
     if (const ops::VariantCheck* failed = gate.failure()) {
