@@ -337,6 +337,7 @@ class SpaceParser {
   void ParseConstraints(const YAML::Node& node, SearchSpace& space) const;
   void ParseStrategy(const YAML::Node& node, SearchSpace& space) const;
   void ParseRepeats(const Fields& top, SearchSpace& space) const;
+  void ParseScreen(const YAML::Node& node, SearchSpace& space) const;
 
   std::string source_;
   bool check_choices_ = true;  // every choice makes a valid trial spec
@@ -477,7 +478,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.source = source_;
   Fields top(*this, root, "",
              {"name", "description", "task", "baseline", "trial", "space", "objectives", "constraints", "repeats",
-              "parity", "strategy", "max_attempts", "profile", "latency"});
+              "parity", "strategy", "screen", "max_attempts", "profile", "latency"});
   top.Required("name");
   top.String("name", space.name);
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");
@@ -503,6 +504,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.parity.looks = space.max_repeats - space.repeats + 1;
   if (top.Has("strategy")) ParseStrategy(top.Get("strategy"), space);
   top.Integer("max_attempts", space.max_attempts, 1, 100);
+  if (top.Has("screen")) ParseScreen(top.Get("screen"), space);
   if (space.strategy.name == "grid" && GridSize(space) > kMaxGridForGridStrategy) {
     Fail("space", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
                       std::to_string(kMaxGridForGridStrategy) + "; use strategy random");
@@ -832,6 +834,35 @@ const std::map<std::string, std::vector<std::string>>& StrategyFields() {
        {"address", "batch", "trials", "seed", "deadline_s", "max_invalid", "token_file", "tls_ca", "tls_cert",
         "tls_key"}}};
   return fields;
+}
+
+// `screen: {steps, margin, noise}` (docs/search-space.md, docs/strategies.md#screening).
+void SpaceParser::ParseScreen(const YAML::Node& node, SearchSpace& space) const {
+  Fields fields(*this, node, "screen", {"steps", "margin", "noise"});
+  fields.Required("steps");
+  if (space.base.contains("command")) {
+    Fail("screen", "a command trial cannot be screened: screening times frontier-trial's networks for a few steps");
+  }
+  const TaskSpec task = ParseTrialSpec(space.base).task;
+  ScreenSpec& screen = space.screen;
+  fields.Integer("steps", screen.steps, 2, std::max(2, task.steps - 1));
+  if (screen.steps >= task.steps) {
+    Fail(fields.Field("steps"), "must be fewer than task.steps (" + std::to_string(task.steps) +
+                                    "): screening is cheaper than a trial or it saves nothing");
+  }
+  if (std::optional<double> margin = fields.Number("margin")) {
+    if (!(*margin > 0 && *margin < 1)) Fail(fields.Field("margin"), "must be in (0, 1)");
+    screen.margin = *margin;
+  }
+  if (std::optional<double> noise = fields.Number("noise")) {
+    if (!(*noise >= 0 && *noise < 1)) Fail(fields.Field("noise"), "must be in [0, 1)");
+    screen.noise = *noise;
+  }
+  if (GridSize(space) > kMaxScreenedConfigs) {
+    Fail("screen", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
+                       std::to_string(kMaxScreenedConfigs) +
+                       ": screening runs one trial per configuration, so every one is enumerated and timed first");
+  }
 }
 
 void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) const {

@@ -83,6 +83,30 @@ struct StrategySpec {
   nlohmann::json options = nlohmann::json::object();  // strategy-specific extras, kept verbatim
 };
 
+// Speed-first screening (`screen: {steps, margin, noise}`, docs/strategies.md#screening):
+// before the strategy runs, every configuration of the grid and the baseline
+// is timed for `steps` steps (one seed, speed only), and the configurations
+// that cannot reach the front on the speed objectives or break a constraint
+// on a screened metric are never run (server/search/screen.h).
+struct ScreenSpec {
+  int steps = 0;         // 0: no screening
+  double margin = 0.5;   // dropped when worse than the baseline by more than this on every speed objective
+  double noise = 0.05;   // relative measurement noise allowed on constraints and objectives
+  bool enabled() const { return steps > 0; }
+};
+
+// How a screening trial is recognized wherever trials are read (the
+// scheduler, the report, the store's SQL views): its proposer, stored with it
+// at creation (TrialRow::proposer); and the state it ends in once it ran
+// (completed, diverged, or failed for good: then with its error), never
+// counted as completed or failed.
+inline constexpr const char* kScreenProposer = "frontier screen";
+inline constexpr const char* kScreenedState = "screened";
+
+// The most configurations a space with `screen` may have: it runs one
+// screening trial per configuration, so the candidate set must be enumerated.
+inline constexpr size_t kMaxScreenedConfigs = 10000;
+
 // A configuration: {dimension name: choice}; a dimension left out keeps the
 // baseline's value, so {} is the baseline itself.
 using Config = nlohmann::json;
@@ -104,6 +128,7 @@ struct SearchSpace {
   bool AdaptiveSeeds() const { return max_repeats > repeats; }
   ParityRule parity;
   StrategySpec strategy;
+  ScreenSpec screen;
   int max_attempts = 3;   // leases per trial before it fails for good
 };
 

@@ -28,6 +28,8 @@ const char* TrialStateName(v1::TrialState s) {
       return "stopped";
     case v1::TRIAL_CANCELLED:
       return "cancelled";
+    case v1::TRIAL_SCREENED:
+      return "screened";
     default:
       return "unknown";
   }

@@ -1,5 +1,6 @@
 #include "server/report/csv.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -40,6 +41,8 @@ std::string RenderCsv(const Report& report) {
   header.push_back("label");
   header.push_back("proposer");   // who proposed the config (docs/proposers.md); empty for the baseline
   header.push_back("rationale");  // the reason it gave, if any
+  // Why screening dropped a config (docs/strategies.md#screening), only when the experiment screened.
+  if (report.screening) header.push_back("screened_out");
   if (report.data_parallel) {      // docs/distributed.md
     for (const char* column : {"ranks", "scaling_efficiency", "per_rank_throughput_mean", "comms_ms_mean",
                                "comms_exposed_share_mean"}) {
@@ -85,6 +88,7 @@ std::string RenderCsv(const Report& report) {
     row.push_back(c.label);
     row.push_back(c.proposer);
     row.push_back(c.rationale);
+    if (report.screening) row.push_back("");
     if (report.data_parallel) {
       row.push_back(std::to_string(c.ranks));
       row.push_back(c.scaling_efficiency ? CsvNumber(*c.scaling_efficiency) : "");
@@ -94,6 +98,21 @@ std::string RenderCsv(const Report& report) {
       }
     }
     out += join(row);
+  }
+  // A screened-out config never ran otherwise: a row with its key, label and reason only.
+  if (report.screening) {
+    const size_t label = std::find(header.begin(), header.end(), "label") - header.begin();
+    const size_t reason = std::find(header.begin(), header.end(), "screened_out") - header.begin();
+    for (const ScreenedConfig& c : report.screening->configs) {
+      if (c.kept) continue;
+      std::vector<std::string> row(header.size());
+      row[0] = c.config_key;
+      row[1] = flag(false);
+      row[2] = row[3] = row[4] = "0";
+      row[label] = c.label;
+      row[reason] = c.reason;
+      out += join(row);
+    }
   }
   return out;
 }

@@ -187,6 +187,22 @@ std::string AblationSection(const Report& report) {
   return html + "</section>\n";
 }
 
+// docs/strategies.md#screening: every screened config, kept or dropped, and why.
+std::string ScreeningSection(const ScreeningSummary& screening) {
+  std::string html = "<section id=\"screening\" class=\"view\">\n<h2>Screening: speed first</h2>\n<p class=\"explain\">" +
+                     EscapeHtml(Printf("Every config was timed for %d steps (one seed, no evaluation) before the "
+                                       "search; %d of %zu were screened out and never run. %.1f device-s.",
+                                       screening.steps, screening.dropped(), screening.configs.size(),
+                                       screening.device_s)) +
+                     "</p>\n<table class=\"screening\">\n<thead><tr><th>config</th><th>screen</th><th>why</th></tr>"
+                     "</thead>\n<tbody>\n";
+  for (const ScreenedConfig& c : screening.configs) {
+    html += "<tr data-config=\"" + EscapeHtml(c.config_key) + "\"><td>" + EscapeHtml(c.label) + "</td><td>" +
+            (c.kept ? "kept" : "screened out") + "</td><td>" + EscapeHtml(c.reason) + "</td></tr>\n";
+  }
+  return html + "</tbody>\n</table>\n</section>\n";
+}
+
 std::string CostSection(const Report& report) {
   const CostTotals totals = TotalCost(report);
   std::string html =
@@ -220,12 +236,20 @@ std::string CostSection(const Report& report) {
                               totals.trials_stopped, totals.total.stopped_s, totals.early_stopping_saved_s)) +
             "</li>\n";
   }
+  const double screening_s = report.screening ? report.screening->device_s : 0;
+  if (report.screening) {
+    html += "<li>" +
+            EscapeHtml(Printf("screening: %d trials of %d steps, %.1f device-s (not in the table above; "
+                              "included in what this search used)",
+                              report.screening->trials, report.screening->steps, screening_s)) +
+            "</li>\n";
+  }
   if (totals.full_grid_s > 0) {
     html += "<li>" +
             EscapeHtml(Printf("the full grid, %zu configs x %d seeds, would take about %.1f device-s at the mean "
                               "completed trial (estimated): this search used %.0f%% of it",
                               report.grid_size, std::max(1, report.repeats), totals.full_grid_s,
-                              100 * totals.total.device_s / totals.full_grid_s)) +
+                              100 * (totals.total.device_s + screening_s) / totals.full_grid_s)) +
             "</li>\n";
   }
   return html + "</ul>\n</section>\n";
@@ -341,6 +365,7 @@ std::string RenderHtml(const Report& report) {
                        : "<p class=\"explain\">Share of the profiled steps' time by operator class (means over "
                          "the profiled seeds).</p>\n<figure>" + bars + "</figure>\n";
   html += BottleneckSection(report) + "</section>\n";
+  if (report.screening) html += ScreeningSection(*report.screening);
   html += CostSection(report);
   if (!report.artifacts.empty()) html += ArtifactsSection(report);
   html += "</body>\n</html>\n";

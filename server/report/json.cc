@@ -22,6 +22,24 @@ json OptionalToJson(const std::optional<double>& value) { return value ? json(*v
 
 }  // namespace
 
+namespace {
+
+// docs/strategies.md#screening; null when the experiment did not screen.
+json ScreeningToJson(const std::optional<ScreeningSummary>& screening) {
+  if (!screening) return nullptr;
+  json configs = json::array();
+  for (const ScreenedConfig& c : screening->configs) {
+    configs.push_back({{"config_key", c.config_key}, {"label", c.label}, {"kept", c.kept}, {"reason", c.reason}});
+  }
+  return {{"steps", screening->steps},
+          {"trials", screening->trials},
+          {"device_s", screening->device_s},
+          {"dropped", screening->dropped()},
+          {"configs", configs}};
+}
+
+}  // namespace
+
 nlohmann::json ReportToJson(const Report& report) {
   json objectives = json::array();
   for (const Objective& o : report.objectives) {
@@ -99,7 +117,8 @@ nlohmann::json ReportToJson(const Report& report) {
         {"latency_ms", report.proposer_calls.latency_ms},
         {"model_calls", report.proposer_calls.model_calls},
         {"prompt_tokens", report.proposer_calls.prompt_tokens},
-        {"completion_tokens", report.proposer_calls.completion_tokens}}}};
+        {"completion_tokens", report.proposer_calls.completion_tokens}}},
+      {"screening", ScreeningToJson(report.screening)}};
 }
 
 }  // namespace frontier

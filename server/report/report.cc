@@ -11,6 +11,7 @@
 #include "server/analysis/parity.h"
 #include "server/report/format.h"
 #include "server/report/result_reader.h"
+#include "server/search/screen.h"
 
 namespace frontier {
 namespace {
@@ -266,6 +267,16 @@ struct ReportBuilder::State {
   std::vector<std::vector<std::string>> paths;  // MetricPath of each
   size_t parity_index = 0, time_to_target_index = 0;
   ConfigLabeler labeler;
+  // Screening trials, kept apart from every figure (screen.h).
+  struct Screened {
+    std::string config_key;
+    json config;
+    bool is_baseline = false;
+    double device_s = 0;
+    ScreenMeasurement measurement;
+  };
+  std::vector<Screened> screened;
+  ScreenSpec screen;  // the space's; steps from the trials for a space read back from goals
   SearchSpace space_facts;  // the strategy, repeats and grid size, for Report
   bool data_parallel = false;
   bool scaling_decides = false;  // an objective or constraint names scaling_efficiency
@@ -412,6 +423,7 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
   s.objectives = space.objectives;
   s.constraints = space.constraints;
   s.parity = space.parity;
+  s.screen = space.screen;
   s.metrics = SummarizedMetrics(space.objectives, space.constraints, space.parity);
   // A data-parallel space: ranks vary, or the baseline has more than one.
   for (const Dimension& d : space.dimensions) {
@@ -440,7 +452,28 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
 
 ReportBuilder::~ReportBuilder() = default;
 
+int ScreeningSummary::dropped() const {
+  return static_cast<int>(std::count_if(configs.begin(), configs.end(), [](const ScreenedConfig& c) { return !c.kept; }));
+}
+
+void ReportBuilder::AddScreening(const TrialRecord& trial, json result) {
+  State& s = *state_;
+  State::Screened screened;
+  screened.config_key = trial.config_key;
+  screened.config = trial.config.is_null() ? json::parse(trial.config_key, nullptr, false) : trial.config;
+  screened.is_baseline = trial.is_baseline;
+  if (trial.started_ms > 0 && trial.finished_ms >= trial.started_ms) {
+    screened.device_s = (trial.finished_ms - trial.started_ms) / 1000.0;
+  }
+  if (result.is_object() && result.contains("screen") && result["screen"].is_object()) {
+    s.screen.steps = result["screen"].value("steps", s.screen.steps);
+  }
+  screened.measurement = MeasureScreened(trial.config_key, trial.state, result, trial.error);
+  s.screened.push_back(std::move(screened));
+}
+
 void ReportBuilder::Add(TrialRecord trial) {
+  if (trial.proposer == kScreenProposer) return AddScreening(trial, std::move(trial.result));
   ResultFacts facts;
   facts.values.assign(state_->metrics.size(), std::numeric_limits<double>::quiet_NaN());
   if (trial.state == "completed") {
@@ -451,6 +484,9 @@ void ReportBuilder::Add(TrialRecord trial) {
 }
 
 void ReportBuilder::Add(TrialRecord trial, std::string_view result_json) {
+  if (trial.proposer == kScreenProposer) {
+    return AddScreening(trial, json::parse(result_json.begin(), result_json.end(), nullptr, false));
+  }
   ResultFacts facts;
   facts.values.assign(state_->metrics.size(), std::numeric_limits<double>::quiet_NaN());
   if (trial.state == "completed" && !result_json.empty()) {
@@ -608,6 +644,31 @@ Report ReportBuilder::Build(bool front_only) {
   report.data_parallel = s.data_parallel;
   if (s.data_parallel || s.scaling_decides) AddScalingEfficiency(s.ranks_dimension, s.base_ranks, report.configs);
   ComputeHypervolume(report);
+  if (!s.screened.empty()) {
+    ScreeningSummary summary;
+    summary.steps = s.screen.steps;
+    ScreenMeasurement baseline;
+    std::vector<ScreenMeasurement> measured;
+    std::vector<const State::Screened*> judged;
+    for (const State::Screened& t : s.screened) {
+      ++summary.trials;
+      summary.device_s += t.device_s;
+      if (t.is_baseline) {
+        baseline = t.measurement;
+      } else {
+        measured.push_back(t.measurement);
+        judged.push_back(&t);
+      }
+    }
+    const std::vector<ScreenVerdict> verdicts = ScreenOut(s.objectives, s.constraints, s.screen, baseline, measured);
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      const json& config = judged[i]->config.is_object() ? judged[i]->config : json::object();
+      summary.configs.push_back({verdicts[i].config_key, JoinLabel(s.labeler.Changes(config)), verdicts[i].kept,
+                                 verdicts[i].reason});
+    }
+    report.screening = std::move(summary);
+    s.screened.clear();
+  }
   const ConfigSummary* baseline =
       has_baseline && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;
   for (ConfigSummary& config : report.configs) CompareWithBaseline(report, baseline, config);

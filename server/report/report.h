@@ -35,8 +35,10 @@ struct TrialRecord {
   // When the trial's lease began and its attempt ended (Unix ms; 0 when it
   // never ran): the device time it cost, for "what the search cost".
   int64_t started_ms = 0, finished_ms = 0;
-  // Who proposed its configuration and why (an external proposer: docs/proposers.md).
+  // Who proposed its configuration and why (an external proposer: docs/proposers.md);
+  // kScreenProposer (server/search/screen.h) for a screening trial.
   std::string proposer, rationale;
+  std::string error;  // why it failed, when it did (a screening trial's drop reason reads it)
 };
 
 // One point of a config's learning curve: its seeds' evaluation number i,
@@ -123,6 +125,23 @@ struct TrialArtifacts {
   std::vector<std::pair<std::string, int64_t>> files;  // name, bytes
 };
 
+// Speed-first screening (docs/strategies.md#screening): each screened config
+// with the drop rule's verdict over the stored screening trials, and what
+// the screening cost. Screening trials are in no other figure of the report.
+struct ScreenedConfig {
+  std::string config_key;
+  std::string label;
+  bool kept = true;
+  std::string reason;  // why it was dropped; empty when kept
+};
+struct ScreeningSummary {
+  int steps = 0;
+  int trials = 0;       // screening trials, the baseline's included
+  double device_s = 0;  // their lease start to end, summed
+  std::vector<ScreenedConfig> configs;  // every screened config but the baseline, in the order screened
+  int dropped() const;
+};
+
 struct Report {
   std::string experiment_id;
   std::string name;
@@ -153,6 +172,7 @@ struct Report {
   // command that fetches it.
   std::vector<TrialArtifacts> artifacts;
   std::string artifacts_href;
+  std::optional<ScreeningSummary> screening;  // only when the experiment screened
 };
 
 // Metrics summarized per configuration, by name as they appear in reports:
@@ -202,6 +222,7 @@ class ReportBuilder {
  private:
   struct State;
   void AddFacts(TrialRecord trial, ResultFacts facts);
+  void AddScreening(const TrialRecord& trial, nlohmann::json result);
   std::unique_ptr<State> state_;
 };
 

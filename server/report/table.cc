@@ -226,6 +226,16 @@ std::vector<std::string> ReportNotes(const Report& report) {
   for (const ConfigSummary& c : report.configs) {
     if (!c.feasible) notes.push_back("infeasible: " + c.label + ": " + c.infeasible_reason);
   }
+  if (report.screening) {  // docs/strategies.md#screening
+    const ScreeningSummary& s = *report.screening;
+    notes.push_back(Printf("screening: %zu configs timed for %d steps (%d trials, %.1f device-s, in no other "
+                           "figure); %d screened out, %zu kept",
+                           s.configs.size(), s.steps, s.trials, s.device_s, s.dropped(),
+                           s.configs.size() - static_cast<size_t>(s.dropped())));
+    for (const ScreenedConfig& c : s.configs) {
+      if (!c.kept) notes.push_back("screened out: " + c.label + ": " + c.reason);
+    }
+  }
   // An external proposer's rationales and what its calls cost (docs/proposers.md).
   for (const ConfigSummary& c : report.configs) {
     if (!c.rationale.empty()) notes.push_back("proposed by " + c.proposer + ": " + c.label + ": " + c.rationale);

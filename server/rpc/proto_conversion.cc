@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "search_spaces/input_bounds.h"
+#include "search_spaces/search_space.h"
 
 namespace frontier {
 
@@ -12,7 +13,7 @@ v1::TrialState TrialStateToProto(const std::string& state) {
       {trial_state::kPending, v1::TRIAL_PENDING},     {trial_state::kRunning, v1::TRIAL_RUNNING},
       {trial_state::kCompleted, v1::TRIAL_COMPLETED}, {trial_state::kFailed, v1::TRIAL_FAILED},
       {trial_state::kDiverged, v1::TRIAL_DIVERGED},   {trial_state::kStopped, v1::TRIAL_STOPPED},
-      {trial_state::kCancelled, v1::TRIAL_CANCELLED}};
+      {trial_state::kCancelled, v1::TRIAL_CANCELLED}, {kScreenedState, v1::TRIAL_SCREENED}};
   auto it = kStates.find(state);
   return it == kStates.end() ? v1::TRIAL_STATE_UNSPECIFIED : it->second;
 }

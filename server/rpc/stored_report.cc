@@ -54,6 +54,7 @@ std::optional<Report> StoredReport(Store& store, const std::string& id, bool fro
     r.finished_ms = row.finished_ms;
     r.proposer = std::move(row.proposer);
     r.rationale = std::move(row.rationale);
+    r.error = std::move(row.error);
     builder.Add(std::move(r), row.result_json);
     row = TrialRow();
   }

@@ -9,6 +9,7 @@
 #include "search_spaces/search_space.h"
 #include "search_spaces/trial_spec.h"
 #include "server/search/adaptive_seeds.h"
+#include "server/search/screen.h"
 
 namespace frontier {
 namespace {
@@ -58,6 +59,35 @@ TrialOutcome OutcomeOf(const TrialRow& row) {
   return outcome;
 }
 
+// The screening trials (docs/strategies.md#screening): the baseline's first,
+// the yardstick, then one per runnable configuration of the grid, each one
+// seed at screen.steps; `skipped` gets the configurations that cannot run.
+std::vector<TrialRow> ScreeningRows(const SearchSpace& space, std::vector<std::string>& skipped) {
+  std::vector<Config> configs = {Config::object()};
+  for (Config& config : EnumerateGrid(space, kMaxScreenedConfigs)) {
+    if (IsBaseline(space, config)) continue;
+    if (const std::optional<std::string> why = WhyInvalid(space, config)) {
+      const std::string entry = ConfigKey(config) + ": " + *why;
+      if (std::find(skipped.begin(), skipped.end(), entry) == skipped.end()) skipped.push_back(entry);
+      continue;
+    }
+    configs.push_back(std::move(config));
+  }
+  std::vector<TrialRow> rows;
+  for (const Config& config : configs) {
+    TrialRow row;
+    row.config_json = ConfigKey(config);
+    row.is_baseline = IsBaseline(space, config);
+    row.seed = 1;
+    row.steps = space.screen.steps;
+    row.max_attempts = space.max_attempts;
+    row.spec_json = ToJson(ScreeningSpec(space, config)).dump();
+    row.proposer = kScreenProposer;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 RunningTrial RunningTrialOf(const TrialRow& row) {
   RunningTrial trial;
   trial.trial_id = row.id;
@@ -82,6 +112,7 @@ struct Scheduler::Search {
     std::map<int64_t, TrialOutcome> finals;     // every final trial by seed (adaptive seeds read them)
     bool told = false;                   // the strategy has its evaluation
     bool stopped = false;                // a seed ended as stopped
+    bool screening = false;              // a screening trial (screen.h): never told to the strategy
     std::string proposer, rationale;     // who proposed it and why (stored with its trials)
 
     // The evaluation for the strategy, once, when every seed 1..repeats has
@@ -118,6 +149,7 @@ struct Scheduler::Search {
   SearchSpace space;
   std::unique_ptr<Strategy> strategy;
   std::unique_ptr<EarlyStopping> stopping;      // strategy asha only
+  ScreenedStrategy* screened = nullptr;         // `strategy` when the space screens (screen.h)
   std::map<std::string, Group> groups;          // by GroupKey
   std::vector<std::string> group_order;         // creation order
   std::map<std::string, std::string> group_of;  // trial id -> group key
@@ -126,7 +158,50 @@ struct Scheduler::Search {
   std::string paused;                           // the paused status last stored (external proposers)
 
   Search(SearchSpace s, const ProposerFactory& proposers)
-      : space(std::move(s)), strategy(MakeStrategy(space, proposers)), stopping(MakeEarlyStopping(space)) {}
+      : space(std::move(s)), strategy(MakeStrategy(space, proposers)), stopping(MakeEarlyStopping(space)) {
+    if (space.screen.enabled()) {
+      auto wrapped = std::make_unique<ScreenedStrategy>(std::move(strategy));
+      screened = wrapped.get();
+      strategy = std::move(wrapped);
+    }
+  }
+
+  // True once every screening trial is final and the strategy has not been
+  // given the verdicts yet: then Screen gives them.
+  bool ScreeningDue() const {
+    if (!screened || screened->decided()) return false;
+    bool any = false;
+    for (const auto& [key, group] : groups) {
+      if (!group.screening) continue;
+      if (!group.AllFinal()) return false;
+      any = true;
+    }
+    return any;
+  }
+
+  // The drop rule (ScreenOut) over the screening trials' outcomes, given to
+  // the strategy: from then on it proposes only kept configurations. The
+  // same stored outcomes give the same verdicts after a restart.
+  void Screen() {
+    ScreenMeasurement baseline;
+    std::vector<ScreenMeasurement> configs;
+    for (const std::string& key : group_order) {
+      const Group& group = groups.at(key);
+      if (!group.screening || group.finals.empty()) continue;
+      const TrialOutcome& outcome = group.finals.begin()->second;
+      ScreenMeasurement m = MeasureScreened(ConfigKey(group.config), outcome.state, outcome.result, outcome.error);
+      if (group.baseline) {
+        baseline = std::move(m);
+      } else {
+        configs.push_back(std::move(m));
+      }
+    }
+    std::map<std::string, std::string> dropped;
+    for (ScreenVerdict& v : ScreenOut(space.objectives, space.constraints, space.screen, baseline, configs)) {
+      if (!v.kept) dropped[v.config_key] = std::move(v.reason);
+    }
+    screened->Decide(std::move(dropped));
+  }
 
   // An asynchronous strategy (external) may still propose while nothing is
   // open: its experiment completes only once it is finished.
@@ -142,6 +217,7 @@ struct Scheduler::Search {
         it->second.baseline = row.is_baseline;
         it->second.proposer = row.proposer;
         it->second.rationale = row.rationale;
+        it->second.screening = row.proposer == kScreenProposer;
         group_order.push_back(key);
       }
       it->second.trial_ids.push_back(row.id);
@@ -167,7 +243,7 @@ struct Scheduler::Search {
     const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
     outcome.seed = group.seeds.at(index);
     group.finals[outcome.seed] = outcome;  // adaptive seeds read every seed, told or not
-    if (group.told) return std::nullopt;
+    if (group.told || group.screening) return std::nullopt;
     if (outcome.state == trial_state::kStopped) group.stopped = true;
     group.ended[trial_id] = std::move(outcome);
     return group.TakeEvaluation(space.repeats);
@@ -183,7 +259,10 @@ struct Scheduler::Search {
   // The seeds of group `key` to add now (empty when none is due).
   std::vector<int> DueSeeds(const std::string& key) const {
     const Group& group = groups.at(key);
-    if (group.baseline || group.stopped || group.trial_ids.size() >= static_cast<size_t>(space.repeats)) return {};
+    if (group.baseline || group.stopped || group.screening ||
+        group.trial_ids.size() >= static_cast<size_t>(space.repeats)) {
+      return {};
+    }
     bool due = stopping && stopping->PassedFirstRung(ConfigKey(group.config));
     for (const auto& [id, outcome] : group.ended) due = due || outcome.state != trial_state::kStopped;
     if (!due) return {};
@@ -202,7 +281,7 @@ struct Scheduler::Search {
     if (!space.AdaptiveSeeds()) return {};
     const std::string* baseline_key = nullptr;
     for (const std::string& key : group_order) {
-      if (groups.at(key).baseline) baseline_key = &key;
+      if (groups.at(key).baseline && !groups.at(key).screening) baseline_key = &key;
     }
     if (baseline_key == nullptr || !groups.at(*baseline_key).AllFinal()) return {};
     const Group& baseline = groups.at(*baseline_key);
@@ -210,7 +289,7 @@ struct Scheduler::Search {
     std::vector<Fitness> field;  // of every configuration at the full budget, from what has ended of it
     for (const std::string& key : group_order) {
       const Group& group = groups.at(key);
-      if (group.steps != FullSteps(space)) continue;
+      if (group.steps != FullSteps(space) || group.screening) continue;
       keys.push_back(key);
       field.push_back(FitnessOf(space, group.AllSeeds()));
     }
@@ -273,7 +352,12 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
   experiment.source_name = source_name;
   experiment.owner = owner;
   experiment.skipped = search->strategy->Skipped();
-  std::vector<TrialRow> trials = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
+  // Screening first: its trials are created (and so leased) before any
+  // other; the strategy proposes once they are all final.
+  std::vector<TrialRow> trials;
+  if (space.screen.enabled()) trials = ScreeningRows(space, experiment.skipped);
+  std::vector<TrialRow> baseline = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
+  trials.insert(trials.end(), std::make_move_iterator(baseline.begin()), std::make_move_iterator(baseline.end()));
   for (const Proposal& p : proposals) {
     std::vector<TrialRow> rows = TrialRows(space, p.config, p.steps, 1, search->LastSeedAtFirst(false));
     Label(rows, space, p);
@@ -313,6 +397,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   std::vector<StoredProposal> history;
   for (const std::string& key : search->group_order) {
     Search::Group& group = search->groups.at(key);
+    if (group.screening) continue;
     std::optional<Evaluation> evaluation = group.TakeEvaluation(search->space.repeats);
     if (group.baseline) {
       if (evaluation) baseline = std::move(evaluation);
@@ -320,6 +405,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
       history.push_back({{group.config, group.steps, group.proposer, group.rationale}, std::move(evaluation)});
     }
   }
+  if (search->ScreeningDue()) search->Screen();
   const std::vector<Proposal> beyond = Replay(*search->strategy, baseline, history);
   search->strategy->Attach(experiment_id);
   search->paused = experiment->paused;
@@ -328,7 +414,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   if (search->stopping) {
     std::vector<std::tuple<int64_t, std::string, size_t, nlohmann::json>> events;
     for (const TrialRow& row : rows) {
-      if (row.state == trial_state::kPending) continue;
+      if (row.state == trial_state::kPending || row.proposer == kScreenProposer) continue;
       const std::vector<ProgressRow> progress = store_.ListProgress(row.id);
       for (size_t i = 0; i < progress.size(); ++i) {
         events.emplace_back(
@@ -410,10 +496,10 @@ void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
   std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome));
   if (!group_key.empty()) AddDueSeeds(experiment_id, *search, group_key);
   AddAdaptiveSeeds(experiment_id, *search);
-  if (evaluation) {
-    search->strategy->Tell(*evaluation);
-    AddProposals(experiment_id, *search, search->strategy->Ask());
-  }
+  if (evaluation) search->strategy->Tell(*evaluation);
+  const bool screened = search->ScreeningDue();
+  if (screened) search->Screen();
+  if (evaluation || screened) AddProposals(experiment_id, *search, search->strategy->Ask());
   if (search->open.empty() && search->Settled()) {
     store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
     searches_.erase(experiment_id);
@@ -469,7 +555,9 @@ std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
     trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
     if (!trial) break;
     changed = true;
-    if (trial->is_baseline || IsProfileRun(trial->id) || !EndedUnrun(*trial)) break;
+    if (trial->is_baseline || IsProfileRun(trial->id) || trial->proposer == kScreenProposer || !EndedUnrun(*trial)) {
+      break;
+    }
   }
   if (changed) Changed();
   return trial;
@@ -489,6 +577,17 @@ bool Scheduler::EndedUnrun(const TrialRow& trial) {
     TrialEnded(trial.id, std::move(outcome));
   }
   return true;
+}
+
+std::optional<int> Scheduler::ScreeningSteps(const std::string& trial_id) {
+  if (IsProfileRun(trial_id)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(search_mu_);
+  Search* search = SearchOf(ExperimentOfTrial(trial_id));
+  if (!search) return std::nullopt;
+  const auto key = search->group_of.find(trial_id);
+  if (key == search->group_of.end()) return std::nullopt;
+  const Search::Group& group = search->groups.at(key->second);
+  return group.screening ? std::optional<int>(group.steps) : std::nullopt;
 }
 
 bool Scheduler::ExperimentCancelled(const std::string& experiment_id) {
@@ -547,7 +646,7 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
   // Early stopping: recorded and decided under one lock, so a restart
   // replays the decisions in their order.
   if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
-  if (const std::optional<TrialRow> trial = store_.GetTrial(trial_id)) {
+  if (const std::optional<TrialRow> trial = store_.GetTrial(trial_id); trial && trial->proposer != kScreenProposer) {
     const StopDecision decision = search->stopping->Observe(RunningTrialOf(*trial), event);
     reply.stop = decision.stop;
     reply.reason = decision.reason;
@@ -567,9 +666,16 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
   } catch (const nlohmann::json::exception& e) {
     return Fail(worker_id, trial_id, attempt, std::string("unreadable result: ") + e.what(), true, "");
   }
+  // A screening trial ends as screened, its result without quality (ScreenedResult).
+  std::string stored = result_json;
+  if (const std::optional<int> steps = ScreeningSteps(trial_id)) {
+    outcome.state = kScreenedState;
+    outcome.result = ScreenedResult(outcome.result, *steps);
+    stored = outcome.result.dump();
+  }
   // The conditional update needs no lock: it applies once. The search is
   // told under the lock (and a search loaded meanwhile already sees the trial final).
-  const Transition t = store_.FinishTrial(trial_id, attempt, outcome.state, result_json, "", clock_.NowMs());
+  const Transition t = store_.FinishTrial(trial_id, attempt, outcome.state, stored, "", clock_.NowMs());
   if (t == Transition::kApplied) {
     {
       std::lock_guard<std::mutex> lock(search_mu_);
@@ -594,6 +700,18 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
     }
     t = store_.FinishTrial(trial_id, attempt, cancelled ? trial_state::kCancelled : trial_state::kStopped,
                            result_json, error, clock_.NowMs());
+  } else if (const std::optional<int> steps = ScreeningSteps(trial_id)) {
+    // A screening trial that failed for good (a crash, out of memory) ends
+    // as screened with its error: its configuration is dropped for it.
+    const std::optional<TrialRow> row = store_.GetTrial(trial_id);
+    if (retryable && row && row->attempt < row->max_attempts) {
+      t = store_.FailAttempt(trial_id, attempt, error, retryable, "", clock_.NowMs());
+    } else {
+      nlohmann::json result = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+      if (result.is_discarded()) result = nullptr;
+      t = store_.FinishTrial(trial_id, attempt, kScreenedState, ScreenedResult(result, *steps).dump(), error,
+                             clock_.NowMs());
+    }
   } else {
     t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
   }

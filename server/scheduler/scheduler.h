@@ -60,7 +60,11 @@ class Scheduler {
   // proposes at once, each at seeds 1..repeats (under ASHA a configuration
   // starts with seed 1 alone: its later seeds are added once seed 1 passed
   // the first rung, never when it was stopped there), and the configurations the
-  // strategy passed over as skipped (with their reasons). Adaptive
+  // strategy passed over as skipped (with their reasons). With `screen`
+  // (docs/strategies.md#screening) the first trials are one screening trial
+  // per runnable configuration and the baseline, then the baseline's seeds;
+  // the strategy proposes once every screening trial is final, and only the
+  // configurations the drop rule kept. Adaptive
   // strategies propose more as outcomes come in. `owner`: who submitted it
   // (stored with it). Throws SpaceError.
   ExperimentRecord Submit(const std::string& space_yaml, const std::string& source_name,
@@ -127,6 +131,9 @@ class Scheduler {
   // Adds the next seed of each configuration adaptive seeding picks (Search::AdaptiveSeedsDue).
   void AddAdaptiveSeeds(const std::string& experiment_id, Search& search);
   bool ExperimentCancelled(const std::string& experiment_id);
+  // The steps of a screening trial (server/search/screen.h) of a running
+  // experiment; nullopt for any other trial. Takes search_mu_.
+  std::optional<int> ScreeningSteps(const std::string& trial_id);
   // Asynchronous strategies (external proposers): adds what arrived, records
   // their calls, stores their paused status. True when anything changed.
   bool PollProposers();

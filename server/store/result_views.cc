@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "search_spaces/metric_catalog.h"
+#include "search_spaces/search_space.h"
 
 namespace frontier {
 namespace {
@@ -154,8 +155,10 @@ std::string ResultsView(SqlDialect dialect) {
       "worker_id,\n";
   for (const MetricInfo* m : SqlMetrics())
     sql += "       " + Extract(dialect, *m) + " AS " + std::string(m->sql_column) + ",\n";
-  // Profile runs (`frontier profile`) are re-runs of stored trials, never results of their own.
-  return sql + "       finished_ms\nFROM trials WHERE result_json <> '' AND profile_of = '';\n";
+  // Profile runs (`frontier profile`) are re-runs of stored trials, never results of their own;
+  // screening trials (docs/strategies.md#screening) are timings, never results.
+  return sql + "       finished_ms\nFROM trials WHERE result_json <> '' AND profile_of = '' AND proposer <> '" +
+         kScreenProposer + "';\n";
 }
 
 std::string ConfigResultsView(SqlDialect dialect) {
@@ -175,7 +178,7 @@ std::string ConfigResultsView(SqlDialect dialect) {
   }
   return sql +
          "\nFROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'\n"
-         "WHERE t.profile_of = ''\n"
+         "WHERE t.profile_of = '' AND t.proposer <> '" + kScreenProposer + "'\n"
          "GROUP BY t.experiment_id, t.config_json;\n";
 }
 

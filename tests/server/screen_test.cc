@@ -1,0 +1,317 @@
+// Speed-first screening (docs/strategies.md#screening): the drop rule on
+// hand-made measurements with known answers, and the scheduler's flow over an
+// in-memory SQLite store with a fake clock (screening trials first, dropped
+// configurations never leased, kept ones run by the strategy, a failed
+// screening trial, a restart giving the same decisions), and the report.
+#include "server/search/screen.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "search_spaces/search_space.h"
+#include "server/report/report.h"
+#include "server/scheduler/scheduler.h"
+#include "server/store/sqlite_store.h"
+#include "tests/server/fake_clock.h"
+
+namespace frontier {
+namespace {
+
+ScreenMeasurement Measured(const std::string& key, std::map<std::string, double> values) {
+  ScreenMeasurement m;
+  m.config_key = key;
+  m.values = std::move(values);
+  return m;
+}
+
+const std::vector<Objective> kQualityAndSpeed = {{"val_accuracy", true}, {"throughput", true}};
+
+ScreenSpec Spec() {
+  ScreenSpec s;
+  s.steps = 20;
+  return s;  // margin 0.5, noise 0.05: dropped below 0.475 x the baseline
+}
+
+TEST(ScreenOut, DropsOverTheMemoryLimitOnlyBeyondTheNoise) {
+  const ScreenMeasurement base = Measured("{}", {{"throughput", 1000}, {"peak_memory_mb", 100}});
+  const std::vector<ScreenVerdict> v =
+      ScreenOut(kQualityAndSpeed, {{"peak_memory_mb", std::nullopt, 512.0}}, Spec(), base,
+                {Measured("a", {{"throughput", 2000}, {"peak_memory_mb", 600}}),
+                 Measured("b", {{"throughput", 2000}, {"peak_memory_mb", 530}})});  // 512 x 1.05 = 537.6
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_FALSE(v[0].kept);
+  EXPECT_NE(v[0].reason.find("peak_memory_mb 600 over the limit 512"), std::string::npos) << v[0].reason;
+  EXPECT_TRUE(v[1].kept) << v[1].reason;
+}
+
+TEST(ScreenOut, DropsMuchSlowerThanTheBaselineAndKeepsWithinNoise) {
+  const ScreenMeasurement base = Measured("{}", {{"throughput", 1000}});
+  const std::vector<ScreenVerdict> v = ScreenOut(kQualityAndSpeed, {}, Spec(), base,
+                                                 {Measured("slow", {{"throughput", 300}}),
+                                                  Measured("edge", {{"throughput", 480}}),
+                                                  Measured("noise", {{"throughput", 970}}),
+                                                  Measured("fast", {{"throughput", 3000}})});
+  EXPECT_FALSE(v[0].kept);
+  EXPECT_NE(v[0].reason.find("throughput 300 against the baseline's 1000"), std::string::npos) << v[0].reason;
+  EXPECT_TRUE(v[1].kept);  // 0.48 > 0.475
+  EXPECT_TRUE(v[2].kept);
+  EXPECT_TRUE(v[3].kept);
+}
+
+TEST(ScreenOut, MinimizedObjectivesAndEverySpeedObjectiveMustBeWorse) {
+  const std::vector<Objective> objectives = {{"step_time_ms", false}, {"peak_memory_mb", false}};
+  const ScreenMeasurement base = Measured("{}", {{"step_time_ms", 10}, {"peak_memory_mb", 100}});
+  const std::vector<ScreenVerdict> v =
+      ScreenOut(objectives, {}, Spec(), base,
+                {Measured("both", {{"step_time_ms", 30}, {"peak_memory_mb", 300}}),
+                 Measured("one", {{"step_time_ms", 30}, {"peak_memory_mb", 90}})});
+  EXPECT_FALSE(v[0].kept);
+  EXPECT_TRUE(v[1].kept) << "better on one speed objective: it may be on the front";
+}
+
+TEST(ScreenOut, QualityNeverDrops) {
+  const ScreenMeasurement base = Measured("{}", {{"throughput", 1000}});
+  ScreenMeasurement m = Measured("q", {{"throughput", 1000}});
+  m.values["val_accuracy"] = 0.01;  // even if a result carried it, it is not a screened metric
+  const std::vector<ScreenVerdict> v =
+      ScreenOut({{"val_accuracy", true}}, {{"val_accuracy", 0.9, std::nullopt}}, Spec(), base,
+                {m, Measured("slow", {{"throughput", 10}})});
+  EXPECT_TRUE(v[0].kept);
+  EXPECT_TRUE(v[1].kept) << "no speed objective: slowness alone cannot keep it off the front";
+}
+
+TEST(ScreenOut, FailedTrialsAreDroppedAndAFailedBaselineJudgesNothing) {
+  ScreenMeasurement base = Measured("{}", {});
+  base.failed = true;
+  ScreenMeasurement oom = Measured("oom", {});
+  oom.failed = true;
+  oom.error = "out of memory";
+  const std::vector<ScreenVerdict> v =
+      ScreenOut(kQualityAndSpeed, {}, Spec(), base, {oom, Measured("slow", {{"throughput", 1}})});
+  EXPECT_FALSE(v[0].kept);
+  EXPECT_EQ(v[0].reason, "screening trial failed: out of memory");
+  EXPECT_TRUE(v[1].kept);
+}
+
+TEST(ScreenOut, MeasuresFromAResultAndTheStoredResultHasNoQuality) {
+  const nlohmann::json result = {{"status", "completed"},
+                                 {"throughput", {{"samples_per_s", 123.0}}},
+                                 {"peak_memory_mb", 7.5},
+                                 {"val_accuracy", 0.4},
+                                 {"test_accuracy", 0.4},
+                                 {"evals", nlohmann::json::array()}};
+  const nlohmann::json stored = ScreenedResult(result, 20);
+  EXPECT_FALSE(stored.contains("val_accuracy"));
+  EXPECT_FALSE(stored.contains("test_accuracy"));
+  EXPECT_FALSE(stored.contains("evals"));
+  EXPECT_EQ(stored["screen"]["steps"], 20);
+  const ScreenMeasurement m = MeasureScreened("k", kScreenedState, stored, "");
+  EXPECT_FALSE(m.failed);
+  EXPECT_DOUBLE_EQ(m.values.at("throughput"), 123.0);
+  EXPECT_DOUBLE_EQ(m.values.at("peak_memory_mb"), 7.5);
+  EXPECT_FALSE(m.values.count("val_accuracy"));
+  EXPECT_TRUE(MeasureScreened("k", "failed", nullptr, "lease expired").failed);
+}
+
+// The baseline (basic) and two variants; ASHA-free grid over them.
+constexpr const char* kSpace = R"(
+name: screened
+task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
+       batch_size: 8, steps: 8, warmup_steps: 2, eval_every: 0}
+baseline:
+  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}
+  runtime: {threads: 1}
+space:
+  stages[*].block: [basic, mbconv, convnext]
+objectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]
+constraints: [{metric: peak_memory_mb, max: 100}]
+repeats: 2
+screen: {steps: 3}
+)";
+
+constexpr const char* kMbconv = R"({"stages[*].block":"mbconv"})";
+constexpr const char* kConvnext = R"({"stages[*].block":"convnext"})";
+
+std::string ScreenResult(double throughput, double memory) {
+  return nlohmann::json{{"event", "result"},
+                        {"status", "completed"},
+                        {"throughput", {{"samples_per_s", throughput}}},
+                        {"peak_memory_mb", memory},
+                        {"val_accuracy", 0.34}}
+      .dump();
+}
+
+std::string FullResult() {
+  return nlohmann::json{{"event", "result"},
+                        {"status", "completed"},
+                        {"throughput", {{"samples_per_s", 1000.0}}},
+                        {"peak_memory_mb", 50.0},
+                        {"val_accuracy", 0.8}}
+      .dump();
+}
+
+class ScreenSchedulerTest : public ::testing::Test {
+ protected:
+  static SchedulerOptions Options() {
+    SchedulerOptions o;
+    o.lease_timeout_ms = 10'000;
+    o.restart_grace_ms = 30'000;
+    return o;
+  }
+  // Leases the three screening trials and ends them: the baseline at 1000
+  // samples/s, mbconv at 300 (dropped: slower by more than the margin),
+  // convnext as `convnext` says.
+  void Screen(Scheduler& scheduler, bool convnext_fails) {
+    for (int i = 0; i < 3; ++i) {
+      std::optional<TrialRow> t = scheduler.Lease("w1");
+      ASSERT_TRUE(t.has_value());
+      EXPECT_EQ(t->proposer, kScreenProposer);
+      EXPECT_EQ(t->steps, 3);
+      const nlohmann::json spec = nlohmann::json::parse(t->spec_json);
+      EXPECT_EQ(spec["task"]["steps"], 3);
+      EXPECT_EQ(spec["task"]["eval_every"], 0);
+      if (t->config_json == kConvnext && convnext_fails) {
+        scheduler.Fail("w1", t->id, t->attempt, "out of memory", /*retryable=*/false, "");
+      } else {
+        const double throughput = t->is_baseline ? 1000 : t->config_json == kMbconv ? 300 : 990;
+        EXPECT_EQ(scheduler.Complete("w1", t->id, t->attempt, ScreenResult(throughput, 40)), Transition::kApplied);
+      }
+    }
+  }
+  std::set<std::string> FullConfigs(const std::string& id) {
+    std::set<std::string> configs;
+    for (const TrialRow& row : store_.ListTrials(id)) {
+      if (row.proposer != kScreenProposer) configs.insert(row.config_json);
+    }
+    return configs;
+  }
+  void RunTheRest(Scheduler& scheduler) {
+    while (std::optional<TrialRow> t = scheduler.Lease("w1")) {
+      EXPECT_NE(t->proposer, kScreenProposer);
+      EXPECT_NE(t->config_json, kMbconv) << "a dropped configuration was leased";
+      scheduler.Complete("w1", t->id, t->attempt, FullResult());
+    }
+  }
+
+  SqliteStore store_{":memory:"};
+  FakeClock clock_;
+};
+
+TEST_F(ScreenSchedulerTest, ScreeningFirstThenOnlyTheKeptConfigurations) {
+  Scheduler scheduler(store_, clock_, Options());
+  const std::string id = scheduler.Submit(kSpace, "screened.yaml").id;
+  const std::vector<TrialRow> first = store_.ListTrials(id);
+  ASSERT_EQ(first.size(), 5u);  // three screening trials, then the baseline's two seeds
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(first[i].proposer, kScreenProposer);
+  EXPECT_EQ(FullConfigs(id), std::set<std::string>{"{}"});
+
+  Screen(scheduler, /*convnext_fails=*/false);
+  EXPECT_EQ(FullConfigs(id), (std::set<std::string>{"{}", kConvnext}));
+  for (const TrialRow& row : store_.ListTrials(id)) {
+    if (row.proposer != kScreenProposer) continue;
+    EXPECT_EQ(row.state, kScreenedState);
+    EXPECT_FALSE(nlohmann::json::parse(row.result_json).contains("val_accuracy")) << "no quality shown";
+  }
+  RunTheRest(scheduler);
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+
+  // The report: screening apart from every figure, the dropped config with its reason.
+  std::vector<TrialRecord> records;
+  for (const TrialRow& row : store_.ListTrials(id)) {
+    TrialRecord r;
+    r.trial_id = row.id;
+    r.config_key = row.config_json;
+    r.is_baseline = row.is_baseline;
+    r.seed = row.seed;
+    r.state = row.state;
+    r.result = nlohmann::json::parse(row.result_json.empty() ? "null" : row.result_json);
+    r.proposer = row.proposer;
+    r.error = row.error;
+    records.push_back(r);
+  }
+  const Report report = BuildReport(id, ParseSearchSpace(kSpace, "screened.yaml"), records);
+  ASSERT_EQ(report.configs.size(), 2u);
+  EXPECT_EQ(report.configs[0].trials_total, 2) << "the baseline's screening trial is not one of its seeds";
+  ASSERT_TRUE(report.screening.has_value());
+  EXPECT_EQ(report.screening->trials, 3);
+  EXPECT_EQ(report.screening->dropped(), 1);
+  const std::string table = RenderTable(report);
+  EXPECT_NE(table.find("screened out: mbconv: throughput 300 against the baseline's 1000"), std::string::npos)
+      << table;
+  EXPECT_EQ(ReportToJson(report)["screening"]["dropped"], 1);
+  EXPECT_NE(RenderCsv(report).find("worse than the baseline by more than the margin"), std::string::npos);
+  EXPECT_NE(RenderHtml(report).find("<section id=\"screening\""), std::string::npos);
+}
+
+TEST_F(ScreenSchedulerTest, AFailedScreeningTrialDropsItsConfiguration) {
+  Scheduler scheduler(store_, clock_, Options());
+  const std::string id = scheduler.Submit(kSpace, "screened.yaml").id;
+  Screen(scheduler, /*convnext_fails=*/true);
+  EXPECT_EQ(FullConfigs(id), std::set<std::string>{"{}"});
+  for (const TrialRow& row : store_.ListTrials(id)) {
+    if (row.config_json == kConvnext) {
+      EXPECT_EQ(row.state, kScreenedState);
+      EXPECT_EQ(row.error, "out of memory");
+    }
+  }
+  RunTheRest(scheduler);
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+TEST_F(ScreenSchedulerTest, ARestartGivesTheSameDecisions) {
+  std::string id;
+  {
+    Scheduler before(store_, clock_, Options());
+    id = before.Submit(kSpace, "screened.yaml").id;
+    // Two of three screening trials end before the coordinator stops.
+    for (int i = 0; i < 2; ++i) {
+      std::optional<TrialRow> t = before.Lease("w1");
+      const double throughput = t->is_baseline ? 1000 : t->config_json == kMbconv ? 300 : 990;
+      before.Complete("w1", t->id, t->attempt, ScreenResult(throughput, 40));
+    }
+  }
+  {
+    Scheduler after(store_, clock_, Options());
+    std::optional<TrialRow> t = after.Lease("w1");
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(t->proposer, kScreenProposer);
+    after.Complete("w1", t->id, t->attempt, ScreenResult(990, 40));
+    EXPECT_EQ(FullConfigs(id), (std::set<std::string>{"{}", kConvnext}));
+  }
+  // A second restart after the verdicts: the replay proposes nothing new and
+  // nothing dropped.
+  Scheduler again(store_, clock_, Options());
+  clock_.now += 31000;
+  again.Tick();
+  EXPECT_EQ(FullConfigs(id), (std::set<std::string>{"{}", kConvnext}));
+  RunTheRest(again);
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+TEST(ScreenSpace, RefusesWhatCannotBeScreened) {
+  const std::string space(kSpace);
+  auto refused = [](const std::string& yaml) -> std::string {
+    try {
+      ParseSearchSpace(yaml, "s.yaml");
+    } catch (const SpaceError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string bad = space;
+  bad.replace(bad.find("screen: {steps: 3}"), 18, "screen: {steps: 8}");
+  EXPECT_NE(refused(bad).find("screen.steps"), std::string::npos) << refused(bad);
+  bad = space;
+  bad.replace(bad.find("screen: {steps: 3}"), 18, "screen: {steps: 3, speed: 1}");
+  EXPECT_NE(refused(bad).find("unknown field"), std::string::npos) << refused(bad);
+  bad = space;
+  bad.replace(bad.find("screen: {steps: 3}"), 18, "screen: {steps: 3, margin: 1.5}");
+  EXPECT_NE(refused(bad).find("margin"), std::string::npos) << refused(bad);
+  EXPECT_EQ(ParseSearchSpace(kSpace, "s.yaml").screen.steps, 3);
+}
+
+}  // namespace
+}  // namespace frontier
