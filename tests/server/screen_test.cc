@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
+
+#include <sqlite3.h>
 
 #include <nlohmann/json.hpp>
 
@@ -289,6 +292,53 @@ TEST_F(ScreenSchedulerTest, ARestartGivesTheSameDecisions) {
   EXPECT_EQ(FullConfigs(id), (std::set<std::string>{"{}", kConvnext}));
   RunTheRest(again);
   EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+TEST_F(ScreenSchedulerTest, AshaRunsOnlyTheKeptConfigurations) {
+  std::string space(kSpace);
+  space.replace(space.find("eval_every: 0"), 13, "eval_every: 4");
+  space += "strategy: {name: asha, min_steps: 4, eta: 2}\n";
+  Scheduler scheduler(store_, clock_, Options());
+  const std::string id = scheduler.Submit(space, "screened.yaml").id;
+  Screen(scheduler, /*convnext_fails=*/false);
+  EXPECT_EQ(FullConfigs(id), (std::set<std::string>{"{}", kConvnext}));
+  RunTheRest(scheduler);
+  EXPECT_EQ(FullConfigs(id), (std::set<std::string>{"{}", kConvnext}));
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+}
+
+// The SQL views count no screening trial: config_results' trials and the results rows.
+TEST(ScreenViews, LeaveScreeningTrialsOut) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "frontier_screen_views.db";
+  std::filesystem::remove(path);
+  std::string id;
+  {
+    SqliteStore store(path.string());
+    FakeClock clock;
+    Scheduler scheduler(store, clock, SchedulerOptions{});
+    id = scheduler.Submit(kSpace, "screened.yaml").id;
+    while (std::optional<TrialRow> t = scheduler.Lease("w1")) {
+      const bool screening = t->proposer == kScreenProposer;
+      const double throughput = !screening || t->is_baseline ? 1000 : t->config_json == kMbconv ? 300 : 990;
+      scheduler.Complete("w1", t->id, t->attempt, screening ? ScreenResult(throughput, 40) : FullResult());
+    }
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  std::map<std::string, std::string> trials;  // config_json -> trials, from config_results
+  const std::string sql = "SELECT config_json, trials FROM config_results WHERE experiment_id = '" + id +
+                          "' UNION ALL SELECT 'results', COUNT(*) FROM results WHERE experiment_id = '" + id + "'";
+  ASSERT_EQ(sqlite3_exec(
+                db, sql.c_str(),
+                [](void* out, int, char** values, char**) {
+                  (*static_cast<std::map<std::string, std::string>*>(out))[values[0]] = values[1];
+                  return 0;
+                },
+                &trials, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::filesystem::remove(path);
+  EXPECT_EQ(trials, (std::map<std::string, std::string>{{"{}", "2"}, {kConvnext, "2"}, {"results", "4"}}));
 }
 
 TEST(ScreenSpace, RefusesWhatCannotBeScreened) {
