@@ -37,6 +37,14 @@ TrialSpec ScreeningSpec(const SearchSpace& space, const Config& config) {
   spec.task.val_size = 1;
   spec.task.warmup_steps = std::min(spec.task.warmup_steps, space.screen.steps / 2);
   spec.task.target.reset();
+  spec.profile.steps = 0;  // no profiled steps, and no nsys/ncu wrapping: only the timed ones
+  spec.profile.tool = "libtorch";
+  // Latency is timed only when an objective or constraint needs it (its
+  // forward passes cost more than the screened steps otherwise).
+  bool latency = false;
+  for (const Objective& o : space.objectives) latency = latency || o.metric.rfind("latency_", 0) == 0;
+  for (const Constraint& c : space.constraints) latency = latency || c.metric.rfind("latency_", 0) == 0;
+  if (!latency) spec.latency.repetitions = 0;
   return spec;
 }
 

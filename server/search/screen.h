@@ -31,8 +31,10 @@ bool IsScreenedMetric(const std::string& metric);
 
 // The spec of `config`'s screening trial: its trial spec at seed 1 with
 // task.steps = screen.steps, no evaluation during training (eval_every 0),
-// the smallest validation split (val_size 1) and warmup_steps at most half
-// the steps, so that step-time statistics have steps left.
+// the smallest validation split (val_size 1), warmup_steps at most half the
+// steps (so that step-time statistics have steps left), no target, no
+// profiled steps, and no latency timing unless an objective or constraint
+// names a latency metric.
 TrialSpec ScreeningSpec(const SearchSpace& space, const Config& config);
 
 // What is stored of a screening trial's result: everything but quality

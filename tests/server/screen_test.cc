@@ -176,6 +176,8 @@ class ScreenSchedulerTest : public ::testing::Test {
       const nlohmann::json spec = nlohmann::json::parse(t->spec_json);
       EXPECT_EQ(spec["task"]["steps"], 3);
       EXPECT_EQ(spec["task"]["eval_every"], 0);
+      EXPECT_EQ(spec["profile"]["steps"], 0);
+      EXPECT_EQ(spec["latency"]["repetitions"], 0);
       if (t->config_json == kConvnext && convnext_fails) {
         scheduler.Fail("w1", t->id, t->attempt, "out of memory", /*retryable=*/false, "");
       } else {
