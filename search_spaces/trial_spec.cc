@@ -169,6 +169,7 @@ void ParseTask(const json& j, TaskSpec& t) {
   r.Int("eval_every", t.eval_every, 0, kMaxInt);
   r.Int("warmup_steps", t.warmup_steps, 0, kMaxInt);
   r.Int("val_size", t.val_size, 1, 59000);
+  r.Int("test_size", t.test_size, 1, 10000);
   if (const json* b = r.Get("bev")) {
     if (t.dataset != "bev-synthetic") throw SpecError("task.bev", "only the bev-synthetic dataset takes a bev section");
     ParseBevTask(*b, t.bev);
@@ -780,6 +781,7 @@ json ToJson(const TrialSpec& s) {
                {"eval_every", t.eval_every},
                {"warmup_steps", t.warmup_steps},
                {"val_size", t.val_size},
+               {"test_size", t.test_size},
                {"augment", {{"flip", t.augment.flip}, {"crop_padding", t.augment.crop_padding}}},
                {"optimizer",
                 {{"name", t.optimizer.name},

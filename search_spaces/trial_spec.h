@@ -91,6 +91,7 @@ struct TaskSpec {
   int eval_every = 100;     // 0: evaluate only at the end
   int warmup_steps = 10;    // excluded from step-time statistics
   int val_size = 5000;      // held out from the end of the training file
+  int test_size = 10000;    // the first test_size samples of the test file
   BevTaskSpec bev;          // bev-synthetic only
   AugmentSpec augment;
   OptimizerSpec optimizer;

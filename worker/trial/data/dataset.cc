@@ -54,13 +54,17 @@ int64_t Dataset::bytes() const {
   return b;
 }
 
-Dataset LoadFashionMnist(const std::string& dir, int val_size) {
+Dataset LoadFashionMnist(const std::string& dir, int val_size, int test_size) {
   Split full = ReadSplit(dir, "train", kFashionTrainSize);
   Dataset d;
   const int64_t n_train = kFashionTrainSize - val_size;
   d.train = {full.images.slice(0, 0, n_train).clone(), full.labels.slice(0, 0, n_train).clone(), {}};
   d.val = {full.images.slice(0, n_train).clone(), full.labels.slice(0, n_train).clone(), {}};
-  d.test = ReadSplit(dir, "t10k", kFashionTestSize);
+  Split test = ReadSplit(dir, "t10k", kFashionTestSize);
+  if (test_size < kFashionTestSize) {
+    test = {test.images.slice(0, 0, test_size).clone(), test.labels.slice(0, 0, test_size).clone(), {}};
+  }
+  d.test = std::move(test);
   d.shape = InputShape{1, 28, 28, 10};
   d.mean = kFashionMean;
   d.std = kFashionStd;
@@ -140,7 +144,8 @@ Dataset MakeBevSynthetic(const BevTaskSpec& spec, int depth_height, int depth_wi
 Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed, int depth_height, int depth_width) {
   if (task.dataset == "bev-synthetic") return MakeBevSynthetic(task.bev, depth_height, depth_width);
   if (task.dataset == "fashion-mnist") {
-    return LoadFashionMnist(task.data_dir.empty() ? kFashionMnistDir : task.data_dir, task.val_size);
+    return LoadFashionMnist(task.data_dir.empty() ? kFashionMnistDir : task.data_dir, task.val_size,
+                            task.test_size);
   }
   // A pool of a few batches is enough to measure throughput; labels are noise.
   return MakeSynthetic(task.input, 4 * int64_t{task.batch_size}, task.batch_size, seed);

@@ -36,8 +36,9 @@ struct Dataset {
 };
 
 // Train/validation split of the 60k training file is deterministic: the last
-// `val_size` samples are validation. The 10k test file is the test split.
-Dataset LoadFashionMnist(const std::string& dir, int val_size);
+// `val_size` samples are validation. The first `test_size` samples of the
+// 10k test file are the test split.
+Dataset LoadFashionMnist(const std::string& dir, int val_size, int test_size = 10000);
 
 // Random uint8 pixels and labels drawn from `seed`: `train_size` training
 // samples and one batch each of validation and test.
