@@ -90,7 +90,7 @@ struct StrategySpec {
 // on a screened metric are never run (server/search/screen.h).
 struct ScreenSpec {
   int steps = 0;         // 0: no screening
-  double margin = 0.5;   // dropped when worse than the baseline by more than this on every speed objective
+  double margin = 0.9;   // dropped when worse than the baseline by more than this on every speed objective
   double noise = 0.05;   // relative measurement noise allowed on constraints and objectives
   bool enabled() const { return steps > 0; }
 };

@@ -35,6 +35,7 @@ TrialSpec ScreeningSpec(const SearchSpace& space, const Config& config) {
   spec.task.steps = space.screen.steps;
   spec.task.eval_every = 0;
   spec.task.val_size = 1;
+  spec.task.test_size = 1;
   spec.task.warmup_steps = std::min(spec.task.warmup_steps, space.screen.steps / 2);
   spec.task.target.reset();
   spec.profile.steps = 0;  // no profiled steps, and no nsys/ncu wrapping: only the timed ones

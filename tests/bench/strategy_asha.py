@@ -5,11 +5,11 @@ Runs every trial of the grid of tests/bench/strategy_quickstart.yaml (the
 quickstart space with an evaluation every 20 steps) once with frontier-trial,
 keeping each trial's output, then replays the outputs through the real
 Scheduler under strategy grid and under strategy asha over several queue
-orders (tests/bench/strategy_asha_replay.cc): compute is the summed step time
+orders (tests/bench/strategy_replay.cc): compute is the summed step time
 the trials ran, quality the report's hypervolume. Trial outputs are kept in
 --runs, so a rerun only runs what is missing.
 
-    /usr/bin/python3 tests/bench/strategy_asha.py --replay build/tests/bench/strategy_asha_replay \\
+    /usr/bin/python3 tests/bench/strategy_asha.py --replay build/tests/bench/strategy_replay \\
         --trial build/worker/frontier-trial --runs runs/asha-bench
 """
 import argparse
@@ -29,7 +29,7 @@ def has_result(path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--replay", default="build/tests/bench/strategy_asha_replay")
+    parser.add_argument("--replay", default="build/tests/bench/strategy_replay")
     parser.add_argument("--trial", default="build/worker/frontier-trial")
     parser.add_argument("--space", default=os.path.join(os.path.dirname(__file__), "strategy_quickstart.yaml"))
     parser.add_argument("--runs", default="runs/asha-bench", help="trial specs and outputs")

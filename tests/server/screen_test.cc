@@ -35,7 +35,19 @@ const std::vector<Objective> kQualityAndSpeed = {{"val_accuracy", true}, {"throu
 ScreenSpec Spec() {
   ScreenSpec s;
   s.steps = 20;
-  return s;  // margin 0.5, noise 0.05: dropped below 0.475 x the baseline
+  s.margin = 0.5;
+  return s;  // noise 0.05: dropped below 0.475 x the baseline
+}
+
+TEST(ScreenOut, TheDefaultMarginDropsOnlyBelowATenthOfTheBaseline) {
+  ScreenSpec screen;
+  screen.steps = 20;  // margin 0.9, noise 0.05: dropped below 0.095 x the baseline
+  const ScreenMeasurement base = Measured("{}", {{"throughput", 1000}});
+  const std::vector<ScreenVerdict> v = ScreenOut(kQualityAndSpeed, {}, screen, base,
+                                                 {Measured("slow", {{"throughput", 90}}),
+                                                  Measured("edge", {{"throughput", 100}})});
+  EXPECT_FALSE(v[0].kept);
+  EXPECT_TRUE(v[1].kept) << v[1].reason;
 }
 
 TEST(ScreenOut, DropsOverTheMemoryLimitOnlyBeyondTheNoise) {
@@ -132,7 +144,7 @@ space:
 objectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]
 constraints: [{metric: peak_memory_mb, max: 100}]
 repeats: 2
-screen: {steps: 3}
+screen: {steps: 3, margin: 0.5}
 )";
 
 constexpr const char* kMbconv = R"({"stages[*].block":"mbconv"})";
@@ -354,13 +366,13 @@ TEST(ScreenSpace, RefusesWhatCannotBeScreened) {
     return "";
   };
   std::string bad = space;
-  bad.replace(bad.find("screen: {steps: 3}"), 18, "screen: {steps: 8}");
+  bad.replace(bad.find("screen: {steps: 3, margin: 0.5}"), 31, "screen: {steps: 8, margin: 0.5}");
   EXPECT_NE(refused(bad).find("screen.steps"), std::string::npos) << refused(bad);
   bad = space;
-  bad.replace(bad.find("screen: {steps: 3}"), 18, "screen: {steps: 3, speed: 1}");
+  bad.replace(bad.find("screen: {steps: 3, margin: 0.5}"), 31, "screen: {steps: 3, speed: 1}");
   EXPECT_NE(refused(bad).find("unknown field"), std::string::npos) << refused(bad);
   bad = space;
-  bad.replace(bad.find("screen: {steps: 3}"), 18, "screen: {steps: 3, margin: 1.5}");
+  bad.replace(bad.find("screen: {steps: 3, margin: 0.5}"), 31, "screen: {steps: 3, margin: 1.5}");
   EXPECT_NE(refused(bad).find("margin"), std::string::npos) << refused(bad);
   EXPECT_EQ(ParseSearchSpace(kSpace, "s.yaml").screen.steps, 3);
 }
