@@ -200,6 +200,18 @@ json ScreenedAt(const Recording& r, int steps) {
                            " to screen at (the recordings report every 10 steps)");
 }
 
+// A recorded trial as the ended row a store would hold.
+TrialRow RowOf(const Recording& r, std::string id) {
+  TrialRow row;
+  row.id = std::move(id);
+  row.config_json = r.config_key;
+  row.is_baseline = r.config_key == "{}";
+  row.seed = r.seed;
+  row.state = r.result.value("status", "completed");
+  row.result_json = r.result.dump();
+  return row;
+}
+
 // The report's view of `trials`: its hypervolume and front.
 Report ReportOf(const SearchSpace& space, const std::vector<TrialRow>& trials) {
   std::vector<TrialRecord> records;
@@ -484,15 +496,8 @@ void ScoreSequence(const SearchSpace& space, const Table& table, std::vector<std
     for (int64_t seed = 1;; ++seed) {
       const auto it = table.recordings.find(SpecKey(config, seed));
       if (it == table.recordings.end()) break;
-      TrialRow row;
-      row.id = std::to_string(rows.size() + trials.size());
-      row.config_json = config;
-      row.is_baseline = config == "{}";
-      row.seed = seed;
-      row.state = it->second.result.value("status", "completed");
-      row.result_json = it->second.result.dump();
       cost += it->second.train_time_s;
-      trials.push_back(std::move(row));
+      trials.push_back(RowOf(it->second, std::to_string(rows.size() + trials.size())));
     }
     if (trials.empty()) throw std::runtime_error("the table has no trial of " + config);
     for (size_t i = 0; i < checkpoints.compute_s.size(); ++i) {
@@ -592,16 +597,7 @@ int Check(const std::string& table_path) {
   const Table table = LoadTable(table_path);
   const SearchSpace space = ParseSearchSpace(table.space_yaml, table_path);
   std::vector<TrialRow> rows;
-  for (const auto& [key, r] : table.recordings) {
-    TrialRow row;
-    row.id = key;
-    row.config_json = r.config_key;
-    row.is_baseline = r.config_key == "{}";
-    row.seed = r.seed;
-    row.state = r.result.value("status", "completed");
-    row.result_json = r.result.dump();
-    rows.push_back(std::move(row));
-  }
+  for (const auto& [key, r] : table.recordings) rows.push_back(RowOf(r, key));
   const Report all = ReportOf(space, rows);
   const Outcome grid = Simulate(WithStrategy(table.space_yaml, "{name: grid}"), table.recordings, 2);
   const std::set<std::string> front = FrontOf(all);
