@@ -1,7 +1,10 @@
 #include "server/cli/client.h"
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
+#include <random>
+#include <thread>
 
 #include "server/cli/cli.h"
 
@@ -16,6 +19,39 @@ std::unique_ptr<grpc::ClientContext> Client::Context(int seconds) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   return ctx;
+}
+
+namespace {
+
+// "cli-" and 32 random hex digits: a key no other invocation picks.
+std::string FreshSubmitId() {
+  std::random_device device;
+  std::string id = "cli-";
+  for (int i = 0; i < 4; ++i) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(device()));
+    id += hex;
+  }
+  return id;
+}
+
+bool Retryable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+grpc::Status Client::SubmitExperiment(v1::SubmitExperimentRequest req, v1::SubmitExperimentResponse* resp) {
+  if (req.submit_id().empty()) req.set_submit_id(FreshSubmitId());
+  std::chrono::seconds pause(1);
+  for (int attempt = 1;; ++attempt, pause *= 2) {
+    const grpc::Status s = stub_->SubmitExperiment(Context().get(), req, resp);
+    if (s.ok() || !Retryable(s) || attempt == kSubmitTries) return s;
+    std::cerr << "frontier: submit: " << s.error_message() << "; trying again in " << pause.count()
+              << " s with the same submit_id (" << attempt + 1 << " of " << kSubmitTries << ")\n";
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 int Client::Failure(const grpc::Status& s, const std::string& what) const {

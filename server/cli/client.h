@@ -23,6 +23,14 @@ class Client {
   // A context whose deadline is `seconds` from now.
   std::unique_ptr<grpc::ClientContext> Context(int seconds = 30);
 
+  // SubmitExperiment with an idempotency key (req.submit_id; a fresh random
+  // one when empty), retried with the same key on UNAVAILABLE and
+  // DEADLINE_EXCEEDED (kSubmitTries in all, 1, 2, 4 s apart, each noted on
+  // stderr): a reply lost after the coordinator committed never creates a
+  // second experiment.
+  grpc::Status SubmitExperiment(v1::SubmitExperimentRequest req, v1::SubmitExperimentResponse* resp);
+  static constexpr int kSubmitTries = 4;
+
   // Prints "frontier: WHAT: MESSAGE" (with a hint when the server is not
   // reachable) and returns the exit code for the status: kCliInvalid,
   // kCliDenied, kCliNotFound or kCliFailed.

@@ -41,7 +41,7 @@ int Submit(Client& client, const std::string& space_file, const std::string& out
   req.set_space_yaml(*space);
   req.set_source_name(space_file);
   v1::SubmitExperimentResponse resp;
-  const grpc::Status s = client.stub().SubmitExperiment(client.Context().get(), req, &resp);
+  const grpc::Status s = client.SubmitExperiment(req, &resp);
   if (!s.ok()) return client.Failure(s, "submit " + space_file);
   if (output == "json") {
     std::cout << ExperimentJson(resp.experiment()).dump(2) << "\n";

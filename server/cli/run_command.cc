@@ -38,7 +38,7 @@ int SubmitSpace(Client& client, const RunOptions& o, std::string& id) {
   req.set_space_yaml(*space);
   req.set_source_name(o.space);
   v1::SubmitExperimentResponse resp;
-  const grpc::Status s = client.stub().SubmitExperiment(client.Context().get(), req, &resp);
+  const grpc::Status s = client.SubmitExperiment(req, &resp);
   if (!s.ok()) return client.Failure(s, "submit " + o.space);
   id = resp.experiment().id();
   std::cout << "experiment " << id << " '" << resp.experiment().name()

@@ -1,5 +1,8 @@
 #include "server/rpc/experiment_service.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -8,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/input_bounds.h"
 #include "search_spaces/search_space.h"
 #include "server/rpc/artifact_reads.h"
 #include "server/rpc/proto_conversion.h"
@@ -27,6 +31,37 @@ std::string CallerName(const Identity& who) {
   return who.user.empty() ? "anonymous (no tokens)" : who.user + " (" + RoleName(who.role) + ")";
 }
 
+// Why the submission's source name is refused ("" when it is not): it is
+// quoted in every message about the space, so it is one line of UTF-8.
+std::string SourceNameProblem(const std::string& name) {
+  if (name.size() > ExperimentServiceImpl::kMaxSourceName) return "source_name: longer than 1024 characters";
+  if (std::optional<InputFault> fault = FindEncodingFault(name)) {
+    return "source_name: byte " + std::to_string(fault->offset) + ": " + fault->problem;
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      return "source_name: byte " + std::to_string(i) + ": control character " + hex +
+             "; the name must be one line of text";
+    }
+  }
+  return "";
+}
+
+// Why the submission's idempotency key is refused ("" when it is not).
+std::string SubmitIdProblem(const std::string& id) {
+  constexpr size_t kMaxSubmitId = 128;
+  const auto allowed = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
+  };
+  if (id.size() > kMaxSubmitId || !std::all_of(id.begin(), id.end(), allowed)) {
+    return "submit_id '" + Abbreviated(id, 64) + "': at most 128 characters of [A-Za-z0-9._:-]";
+  }
+  return "";
+}
+
 }  // namespace
 
 ExperimentServiceImpl::ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping,
@@ -43,15 +78,22 @@ Status ExperimentServiceImpl::SubmitExperiment(grpc::ServerContext* ctx,
         StatusCode::INVALID_ARGUMENT,
         "search-space file of " + std::to_string(req->space_yaml().size()) + " bytes; the limit is 1 MiB");
   }
-  if (req->source_name().size() > kMaxSourceName) {
-    return Status(StatusCode::INVALID_ARGUMENT, "source name longer than 1024 characters");
+  for (const std::string& problem :
+       {SourceNameProblem(req->source_name()), SubmitIdProblem(req->submit_id())}) {
+    if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
   }
   return Guarded("SubmitExperiment", [&] {
     const std::string source = req->source_name().empty() ? "<submitted>" : req->source_name();
-    ExperimentRecord e = scheduler_.Submit(req->space_yaml(), source, who.user);
+    bool repeated = false;
+    ExperimentRecord e = scheduler_.Submit(req->space_yaml(), source, who.user, req->submit_id(), &repeated);
     FillExperiment(store_, e, resp->mutable_experiment(), false);
-    spdlog::info("experiment {} '{}' submitted by {}: {} trials, {} combinations skipped", e.id, e.name,
-                 CallerName(who), resp->experiment().counts().total(), e.skipped.size());
+    if (repeated) {
+      spdlog::info("experiment {} '{}' submitted again by {} (submit_id {}): nothing created", e.id, e.name,
+                   CallerName(who), req->submit_id());
+    } else {
+      spdlog::info("experiment {} '{}' submitted by {}: {} trials, {} combinations skipped", e.id, e.name,
+                   CallerName(who), resp->experiment().counts().total(), e.skipped.size());
+    }
     return Status::OK;
   });
 }

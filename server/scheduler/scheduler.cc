@@ -341,7 +341,44 @@ uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
 }
 
 ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::string& source_name,
-                                   const std::string& owner) {
+                                   const std::string& owner, const std::string& submit_id, bool* repeated) {
+  if (repeated) *repeated = false;
+  if (submit_id.empty()) return Create(space_yaml, source_name, owner, submit_id);
+  const std::pair<std::string, std::string> key(owner, submit_id);
+  {
+    std::unique_lock<std::mutex> lock(submit_mu_);
+    submit_done_.wait(lock, [&] { return submitting_.count(key) == 0; });
+    submitting_.insert(key);
+  }
+  struct Release {
+    Scheduler& scheduler;
+    const std::pair<std::string, std::string>& key;
+    ~Release() {
+      {
+        std::lock_guard<std::mutex> lock(scheduler.submit_mu_);
+        scheduler.submitting_.erase(key);
+      }
+      scheduler.submit_done_.notify_all();
+    }
+  } release{*this, key};
+  std::optional<ExperimentRecord> existing = store_.FindSubmittedExperiment(owner, submit_id);
+  if (!existing) {
+    try {
+      return Create(space_yaml, source_name, owner, submit_id);
+    } catch (const StoreError&) {
+      // The unique (owner, submit_id) index refused it: another coordinator
+      // on the same store created it meanwhile. Or the commit's answer was
+      // lost. Either way, the stored one is the answer when there is one.
+      existing = store_.FindSubmittedExperiment(owner, submit_id);
+      if (!existing) throw;
+    }
+  }
+  if (repeated) *repeated = true;
+  return *existing;
+}
+
+ExperimentRecord Scheduler::Create(const std::string& space_yaml, const std::string& source_name,
+                                   const std::string& owner, const std::string& submit_id) {
   auto search = std::make_unique<Search>(ParseSearchSpace(space_yaml, source_name), options_.proposers);
   const SearchSpace& space = search->space;
   const std::vector<Proposal> proposals = search->strategy->Ask();
@@ -351,6 +388,7 @@ ExperimentRecord Scheduler::Submit(const std::string& space_yaml, const std::str
   experiment.space_yaml = space_yaml;
   experiment.source_name = source_name;
   experiment.owner = owner;
+  experiment.submit_id = submit_id;
   experiment.skipped = search->strategy->Skipped();
   // Screening first: its trials are created (and so leased) before any
   // other; the strategy proposes once they are all final.

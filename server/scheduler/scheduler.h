@@ -18,7 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "proto/clock.h"
 #include "server/store/store.h"
@@ -67,8 +69,15 @@ class Scheduler {
   // configurations the drop rule kept. Adaptive
   // strategies propose more as outcomes come in. `owner`: who submitted it
   // (stored with it). Throws SpaceError.
+  //
+  // `submit_id` (not empty): the client's idempotency key. When `owner`
+  // already has an experiment with it (also one created before a restart,
+  // or by another coordinator on the same store), that experiment is
+  // returned, nothing is created and the space is not read; `repeated`
+  // (when given) says so. Submits with the same key run one at a time.
   ExperimentRecord Submit(const std::string& space_yaml, const std::string& source_name,
-                          const std::string& owner = "");
+                          const std::string& owner = "", const std::string& submit_id = "",
+                          bool* repeated = nullptr);
   // Pending trials are cancelled, running ones are told to stop. Idempotent.
   // Returns false for an unknown experiment.
   bool Cancel(const std::string& experiment_id);
@@ -117,6 +126,9 @@ class Scheduler {
   struct Search;  // one running experiment's strategy, early stopping and trial groups
 
   void Changed();
+  // Submit's work without the key's lookup: parses, creates, starts the search.
+  ExperimentRecord Create(const std::string& space_yaml, const std::string& source_name,
+                          const std::string& owner, const std::string& submit_id);
   // Ends a trial just leased as stopped, without running it, when ASHA
   // stopped its configuration at a rung (a later seed that was still
   // pending); true when it did. Takes search_mu_.
@@ -148,6 +160,10 @@ class Scheduler {
   // early-stopping decisions and experiment completion.
   std::mutex search_mu_;
   std::map<std::string, std::unique_ptr<Search>> searches_;  // running experiments, by id, loaded lazily
+  // The (owner, submit_id) of the keyed submits under way, one at a time per key.
+  std::mutex submit_mu_;
+  std::condition_variable submit_done_;
+  std::set<std::pair<std::string, std::string>> submitting_;
 };
 
 }  // namespace frontier

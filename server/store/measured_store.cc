@@ -38,6 +38,12 @@ std::optional<ExperimentRecord> MeasuredStore::GetExperiment(const std::string& 
   return Timed("get_experiment", [&] { return inner_->GetExperiment(id); });
 }
 
+std::optional<ExperimentRecord> MeasuredStore::FindSubmittedExperiment(const std::string& owner,
+                                                                       const std::string& submit_id) {
+  return Timed("find_submitted_experiment",
+               [&] { return inner_->FindSubmittedExperiment(owner, submit_id); });
+}
+
 std::vector<ExperimentRecord> MeasuredStore::ListExperiments(int limit) {
   return Timed("list_experiments", [&] { return inner_->ListExperiments(limit); });
 }

@@ -154,6 +154,11 @@ ALTER TABLE trials ADD COLUMN profile_of TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_profiled ON trials(profile_of) WHERE profile_of <> '';
 CREATE INDEX trials_pending_profile_runs ON trials(seq) WHERE state = 'pending' AND profile_of <> '';
 )sql",
+    // 8: the client's idempotency key of a submission: one experiment per (owner, submit_id).
+    R"sql(
+ALTER TABLE experiments ADD COLUMN submit_id TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX experiments_by_submit_id ON experiments(owner, submit_id) WHERE submit_id <> '';
+)sql",
 };
 
 constexpr int kLatestSchema = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
@@ -192,7 +197,8 @@ TrialRow ReadTrial(const pqxx::row& r) {
 }
 
 constexpr const char* kExperimentColumns =
-    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner, paused";
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner, paused, "
+    "submit_id";
 
 ExperimentRecord ReadExperiment(const pqxx::row& r) {
   ExperimentRecord e;
@@ -207,6 +213,7 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
   e.goals_json = r[7].as<std::string>();
   e.owner = r[8].as<std::string>();
   e.paused = r[9].as<std::string>();
+  e.submit_id = r[10].as<std::string>();
   return e;
 }
 
@@ -420,9 +427,9 @@ std::string PostgresStore::CreateExperiment(ExperimentRecord e, std::vector<Tria
     const int64_t seq =
         w.exec_params1(
              "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, "
-             "goals_json, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq",
+             "goals_json, owner, submit_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq",
              e.name, e.state, e.space_yaml, e.source_name, now_ms, nlohmann::json(e.skipped).dump(),
-             e.goals_json, e.owner)[0]
+             e.goals_json, e.owner, e.submit_id)[0]
             .as<int64_t>();
     const std::string id = ExperimentIdFor(seq);
     w.exec_params("UPDATE experiments SET id = $1 WHERE seq = $2", id, seq);
@@ -461,6 +468,19 @@ std::optional<ExperimentRecord> PostgresStore::GetExperiment(const std::string& 
     if (r.empty()) return std::nullopt;
     return ReadExperiment(r[0]);
   });
+}
+
+std::optional<ExperimentRecord> PostgresStore::FindSubmittedExperiment(const std::string& owner,
+                                                                       const std::string& submit_id) {
+  if (submit_id.empty()) return std::nullopt;
+  return Statement(
+      "FindSubmittedExperiment", [&](pqxx::nontransaction& w) -> std::optional<ExperimentRecord> {
+        const pqxx::result r = w.exec_params(
+            Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE owner = $1 AND submit_id = $2"),
+            owner, submit_id);
+        if (r.empty()) return std::nullopt;
+        return ReadExperiment(r[0]);
+      });
 }
 
 std::vector<ExperimentRecord> PostgresStore::ListExperiments(int limit) {

@@ -50,6 +50,8 @@ class PostgresStore final : public Store {
   std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
                                      int64_t now_ms) override;
   std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
+  std::optional<ExperimentRecord> FindSubmittedExperiment(const std::string& owner,
+                                                          const std::string& submit_id) override;
   std::vector<ExperimentRecord> ListExperiments(int limit) override;
   void SetExperimentState(const std::string& id, const std::string& state) override;
   void SetExperimentPaused(const std::string& id, const std::string& reason) override;

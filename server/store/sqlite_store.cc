@@ -155,6 +155,11 @@ ALTER TABLE trials ADD COLUMN profile_of TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_profiled ON trials(profile_of) WHERE profile_of <> '';
 CREATE INDEX trials_pending_profile_runs ON trials(seq) WHERE state = 'pending' AND profile_of <> '';
 )sql",
+    // 8: the client's idempotency key of a submission: one experiment per (owner, submit_id).
+    R"sql(
+ALTER TABLE experiments ADD COLUMN submit_id TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX experiments_by_submit_id ON experiments(owner, submit_id) WHERE submit_id <> '';
+)sql",
 };
 
 class Statement {
@@ -251,7 +256,8 @@ TrialRow ReadTrial(const Statement& s) {
 }
 
 constexpr const char* kExperimentColumns =
-    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner, paused";
+    "id, name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, owner, paused, "
+    "submit_id";
 
 ExperimentRecord ReadExperiment(const Statement& s) {
   ExperimentRecord e;
@@ -265,6 +271,7 @@ ExperimentRecord ReadExperiment(const Statement& s) {
   e.goals_json = s.Text(7);
   e.owner = s.Text(8);
   e.paused = s.Text(9);
+  e.submit_id = s.Text(10);
   return e;
 }
 
@@ -478,7 +485,7 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
   Statement(
       db_,
       "INSERT INTO experiments (name, state, space_yaml, source_name, created_ms, skipped_json, goals_json, "
-      "owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+      "owner, submit_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .Bind(1, e.name)
       .Bind(2, e.state)
       .Bind(3, e.space_yaml)
@@ -487,6 +494,7 @@ std::string SqliteStore::CreateExperiment(ExperimentRecord e, std::vector<TrialR
       .Bind(6, skipped.dump())
       .Bind(7, e.goals_json)
       .Bind(8, e.owner)
+      .Bind(9, e.submit_id)
       .Run();
   const int64_t seq = sqlite3_last_insert_rowid(db_);
   const std::string id = ExperimentIdFor(seq);
@@ -509,6 +517,17 @@ std::optional<ExperimentRecord> SqliteStore::GetExperiment(const std::string& id
   std::lock_guard<std::mutex> lock(mu_);
   Statement s(db_, Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = ?").c_str());
   s.Bind(1, id);
+  if (!s.Step()) return std::nullopt;
+  return ReadExperiment(s);
+}
+
+std::optional<ExperimentRecord> SqliteStore::FindSubmittedExperiment(const std::string& owner,
+                                                                     const std::string& submit_id) {
+  if (submit_id.empty()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(
+      db_, Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE owner = ? AND submit_id = ?").c_str());
+  s.Bind(1, owner).Bind(2, submit_id);
   if (!s.Step()) return std::nullopt;
   return ReadExperiment(s);
 }

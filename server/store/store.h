@@ -72,6 +72,10 @@ struct ExperimentRecord {
   // its external proposer is down, past its deadline or answers only
   // invalid proposals (docs/proposers.md). Shown as its status.
   std::string paused;
+  // The client's idempotency key of its submission (SubmitExperimentRequest);
+  // "" when it gave none. Unique per owner when not empty. Written at
+  // creation only.
+  std::string submit_id;
 };
 
 struct TrialRow {
@@ -167,9 +171,14 @@ class Store {
   virtual ~Store() = default;
 
   // Experiments and their first trials, atomically. Assigns and returns the experiment id
-  // and the trials' ids.
+  // and the trials' ids. Throws StoreError, and stores nothing, when the
+  // experiment's owner already has one with its non-empty submit_id.
   virtual std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
                                        int64_t now_ms) = 0;
+  // The experiment `owner` submitted with the key `submit_id`; nullopt when
+  // there is none or `submit_id` is empty.
+  virtual std::optional<ExperimentRecord> FindSubmittedExperiment(const std::string& owner,
+                                                                  const std::string& submit_id) = 0;
   // More trials for an existing experiment (adaptive strategies).
   virtual std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
                                              int64_t now_ms) = 0;

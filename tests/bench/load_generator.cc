@@ -12,8 +12,8 @@
 //
 // The chaos soak (tests/bench/chaos_soak.sh) runs it in two more modes:
 //   load_generator --server HOST:PORT --submit T   (submits an experiment of T
-//       trials, max_attempts 100, retrying while the coordinator is down;
-//       prints its id)
+//       trials, max_attempts 100, retrying while the coordinator is down
+//       with one submit_id, so that it creates one experiment; prints its id)
 //   load_generator --server HOST:PORT --soak-worker LEDGER [--work-ms W]
 //       (one simulated worker until killed, riding out coordinator and store
 //       outages; before each CompleteTrial it appends
@@ -143,6 +143,9 @@ int Submit(const std::string& server, int trials) {
   v1::SubmitExperimentRequest submit;
   submit.set_space_yaml(SpaceYaml(trials - 1, /*max_attempts=*/100));
   submit.set_source_name("soak.yaml");
+  // One key for this logical submission and every retry of it: a reply lost
+  // to a coordinator kill after its commit does not create a second experiment.
+  submit.set_submit_id("soak-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()));
   v1::SubmitExperimentResponse submitted;
   const grpc::Status s =
       Retrying([&](grpc::ClientContext& c) { return users->SubmitExperiment(&c, submit, &submitted); }, 60);

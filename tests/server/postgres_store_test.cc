@@ -33,7 +33,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
   std::string id;
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 7);
+    EXPECT_EQ(store.schema_version(), 8);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -41,7 +41,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   PostgresStore again(url);
-  EXPECT_EQ(again.schema_version(), 7);
+  EXPECT_EQ(again.schema_version(), 8);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
 }
 
@@ -134,7 +134,7 @@ TEST(PostgresStoreTest, ResultViewsFollowTheMetricCatalog) {
   EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{""});
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 7);
+    EXPECT_EQ(store.schema_version(), 8);
   }
   EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{stamp});
 }

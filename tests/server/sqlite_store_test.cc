@@ -22,7 +22,7 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
   std::string id;
   {
     SqliteStore store(path.string());
-    EXPECT_EQ(store.schema_version(), 7);
+    EXPECT_EQ(store.schema_version(), 8);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -30,7 +30,7 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   SqliteStore again(path.string());
-  EXPECT_EQ(again.schema_version(), 7);
+  EXPECT_EQ(again.schema_version(), 8);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
   EXPECT_EQ(again.ListTrials(id).size(), 1u);
   std::filesystem::remove(path);
@@ -107,7 +107,7 @@ TEST(SqliteStoreTest, ResultViewsFollowTheMetricCatalog) {
   EXPECT_EQ(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
   {
     SqliteStore store(path.string());
-    EXPECT_EQ(store.schema_version(), 7);
+    EXPECT_EQ(store.schema_version(), 8);
   }
   EXPECT_NE(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
   std::filesystem::remove(path);

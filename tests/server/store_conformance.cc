@@ -45,6 +45,36 @@ TEST_P(StoreConformanceTest, RecordsWhoSubmitted) {
   EXPECT_EQ(store_->GetExperiment(NewExperiment(1))->owner, "");  // no tokens: nobody
 }
 
+TEST_P(StoreConformanceTest, FindsExperimentsByOwnerAndSubmitId) {
+  ExperimentRecord e;
+  e.name = "keyed";
+  e.owner = "alice";
+  e.submit_id = "cli-0123:a_b.c";
+  const std::string id = store_->CreateExperiment(e, {Trial(1), Trial(2)}, 5);
+  const std::optional<ExperimentRecord> found = store_->FindSubmittedExperiment("alice", e.submit_id);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, id);
+  EXPECT_EQ(found->submit_id, e.submit_id);
+  EXPECT_EQ(store_->GetExperiment(id)->submit_id, e.submit_id);
+  EXPECT_FALSE(store_->FindSubmittedExperiment("bob", e.submit_id).has_value());
+  EXPECT_FALSE(store_->FindSubmittedExperiment("alice", "other").has_value());
+  // One experiment per (owner, key): a second is refused and nothing of it stored.
+  e.name = "second";
+  EXPECT_THROW(store_->CreateExperiment(e, {Trial(1)}, 6), StoreError);
+  EXPECT_EQ(store_->ListExperiments(10).size(), 1u);
+  EXPECT_EQ(store_->FindSubmittedExperiment("alice", e.submit_id)->name, "keyed");
+  // The same key of another owner is another experiment; no key is never found and never unique.
+  e.owner = "bob";
+  const std::string bobs = store_->CreateExperiment(e, {Trial(1)}, 7);
+  EXPECT_EQ(store_->FindSubmittedExperiment("bob", e.submit_id)->id, bobs);
+  EXPECT_NE(NewExperiment(1), NewExperiment(1));
+  EXPECT_FALSE(store_->FindSubmittedExperiment("", "").has_value());
+  EXPECT_EQ(store_->GetExperiment(NewExperiment(1))->submit_id, "");
+  EXPECT_EQ(store_->ListExperiments(10).size(), 5u);
+  EXPECT_EQ(store_->ListTrials(id).size(), 2u);
+  EXPECT_EQ(store_->CountTrials(bobs).total, 1);
+}
+
 TEST_P(StoreConformanceTest, LeasesInOrderAndOnlyOnce) {
   const std::string id = NewExperiment(2);
   auto a = store_->LeaseNextTrial("w1", 2000, 500);

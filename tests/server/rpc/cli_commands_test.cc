@@ -126,6 +126,38 @@ TEST_F(CliCommandsTest, AFailedCallBecomesAMessageAndAnExitCode) {
   EXPECT_THROW(Submit(client, (dir_ / "missing.yaml").string(), "table"), std::runtime_error);
 }
 
+TEST_F(CliCommandsTest, EachSubmitSendsAFreshSubmitId) {
+  Client client(Address(), {});
+  const std::string first = SubmitSpace(client);
+  const std::string second = SubmitSpace(client);
+  ASSERT_NE(first, second);  // two invocations, two experiments
+  const std::string key = harness_.store().GetExperiment(first)->submit_id;
+  EXPECT_EQ(key.rfind("cli-", 0), 0u) << key;
+  EXPECT_EQ(key.size(), 36u) << key;
+  EXPECT_NE(harness_.store().GetExperiment(second)->submit_id, key);
+}
+
+TEST_F(CliCommandsTest, SubmitTriesAnUnreachableServerAFewTimesWithOneSubmitId) {
+  const std::string address = Address();
+  harness_.coordinator().Shutdown();
+  Client client(address, {});
+  CaptureStdout();
+  CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Submit(client, space_, "table"), kCliFailed);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  GetCapturedStdout();
+  const std::string message = GetCapturedStderr();
+  for (int attempt = 2; attempt <= Client::kSubmitTries; ++attempt) {
+    EXPECT_NE(message.find("with the same submit_id (" + std::to_string(attempt) + " of 4)"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_NE(message.find("(is frontier-server running at " + address + "?)"), std::string::npos) << message;
+  EXPECT_GE(seconds, 7.0);  // 1 + 2 + 4 s between the tries
+  EXPECT_LT(seconds, 60.0);
+}
+
 TEST_F(CliCommandsTest, AnUnreachableServerIsAFailureWithAHint) {
   const std::string address = Address();
   harness_.coordinator().Shutdown();

@@ -7,7 +7,9 @@
 
 namespace frontier {
 
-CoordinatorHarness::CoordinatorHarness(ServerSecurity security, const std::string& artifacts_dir) {
+CoordinatorHarness::CoordinatorHarness(ServerSecurity security, const std::string& artifacts_dir,
+                                       const std::string& store_path)
+    : store_(store_path) {
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
   options.scheduler.lease_timeout_ms = kLeaseTimeoutMs;

@@ -1,4 +1,4 @@
-// A Coordinator as the RPC contract tests see it: an in-memory SQLite store,
+// A Coordinator as the RPC contract tests see it: an in-memory (or file) SQLite store,
 // a fake clock, its own metric families, serving on 127.0.0.1 (port 0), and
 // stubs of both services over loopback channels that carry a token the way
 // the CLI and the workers do (proto/auth.h). Scheduler time moves only when
@@ -31,7 +31,10 @@ class CoordinatorHarness {
   static constexpr int64_t kLeaseTimeoutMs = 10'000;
 
   // `artifacts_dir`: the coordinator's artifact store (empty: none).
-  explicit CoordinatorHarness(ServerSecurity security = {}, const std::string& artifacts_dir = "");
+  // `store_path`: its SQLite store (a file, for a test that restarts the
+  // coordinator on it).
+  explicit CoordinatorHarness(ServerSecurity security = {}, const std::string& artifacts_dir = "",
+                              const std::string& store_path = ":memory:");
   ~CoordinatorHarness();
 
   Coordinator& coordinator() { return *coordinator_; }
@@ -51,7 +54,7 @@ class CoordinatorHarness {
  private:
   std::shared_ptr<grpc::Channel> Channel(const std::string& token);
 
-  SqliteStore store_{":memory:"};
+  SqliteStore store_;
   FakeClock clock_;
   CoordinatorMetrics metrics_;
   std::unique_ptr<Coordinator> coordinator_;

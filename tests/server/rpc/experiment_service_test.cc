@@ -2,9 +2,15 @@
 // gRPC channel: what a submission creates, the bounds on what the network
 // may hand the coordinator (a 1 MiB search-space file, a 1024-character
 // source name, a 100-character experiment name), unknown experiments,
-// report formats and a watch that follows an experiment to its end.
+// report formats and a watch that follows an experiment to its end;
+// idempotent submission (submit_id): one experiment per (owner, key), also
+// across a restart and under concurrent retries.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,16 +20,24 @@
 namespace frontier {
 namespace {
 
+// A submission with the idempotency key `submit_id` (none when empty) through `users`.
+grpc::Status SubmitKeyed(v1::ExperimentService::Stub& users, const std::string& yaml,
+                         const std::string& source, const std::string& submit_id,
+                         v1::SubmitExperimentResponse* resp) {
+  v1::SubmitExperimentRequest req;
+  req.set_space_yaml(yaml);
+  req.set_source_name(source);
+  req.set_submit_id(submit_id);
+  return users.SubmitExperiment(CoordinatorHarness::Context().get(), req, resp);
+}
+
 class ExperimentServiceTest : public ::testing::Test {
  protected:
   ExperimentServiceTest() : users_(harness_.UserStub()), workers_(harness_.WorkerStub()) {}
 
   grpc::Status Submit(const std::string& yaml, const std::string& source,
                       v1::SubmitExperimentResponse* resp) {
-    v1::SubmitExperimentRequest req;
-    req.set_space_yaml(yaml);
-    req.set_source_name(source);
-    return users_->SubmitExperiment(CoordinatorHarness::Context().get(), req, resp);
+    return SubmitKeyed(*users_, yaml, source, "", resp);
   }
 
   // Leases and completes every pending trial as one worker.
@@ -122,7 +136,7 @@ TEST_F(ExperimentServiceTest, ALongerSourceNameIsRejected) {
   v1::SubmitExperimentResponse resp;
   const grpc::Status s = Submit(TinySpace(), std::string(1025, 's'), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(s.error_message(), "source name longer than 1024 characters");
+  EXPECT_EQ(s.error_message(), "source_name: longer than 1024 characters");
   EXPECT_TRUE(harness_.store().ListExperiments(10).empty());
 }
 
@@ -236,6 +250,115 @@ TEST_F(ExperimentServiceTest, AWatchFollowsTheExperimentToItsEnd) {
   EXPECT_EQ(last.message(), "experiment completed");
   EXPECT_EQ(last.experiment().state(), v1::EXPERIMENT_COMPLETED);
   EXPECT_EQ(last.experiment().counts().completed(), 2);
+}
+
+TEST_F(ExperimentServiceTest, TheSameSubmitIdTwiceCreatesOneExperiment) {
+  v1::SubmitExperimentResponse first, again;
+  ASSERT_TRUE(SubmitKeyed(*users_, TinySpace(2), "tiny.yaml", "run-1:a_b.c", &first).ok());
+  // A retry after a lost reply: the same answer, nothing created, its space not read again.
+  const grpc::Status s = SubmitKeyed(*users_, TinySpace(1, "other"), "other.yaml", "run-1:a_b.c", &again);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(again.experiment().id(), first.experiment().id());
+  EXPECT_EQ(again.experiment().name(), "tiny");
+  EXPECT_EQ(again.experiment().source_name(), "tiny.yaml");
+  EXPECT_EQ(again.experiment().counts().total(), 4);
+  EXPECT_EQ(harness_.store().ListExperiments(10).size(), 1u);
+  EXPECT_EQ(harness_.store().ListTrials(first.experiment().id()).size(), 4u);
+  EXPECT_EQ(harness_.store().GetExperiment(first.experiment().id())->submit_id, "run-1:a_b.c");
+  // Another key, or none, is another experiment.
+  ASSERT_TRUE(SubmitKeyed(*users_, TinySpace(), "tiny.yaml", "run-2", &again).ok());
+  EXPECT_NE(again.experiment().id(), first.experiment().id());
+  ASSERT_TRUE(Submit(TinySpace(), "tiny.yaml", &again).ok());
+  ASSERT_TRUE(Submit(TinySpace(), "tiny.yaml", &again).ok());
+  EXPECT_EQ(harness_.store().ListExperiments(10).size(), 4u);
+}
+
+TEST_F(ExperimentServiceTest, ConcurrentSubmitsWithOneSubmitIdCreateOneExperiment) {
+  constexpr int kClients = 6;
+  std::vector<std::string> ids(kClients);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      auto users = harness_.UserStub();
+      v1::SubmitExperimentResponse resp;
+      const grpc::Status s = SubmitKeyed(*users, TinySpace(), "tiny.yaml", "retried", &resp);
+      ids[i] = s.ok() ? resp.experiment().id() : "failed: " + s.error_message();
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 1u) << ids[0];
+  EXPECT_EQ(harness_.store().ListExperiments(10).size(), 1u);
+}
+
+TEST_F(ExperimentServiceTest, ASubmitIdOfAnotherFormIsAnInvalidArgument) {
+  for (const std::string& id : {std::string(129, 'k'), std::string("with space"), std::string("a/b"),
+                                std::string("caf\xc3\xa9"), std::string("tab\t")}) {
+    v1::SubmitExperimentResponse resp;
+    const grpc::Status s = SubmitKeyed(*users_, TinySpace(), "tiny.yaml", id, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << id;
+    EXPECT_EQ(s.error_message().rfind("submit_id '", 0), 0u) << s.error_message();
+    EXPECT_NE(s.error_message().find("at most 128 characters of [A-Za-z0-9._:-]"), std::string::npos);
+    EXPECT_EQ(s.error_message().find('\n'), std::string::npos);
+  }
+  EXPECT_TRUE(harness_.store().ListExperiments(10).empty());
+  v1::SubmitExperimentResponse resp;
+  EXPECT_TRUE(SubmitKeyed(*users_, TinySpace(), "tiny.yaml", std::string(128, 'k'), &resp).ok());
+}
+
+// A file of named users and the folder it is in, removed at the end.
+class UserFile {
+ public:
+  UserFile() {
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "tokens") << "alice user " << kAlice << "\nbob user " << kBob << "\n";
+  }
+  ~UserFile() { std::filesystem::remove_all(dir_); }
+  ServerSecurity Security() const {
+    ServerSecurity s;
+    s.users = std::make_shared<TokenTable>((dir_ / "tokens").string());
+    return s;
+  }
+  static constexpr const char* kAlice = "alice-token-0123456789";
+  static constexpr const char* kBob = "bob-token-0123456789ab";
+
+ private:
+  const std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("submit_id_test." + std::to_string(::getpid()));
+};
+
+TEST(SubmitIdTest, TheSameSubmitIdOfTwoOwnersIsTwoExperiments) {
+  UserFile users;
+  CoordinatorHarness h(users.Security());
+  v1::SubmitExperimentResponse alice, bob, alice_again;
+  ASSERT_TRUE(SubmitKeyed(*h.UserStub(UserFile::kAlice), TinySpace(), "t.yaml", "k", &alice).ok());
+  ASSERT_TRUE(SubmitKeyed(*h.UserStub(UserFile::kBob), TinySpace(), "t.yaml", "k", &bob).ok());
+  ASSERT_TRUE(SubmitKeyed(*h.UserStub(UserFile::kAlice), TinySpace(), "t.yaml", "k", &alice_again).ok());
+  EXPECT_NE(alice.experiment().id(), bob.experiment().id());
+  EXPECT_EQ(alice_again.experiment().id(), alice.experiment().id());
+  EXPECT_EQ(h.store().GetExperiment(bob.experiment().id())->owner, "bob");
+  EXPECT_EQ(h.store().ListExperiments(10).size(), 2u);
+}
+
+TEST(SubmitIdTest, ASubmitIdOutlivesACoordinatorRestart) {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("submit_id_restart." + std::to_string(::getpid()) + ".db");
+  std::string id;
+  {
+    CoordinatorHarness before({}, "", file.string());
+    v1::SubmitExperimentResponse resp;
+    ASSERT_TRUE(SubmitKeyed(*before.UserStub(), TinySpace(), "t.yaml", "k", &resp).ok());
+    id = resp.experiment().id();
+  }
+  {
+    CoordinatorHarness after({}, "", file.string());
+    v1::SubmitExperimentResponse resp;
+    const grpc::Status s = SubmitKeyed(*after.UserStub(), TinySpace(), "t.yaml", "k", &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.experiment().id(), id);
+    EXPECT_EQ(resp.experiment().counts().total(), 2);
+    EXPECT_EQ(after.store().ListExperiments(10).size(), 1u);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(file.string() + suffix);
 }
 
 }  // namespace

@@ -51,10 +51,11 @@ class HostileInputTest : public ::testing::Test {
  protected:
   HostileInputTest() : users_(harness_.UserStub()), workers_(harness_.WorkerStub()) {}
 
-  grpc::Status Submit(const std::string& yaml, v1::SubmitExperimentResponse* response) {
+  grpc::Status Submit(const std::string& yaml, v1::SubmitExperimentResponse* response,
+                      const std::string& source = "hostile.yaml") {
     v1::SubmitExperimentRequest req;
     req.set_space_yaml(yaml);
-    req.set_source_name("hostile.yaml");
+    req.set_source_name(source);
     return Call(*users_, &Users::SubmitExperiment, req, response);
   }
 
@@ -100,6 +101,44 @@ TEST_F(HostileInputTest, EveryHostileSpaceIsRefusedWithTheParsersMessageAndNothi
   EXPECT_EQ(Experiments(), 0u);
   v1::SubmitExperimentResponse response;
   EXPECT_TRUE(Submit(TinySpace(), &response).ok()) << "the coordinator stopped serving";
+  EXPECT_EQ(Experiments(), 1u);
+}
+
+// space_yaml and source_name are bytes on the wire: text that is not UTF-8
+// reaches the coordinator (a proto3 string would be refused by protobuf's
+// parser inside gRPC, with its own message) and is refused with ours.
+TEST_F(HostileInputTest, ASpaceThatIsNotUtf8GetsTheParsersMessage) {
+  const std::string yaml = TinySpace() + "# caf\xe9\n";
+  v1::SubmitExperimentResponse response;
+  const grpc::Status s = Submit(yaml, &response, "latin1.yaml");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), ParserMessage(yaml, "latin1.yaml"));
+  EXPECT_EQ(s.error_message().rfind("latin1.yaml:", 0), 0u) << s.error_message();
+  EXPECT_NE(
+      s.error_message().find(": byte " + std::to_string(yaml.size() - 2) + ": invalid UTF-8 (byte 0xe9)"),
+      std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(Experiments(), 0u);
+  EXPECT_TRUE(Submit(TinySpace(), &response).ok()) << "the coordinator stopped serving";
+}
+
+TEST_F(HostileInputTest, ASourceNameThatIsNotOneLineOfUtf8IsRefused) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"caf\xe9.yaml", "source_name: byte 3: invalid UTF-8 (byte 0xe9); the text must be UTF-8"},
+      {std::string("a\0b.yaml", 8), "source_name: byte 1: NUL byte; the text must not contain NUL"},
+      {"a\nb.yaml", "source_name: byte 1: control character 0x0a; the name must be one line of text"},
+      {"tab\t.yaml", "source_name: byte 3: control character 0x09; the name must be one line of text"},
+      {"del\x7f.yaml", "source_name: byte 3: control character 0x7f; the name must be one line of text"}};
+  for (const auto& [source, message] : refused) {
+    v1::SubmitExperimentResponse response;
+    const grpc::Status s = Submit(TinySpace(), &response, source);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << message;
+    EXPECT_EQ(s.error_message(), message);
+  }
+  EXPECT_EQ(Experiments(), 0u);
+  v1::SubmitExperimentResponse response;
+  ASSERT_TRUE(Submit(TinySpace(), &response, "caf\xc3\xa9.yaml").ok()) << "the coordinator stopped serving";
+  EXPECT_EQ(response.experiment().source_name(), "caf\xc3\xa9.yaml");
   EXPECT_EQ(Experiments(), 1u);
 }
 
