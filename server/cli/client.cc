@@ -44,11 +44,15 @@ bool Retryable(const grpc::Status& s) {
 
 grpc::Status Client::SubmitExperiment(v1::SubmitExperimentRequest req, v1::SubmitExperimentResponse* resp) {
   if (req.submit_id().empty()) req.set_submit_id(FreshSubmitId());
-  std::chrono::seconds pause(1);
+  std::chrono::milliseconds pause(500);
   for (int attempt = 1;; ++attempt, pause *= 2) {
-    const grpc::Status s = stub_->SubmitExperiment(Context().get(), req, resp);
+    // A retry waits a few seconds for the channel to connect (a call would
+    // otherwise fail at once while gRPC backs off reconnecting).
+    const std::unique_ptr<grpc::ClientContext> ctx = Context(attempt == 1 ? 30 : kSubmitRetryDeadlineS);
+    ctx->set_wait_for_ready(attempt > 1);
+    const grpc::Status s = stub_->SubmitExperiment(ctx.get(), req, resp);
     if (s.ok() || !Retryable(s) || attempt == kSubmitTries) return s;
-    std::cerr << "frontier: submit: " << s.error_message() << "; trying again in " << pause.count()
+    std::cerr << "frontier: submit: " << s.error_message() << "; trying again in " << pause.count() / 1000.0
               << " s with the same submit_id (" << attempt + 1 << " of " << kSubmitTries << ")\n";
     std::this_thread::sleep_for(pause);
   }

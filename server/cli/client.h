@@ -25,11 +25,13 @@ class Client {
 
   // SubmitExperiment with an idempotency key (req.submit_id; a fresh random
   // one when empty), retried with the same key on UNAVAILABLE and
-  // DEADLINE_EXCEEDED (kSubmitTries in all, 1, 2, 4 s apart, each noted on
+  // DEADLINE_EXCEEDED (kSubmitTries in all, 0.5, 1, 2 s apart, each retry
+  // waiting up to kSubmitRetryDeadlineS for the coordinator; each noted on
   // stderr): a reply lost after the coordinator committed never creates a
-  // second experiment.
+  // second experiment. An unreachable coordinator fails in ~12.5 s.
   grpc::Status SubmitExperiment(v1::SubmitExperimentRequest req, v1::SubmitExperimentResponse* resp);
   static constexpr int kSubmitTries = 4;
+  static constexpr int kSubmitRetryDeadlineS = 3;
 
   // Prints "frontier: WHAT: MESSAGE" (with a hint when the server is not
   // reachable) and returns the exit code for the status: kCliInvalid,
