@@ -3,10 +3,13 @@
 #include <grpcpp/support/client_interceptor.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace frontier {
 namespace {
@@ -60,7 +63,8 @@ class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
   BearerTokenInterceptor(grpc::experimental::ClientRpcInfo* info, std::string token)
       : info_(info), token_(std::move(token)) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       methods->GetSendInitialMetadata()->insert({"authorization", "Bearer " + token_});
     }
     methods->Proceed();
@@ -96,9 +100,12 @@ std::string ReadToken(const std::string& file, const char* env_var) {
 
 const char* RoleName(Role role) {
   switch (role) {
-    case Role::kUser: return "user";
-    case Role::kAdmin: return "admin";
-    case Role::kWorker: return "worker";
+    case Role::kUser:
+      return "user";
+    case Role::kAdmin:
+      return "admin";
+    case Role::kWorker:
+      return "worker";
   }
   return "?";
 }
@@ -123,26 +130,51 @@ std::optional<Identity> TokenTable::Find(const std::string& token) const {
   return found;
 }
 
+// The files a token path names: the file itself, or the regular files of a
+// directory whose names do not start with '.' (a mounted Kubernetes Secret
+// keeps its bookkeeping in ..data and ..2024_* entries), in name order.
+static std::vector<std::string> TokenFiles(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || !entry.is_regular_file(ec)) continue;
+    files.push_back(entry.path().string());
+  }
+  if (ec) throw std::runtime_error("cannot list token directory '" + path + "': " + ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 std::map<std::string, Identity> TokenTable::Read(const std::string& path) {
-  std::istringstream in(ReadFileOrThrow(path, "token"));
   std::map<std::string, Identity> table;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const std::string where = "token file '" + path + "' line " + std::to_string(number) + ": ";
-    line = Trim(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string user, role, token, extra;
-    fields >> user >> role >> token >> extra;
-    if (token.empty() || !extra.empty()) throw std::runtime_error(where + "expected USER ROLE TOKEN");
-    if (!ValidUserName(user)) {
-      throw std::runtime_error(where + "user name must be 1 to 64 letters, digits or . _ @ -");
-    }
-    const std::optional<Role> r = RoleNamed(role);
-    if (!r) throw std::runtime_error(where + "role '" + role + "' is not user, admin or worker");
-    if (token.size() < 16) throw std::runtime_error(where + "token shorter than 16 characters");
-    if (!table.emplace(Digest(token), Identity{user, *r}).second) {
-      throw std::runtime_error(where + "the same token as an earlier line");
+  std::map<std::string, std::string>
+      line_of;  // digest -> "file line N", to name an earlier line of the same token
+  for (const std::string& file : TokenFiles(path)) {
+    std::istringstream in(ReadFileOrThrow(file, "token"));
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      const std::string at = "'" + file + "' line " + std::to_string(number);
+      const std::string where = "token file " + at + ": ";
+      line = Trim(line);
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      std::string user, role, token, extra;
+      fields >> user >> role >> token >> extra;
+      if (token.empty() || !extra.empty()) throw std::runtime_error(where + "expected USER ROLE TOKEN");
+      if (!ValidUserName(user)) {
+        throw std::runtime_error(where + "user name must be 1 to 64 letters, digits or . _ @ -");
+      }
+      const std::optional<Role> r = RoleNamed(role);
+      if (!r) throw std::runtime_error(where + "role '" + role + "' is not user, admin or worker");
+      if (token.size() < 16) throw std::runtime_error(where + "token shorter than 16 characters");
+      const std::string digest = Digest(token);
+      if (!table.emplace(digest, Identity{user, *r}).second) {
+        throw std::runtime_error(where + "the same token as " + line_of.at(digest));
+      }
+      line_of.emplace(digest, at);
     }
   }
   if (table.empty()) throw std::runtime_error("token file '" + path + "' has no tokens");
@@ -154,12 +186,14 @@ grpc::Status Authorize(const grpc::ServerContextBase& context, const ServerSecur
   if (!security.auth_enabled()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  const char* need = needed == Role::kWorker ? "a worker token" : needed == Role::kAdmin ? "an admin token"
-                                                                                         : "a user token";
+  const char* need = needed == Role::kWorker  ? "a worker token"
+                     : needed == Role::kAdmin ? "an admin token"
+                                              : "a user token";
   if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        std::string("this coordinator requires ") + need +
-                            ": send 'authorization: Bearer <token>' (the CLI reads FRONTIER_TOKEN or --token-file)");
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        std::string("this coordinator requires ") + need +
+            ": send 'authorization: Bearer <token>' (the CLI reads FRONTIER_TOKEN or --token-file)");
   }
   const std::string value(it->second.data(), it->second.size());
   const std::string prefix = "Bearer ";
@@ -173,14 +207,14 @@ grpc::Status Authorize(const grpc::ServerContextBase& context, const ServerSecur
     caller = Identity{"worker", Role::kWorker};
   }
   if (!caller) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string("invalid token: this call needs ") + need);
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        std::string("invalid token: this call needs ") + need);
   }
   const bool allowed = needed == Role::kUser ? caller->role != Role::kWorker : caller->role == needed;
   if (!allowed) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string("this call needs ") + need +
-                                                                 "; the token given is a " +
-                                                                 RoleName(caller->role) + " token (" +
-                                                                 caller->user + ")");
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        std::string("this call needs ") + need + "; the token given is a " +
+                            RoleName(caller->role) + " token (" + caller->user + ")");
   }
   if (who) *who = *caller;
   return grpc::Status::OK;
@@ -191,7 +225,8 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecur
     throw std::runtime_error("TLS needs both a certificate and a key");
   }
   if (s.tls_cert_file.empty()) {
-    if (!s.tls_client_ca_file.empty()) throw std::runtime_error("a client CA needs a server certificate and key");
+    if (!s.tls_client_ca_file.empty())
+      throw std::runtime_error("a client CA needs a server certificate and key");
     return grpc::InsecureServerCredentials();
   }
   grpc::SslServerCredentialsOptions options(s.tls_client_ca_file.empty()
@@ -199,7 +234,8 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerSecur
                                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   options.pem_key_cert_pairs.push_back(
       {ReadFileOrThrow(s.tls_key_file, "TLS key"), ReadFileOrThrow(s.tls_cert_file, "TLS certificate")});
-  if (!s.tls_client_ca_file.empty()) options.pem_root_certs = ReadFileOrThrow(s.tls_client_ca_file, "client CA");
+  if (!s.tls_client_ca_file.empty())
+    options.pem_root_certs = ReadFileOrThrow(s.tls_client_ca_file, "client CA");
   return grpc::SslServerCredentials(options);
 }
 
@@ -217,7 +253,8 @@ std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address, con
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   if (!s.token.empty()) interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(s.token));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args, std::move(interceptors));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                 std::move(interceptors));
 }
 
 }  // namespace frontier

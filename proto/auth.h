@@ -37,7 +37,10 @@ struct Identity {
 // Named users from a token file: one line per token, `USER ROLE TOKEN`
 // (ROLE user, admin or worker; USER letters, digits and . _ @ -, at most 64;
 // TOKEN at least 16 characters without spaces); blank lines and lines
-// starting with # are ignored. Kept as SHA-256 digests of the tokens.
+// starting with # are ignored. The path may be a directory instead: every
+// regular file in it whose name does not start with '.' is read as such a
+// file (one file per user or team, or a mounted Kubernetes Secret), and a
+// token may appear once across all of them. Kept as SHA-256 digests.
 // Thread-safe: Find may run while Reload swaps the table.
 class TokenTable {
  public:

@@ -38,12 +38,14 @@ std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags) {
   app.add_option("--artifacts-max-trial-mb", max_trial_mb, "at most this many MiB of artifacts a trial")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--artifacts-max-files", options.artifact_limits.max_files, "at most this many artifact files a trial")
+  app.add_option("--artifacts-max-files", options.artifact_limits.max_files,
+                 "at most this many artifact files a trial")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   std::string user_token_file, worker_token_file, tokens_file;
   app.add_option("--tokens", tokens_file,
-                 "token file of named users: lines 'USER ROLE TOKEN', ROLE user, admin or worker; reloaded on "
+                 "token file (or a directory of them) of named users: lines 'USER ROLE TOKEN', ROLE user, "
+                 "admin or worker; reloaded on "
                  "SIGHUP (docs/security.md)");
   app.add_option(
       "--user-token-file", user_token_file,
@@ -74,7 +76,8 @@ std::optional<int> ParseServerFlags(int argc, char** argv, ServerFlags& flags) {
     std::cerr << "frontier-server: " << e.what() << "\n";
     return 64;
   }
-  if (options.security.users && (!options.security.user_token.empty() || !options.security.worker_token.empty())) {
+  if (options.security.users &&
+      (!options.security.user_token.empty() || !options.security.worker_token.empty())) {
     std::cerr << "frontier-server: --tokens names every user and worker; give it without the shared user and "
                  "worker tokens\n";
     return 64;

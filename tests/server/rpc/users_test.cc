@@ -29,8 +29,8 @@ class UsersTest : public ::testing::Test {
     return path_;
   }
   std::string Users() {
-    return Write(std::string("# USER ROLE TOKEN\n\nalice user ") + kAlice + "\nbob user " + kBob + "\nops admin " +
-                 kOps + "\ngpu-pool worker " + kGpu + "\n");
+    return Write(std::string("# USER ROLE TOKEN\n\nalice user ") + kAlice + "\nbob user " + kBob +
+                 "\nops admin " + kOps + "\ngpu-pool worker " + kGpu + "\n");
   }
   // The message TokenTable throws for `text`; fails the test when it reads it.
   std::string Refusal(const std::string& text) {
@@ -90,8 +90,9 @@ TEST_F(UsersTest, ReadsNamesAndRolesAndKeepsNoTokenInClear) {
 TEST_F(UsersTest, RefusesALineWithoutThreeFields) {
   EXPECT_EQ(Refusal(std::string("alice user ") + kAlice + "\nbob user\n"),
             "token file '" + path_ + "' line 2: expected USER ROLE TOKEN");
-  EXPECT_NE(Refusal(std::string("alice user ") + kAlice + " extra\n").find("line 1: expected USER ROLE TOKEN"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(std::string("alice user ") + kAlice + " extra\n").find("line 1: expected USER ROLE TOKEN"),
+      std::string::npos);
 }
 
 TEST_F(UsersTest, RefusesAnUnknownRole) {
@@ -106,8 +107,9 @@ TEST_F(UsersTest, RefusesAShortTokenWithoutPrintingIt) {
 }
 
 TEST_F(UsersTest, RefusesOneTokenForTwoUsers) {
-  const std::string message = Refusal(std::string("alice user ") + kAlice + "\nmallory admin " + kAlice + "\n");
-  EXPECT_EQ(message, "token file '" + path_ + "' line 2: the same token as an earlier line");
+  const std::string message =
+      Refusal(std::string("alice user ") + kAlice + "\nmallory admin " + kAlice + "\n");
+  EXPECT_EQ(message, "token file '" + path_ + "' line 2: the same token as '" + path_ + "' line 1");
   EXPECT_EQ(message.find(kAlice), std::string::npos);
 }
 
@@ -119,6 +121,53 @@ TEST_F(UsersTest, RefusesABadUserName) {
 TEST_F(UsersTest, RefusesAFileWithoutTokensOrUnreadable) {
   EXPECT_EQ(Refusal("# nobody\n"), "token file '" + path_ + "' has no tokens");
   EXPECT_THROW(TokenTable((dir_ / "missing").string()), std::runtime_error);
+}
+
+// A directory of token files (one per team, or a mounted Kubernetes Secret
+// with its ..data bookkeeping): every visible regular file is read.
+TEST_F(UsersTest, ADirectoryReadsEveryVisibleFile) {
+  const std::filesystem::path tokens = dir_ / "tokens.d";
+  std::filesystem::create_directories(tokens / "..2026_12_02" / "nested");
+  std::ofstream(tokens / "perception") << "alice user " << kAlice << "\n";
+  std::ofstream(tokens / "platform") << "# admins\nops admin " << kOps << "\n";
+  std::ofstream(tokens / ".hidden") << "mallory admin mallory-token-0123456789\n";
+  std::ofstream(tokens / "..2026_12_02" / "nested" / "x") << "eve admin eve-token-0123456789ab\n";
+  TokenTable table(tokens.string());
+  EXPECT_EQ(table.Find(kAlice)->user, "alice");
+  EXPECT_EQ(table.Find(kOps)->role, Role::kAdmin);
+  EXPECT_FALSE(table.Find("mallory-token-0123456789").has_value());
+  EXPECT_FALSE(table.Find("eve-token-0123456789ab").has_value());
+  EXPECT_FALSE(table.Find(kBob).has_value());
+
+  // Rotation: a file added to the directory counts at the next reload.
+  std::ofstream(tokens / "robotics") << "bob user " << kBob << "\n";
+  EXPECT_EQ(table.Reload(), 3u);
+  EXPECT_EQ(table.Find(kBob)->user, "bob");
+
+  // One token in two files is refused, naming both places; the table is kept.
+  std::ofstream(tokens / "zz-copy") << "mallory admin " << kAlice << "\n";
+  try {
+    table.Reload();
+    ADD_FAILURE() << "a token in two files was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "token file '" + (tokens / "zz-copy").string() +
+                                         "' line 1: the same token as '" + (tokens / "perception").string() +
+                                         "' line 1");
+    EXPECT_EQ(std::string(e.what()).find(kAlice), std::string::npos);
+  }
+  EXPECT_EQ(table.Find(kAlice)->user, "alice");
+}
+
+TEST_F(UsersTest, AnEmptyDirectoryHasNoTokens) {
+  const std::filesystem::path tokens = dir_ / "empty.d";
+  std::filesystem::create_directories(tokens);
+  std::ofstream(tokens / ".only-hidden") << "alice user " << kAlice << "\n";
+  try {
+    TokenTable table(tokens.string());
+    ADD_FAILURE() << "an empty token directory was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "token file '" + tokens.string() + "' has no tokens");
+  }
 }
 
 TEST_F(UsersTest, ExperimentsRecordWhoSubmittedThem) {
