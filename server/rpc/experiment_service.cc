@@ -56,7 +56,14 @@ std::string SubmitIdProblem(const std::string& id) {
   const auto allowed = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
   };
-  if (id.size() > kMaxSubmitId || !std::all_of(id.begin(), id.end(), allowed)) {
+  const auto bad = std::find_if_not(id.begin(), id.end(), allowed);
+  // The key is quoted only when every byte is of the allowed kind: a message never carries a client's raw
+  // bytes.
+  if (bad != id.end()) {
+    return "submit_id: byte " + std::to_string(bad - id.begin()) +
+           " is not of [A-Za-z0-9._:-]; a key is at most 128 characters of [A-Za-z0-9._:-]";
+  }
+  if (id.size() > kMaxSubmitId) {
     return "submit_id '" + Abbreviated(id, 64) + "': at most 128 characters of [A-Za-z0-9._:-]";
   }
   return "";
@@ -66,7 +73,11 @@ std::string SubmitIdProblem(const std::string& id) {
 
 ExperimentServiceImpl::ExperimentServiceImpl(Scheduler& scheduler, std::atomic<bool>& stopping,
                                              const ServerSecurity& security, ArtifactStore* artifacts)
-    : security_(security), scheduler_(scheduler), store_(scheduler.store()), stopping_(stopping), artifacts_(artifacts) {}
+    : security_(security),
+      scheduler_(scheduler),
+      store_(scheduler.store()),
+      stopping_(stopping),
+      artifacts_(artifacts) {}
 
 Status ExperimentServiceImpl::SubmitExperiment(grpc::ServerContext* ctx,
                                                const v1::SubmitExperimentRequest* req,
@@ -255,13 +266,14 @@ Status ExperimentServiceImpl::ProfileTrial(grpc::ServerContext* ctx, const v1::P
   });
 }
 
-Status ExperimentServiceImpl::GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* req, v1::Trial* resp) {
+Status ExperimentServiceImpl::GetTrial(grpc::ServerContext* ctx, const v1::GetTrialRequest* req,
+                                       v1::Trial* resp) {
   if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
   return Guarded("GetTrial", [&] {
     const std::optional<TrialRow> trial = store_.GetTrial(req->trial_id());
     if (!trial || trial->experiment_id != req->experiment_id()) {
-      return Status(StatusCode::NOT_FOUND, "experiment " + req->experiment_id().substr(0, 100) + " has no trial '" +
-                                               req->trial_id().substr(0, 100) + "'");
+      return Status(StatusCode::NOT_FOUND, "experiment " + req->experiment_id().substr(0, 100) +
+                                               " has no trial '" + req->trial_id().substr(0, 100) + "'");
     }
     FillTrial(*trial, resp, true);
     return Status::OK;
