@@ -21,6 +21,8 @@ all_packages=(
   # deployment checks (tests/deploy): network namespaces, linters, the CUDA
   # image's library bundling, gRPC health probes, systemd-analyze
   iproute2 yamllint shellcheck patchelf binutils python3-grpcio systemd
+  # the libFuzzer harnesses and sanitizer builds (tests/fuzz/ci.sh)
+  clang-14 libclang-rt-14-dev
 )
 # The npm validators of tests/deploy need node and npm; keep a node that is
 # already installed (the machine image's) rather than Debian's.

@@ -113,7 +113,8 @@ class ExternalStrategy final : public Strategy {
     MaybeCall();
   }
 
-  bool Restore(const std::optional<Evaluation>& baseline, const std::vector<StoredProposal>& history) override {
+  bool Restore(const std::optional<Evaluation>& baseline,
+               const std::vector<StoredProposal>& history) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (baseline) baseline_ = *baseline;
     for (const StoredProposal& stored : history) {
@@ -136,7 +137,8 @@ class ExternalStrategy final : public Strategy {
 
   int Wanted() const {
     int wanted = options_.batch - outstanding_;
-    if (options_.trials > 0) wanted = std::min<int>(wanted, options_.trials - static_cast<int>(proposals_.size()));
+    if (options_.trials > 0)
+      wanted = std::min<int>(wanted, options_.trials - static_cast<int>(proposals_.size()));
     return wanted;
   }
 
@@ -172,10 +174,12 @@ class ExternalStrategy final : public Strategy {
       if (accepted >= asked) {
         checked.reason = "beyond the " + std::to_string(asked) + " configurations asked for";
       } else {
-        checked = CheckProposal(space_, proposed, steps_, [&](const std::string& key) { return index_.count(key) > 0; });
+        checked = CheckProposal(space_, proposed, steps_,
+                                [&](const std::string& key) { return index_.count(key) > 0; });
       }
       if (!checked.config) {
-        if (checked.reason.rfind("invalid trial spec", 0) == 0) invalid_keys_.insert(ConfigKey(proposed.choices));
+        if (checked.reason.rfind("invalid trial spec", 0) == 0)
+          invalid_keys_.insert(ConfigKey(proposed.choices));
         rejections_.push_back({proposed.choices, checked.reason});
         last_reason = checked.reason;
         continue;
@@ -197,10 +201,11 @@ class ExternalStrategy final : public Strategy {
     ++fruitless_;
     Backoff();
     if (fruitless_ >= options_.max_invalid_answers) {
-      paused_ = OneBoundedLine("proposer at " + client_->Where() + " proposed no valid configuration in " +
-                std::to_string(fruitless_) + " answers in a row (" +
-                (answer.configs.empty() ? std::string("it proposed nothing") : "last rejected: " + last_reason) +
-                ")");
+      paused_ = OneBoundedLine(
+          "proposer at " + client_->Where() + " proposed no valid configuration in " +
+          std::to_string(fruitless_) + " answers in a row (" +
+          (answer.configs.empty() ? std::string("it proposed nothing") : "last rejected: " + last_reason) +
+          ")");
     }
     return accepted;
   }
@@ -267,12 +272,12 @@ class ExternalStrategy final : public Strategy {
   std::vector<ProposerRejection> rejections_;  // of the last answer
   std::set<std::string> invalid_keys_;         // choices rejected for an invalid trial spec
   bool proposer_finished_ = false;
-  int fruitless_ = 0;                          // answers in a row without a valid proposal
+  int fruitless_ = 0;  // answers in a row without a valid proposal
   int64_t retry_ms_ = 0;
   SteadyClock::time_point retry_at_{};
   std::string paused_;
   std::vector<ProposerCallRecord> calls_;  // not taken yet
-  std::thread worker_;  // last: started once everything above is built
+  std::thread worker_;                     // last: started once everything above is built
 };
 
 }  // namespace
@@ -294,8 +299,9 @@ CheckedProposal CheckProposal(const SearchSpace& space, const ProposedChoices& p
                               const std::function<bool(const std::string& config_key)>& proposed_before) {
   CheckedProposal out;
   for (const auto& [name, index] : proposed.choices) {
+    const std::string& dimension = name;  // C++17 lambdas cannot capture a structured binding (clang)
     const bool known = std::any_of(space.dimensions.begin(), space.dimensions.end(),
-                                   [&](const Dimension& dim) { return dim.name == name; });
+                                   [&](const Dimension& dim) { return dim.name == dimension; });
     if (!known) {
       out.reason = "unknown dimension '" + name + "'";
       return out;
@@ -320,8 +326,8 @@ CheckedProposal CheckProposal(const SearchSpace& space, const ProposedChoices& p
     }
     if (it->second < 0 || static_cast<size_t>(it->second) >= dim.choices.size()) {
       out.reason = "dimension '" + dim.name + "': choice " + std::to_string(it->second) + " out of range (" +
-                   std::to_string(dim.choices.size()) + " choices, 0.." + std::to_string(dim.choices.size() - 1) +
-                   ")";
+                   std::to_string(dim.choices.size()) + " choices, 0.." +
+                   std::to_string(dim.choices.size() - 1) + ")";
       return out;
     }
     config[dim.name] = dim.choices[static_cast<size_t>(it->second)];
@@ -343,7 +349,8 @@ CheckedProposal CheckProposal(const SearchSpace& space, const ProposedChoices& p
 }
 
 std::unique_ptr<Strategy> MakeExternalStrategy(const SearchSpace& space, int steps,
-                                               std::unique_ptr<ProposerClient> client, ExternalOptions options) {
+                                               std::unique_ptr<ProposerClient> client,
+                                               ExternalOptions options) {
   return std::make_unique<ExternalStrategy>(space, steps, std::move(client), options);
 }
 

@@ -57,7 +57,9 @@ std::string Seconds(milliseconds duration) { return fmt::format("{:g}", duration
 int RanksOf(const json& spec, const char* field = "ranks") {
   const json runtime = spec.value("runtime", json::object());
   const json ranks = runtime.is_object() ? runtime.value(field, json(1)) : json(1);
-  return ranks.is_number_integer() && ranks.get<int64_t>() >= 1 && ranks.get<int64_t>() <= 1024 ? ranks.get<int>() : 1;
+  return ranks.is_number_integer() && ranks.get<int64_t>() >= 1 && ranks.get<int64_t>() <= 1024
+             ? ranks.get<int>()
+             : 1;
 }
 
 void PrepareSpec(const AgentOptions& options, json* spec) {
@@ -104,12 +106,15 @@ std::filesystem::path TrialArtifactDir(const std::string& artifact_dir, const st
 // A command trial's `command` section (docs/trial-protocol.md) into `command`;
 // the problem when it is malformed (the coordinator validated it, but the
 // worker does not trust what it leases).
-std::optional<std::string> ReadCommandSection(const json& section, TrialCommand* command, milliseconds* limit) {
+std::optional<std::string> ReadCommandSection(const json& section, TrialCommand* command,
+                                              milliseconds* limit) {
   if (!section.is_object()) return "command: expected an object";
   const auto argv = section.find("argv");
-  if (argv == section.end() || !argv->is_array() || argv->empty()) return "command.argv: expected a non-empty list";
+  if (argv == section.end() || !argv->is_array() || argv->empty())
+    return "command.argv: expected a non-empty list";
   for (const json& arg : *argv) {
-    if (!arg.is_string() || arg.get<std::string>().empty()) return "command.argv: every entry must be a non-empty string";
+    if (!arg.is_string() || arg.get<std::string>().empty())
+      return "command.argv: every entry must be a non-empty string";
     command->program.push_back(arg.get<std::string>());
   }
   command->workdir = StringField(section, "workdir");
@@ -139,12 +144,14 @@ std::string JoinArgs(const std::vector<std::string>& args) {
 // Statuses other than the three are left to the caller (unknown status).
 std::optional<std::string> ResultSchemaProblem(const json& result) {
   const auto schema = result.find("schema");
-  if (schema == result.end() || *schema != 1) return "schema is " + (schema == result.end() ? std::string("missing") : schema->dump()) + ", expected 1";
+  if (schema == result.end() || *schema != 1)
+    return "schema is " + (schema == result.end() ? std::string("missing") : schema->dump()) + ", expected 1";
   const std::string status = StringField(result, "status");
   if (status.empty()) return std::string("no status");
   if (status == "completed") {
     const json::json_pointer median("/step_time_ms/median");
-    if (!result.contains(median) || !result.at(median).is_number() || !(result.at(median).get<double>() > 0)) {
+    if (!result.contains(median) || !result.at(median).is_number() ||
+        !(result.at(median).get<double>() > 0)) {
       return std::string("a completed result needs step_time_ms.median > 0");
     }
   }
@@ -243,14 +250,15 @@ std::string WithPlacement(const std::string& result_json, const AgentOptions& op
                          {"device", options.device},
                          {"cpus", FormatCpuList(pinned ? cpus : UsableCpus())},
                          {"pinned", pinned},
-                         {"shared_cores", claim_shared || options.cpus_shared || (!pinned && options.slots > 1 &&
-                                                                                   options.device == "cpu")}};
+                         {"shared_cores", claim_shared || options.cpus_shared ||
+                                              (!pinned && options.slots > 1 && options.device == "cpu")}};
   return result.dump();
 }
 
 // Evidence of an allocation failure in a crashed trial's error (its stderr tail).
 bool MentionsAllocationFailure(const std::string& text) {
-  for (const char* sign : {"std::bad_alloc", "can't allocate memory", "Cannot allocate memory", "out of memory"}) {
+  for (const char* sign :
+       {"std::bad_alloc", "can't allocate memory", "Cannot allocate memory", "out of memory"}) {
     if (text.find(sign) != std::string::npos) return true;
   }
   return false;
@@ -453,8 +461,9 @@ void Agent::Calibrate() {
   });
   if (!hold) return;  // drained while waiting
   std::vector<std::string> dtypes = options_.calibration_dtypes;
-  if (dtypes.empty()) dtypes = options_.device == "cuda" ? std::vector<std::string>{"fp32", "bf16", "fp16"}
-                                                         : std::vector<std::string>{"fp32", "bf16"};
+  if (dtypes.empty())
+    dtypes = options_.device == "cuda" ? std::vector<std::string>{"fp32", "bf16", "fp16"}
+                                       : std::vector<std::string>{"fp32", "bf16"};
   std::string list;
   for (const std::string& dtype : dtypes) list += (list.empty() ? "" : ",") + dtype;
   TrialCommand command;
@@ -487,7 +496,8 @@ void Agent::Calibrate() {
       error = "timed out after " + Seconds(options_.calibration_timeout) + " s";
     } else if (!line.is_object() || !line["peaks"].is_object()) {
       error = "no calibration line (" + exit->Describe() + "); stderr: " + process->StderrTail();
-    } else if (line["peaks"].empty() && !(line.contains("table") && line["table"].is_object() && !line["table"].empty())) {
+    } else if (line["peaks"].empty() &&
+               !(line.contains("table") && line["table"].is_object() && !line["table"].empty())) {
       error = "no peaks: " + line.value("errors", json::object()).dump();
     }
   }
@@ -496,7 +506,8 @@ void Agent::Calibrate() {
     return;
   }
   if (line["peaks"].empty()) {  // a GPU the datasheet table knows for every dtype
-    spdlog::info("no calibration needed: the datasheet table has {} for {}", line["table"].dump(), options_.device_name);
+    spdlog::info("no calibration needed: the datasheet table has {} for {}", line["table"].dump(),
+                 options_.device_name);
     return;
   }
   json peaks = line["peaks"];
@@ -504,7 +515,8 @@ void Agent::Calibrate() {
   std::string summary;
   for (const auto& [dtype, value] : peaks.items()) {
     if (line["sources"].contains(dtype)) source = line["sources"][dtype].get<std::string>();
-    summary += fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype, value.get<double>() / 1e9);
+    summary +=
+        fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype, value.get<double>() / 1e9);
   }
   json env = peaks;
   env["source"] = source;
@@ -514,9 +526,9 @@ void Agent::Calibrate() {
   env["device_name"] = line.value("device_name", options_.device_name);
   calibration_ = std::move(line);
   peak_flops_env_ = env.dump();
-  spdlog::info("calibrated peaks on {} ({} thread(s){}): {} in {} s", options_.device, env["threads"].get<int>(),
-               command.cpus.empty() ? "" : ", CPUs " + FormatCpuList(command.cpus), summary,
-               Seconds(Now() - started));
+  spdlog::info("calibrated peaks on {} ({} thread(s){}): {} in {} s", options_.device,
+               env["threads"].get<int>(), command.cpus.empty() ? "" : ", CPUs " + FormatCpuList(command.cpus),
+               summary, Seconds(Now() - started));
 }
 
 grpc::Status Agent::Run() {
@@ -599,12 +611,13 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   RankPlan plan{RanksOf(spec), RanksOf(spec, "nodes"), ""};
   if (plan.ranks > 1) {
     if (plan.nodes > 1 && options_.rank_launcher != "srun") {
-      Report(lease, Outcome{Outcome::Kind::kFail,
-                            fmt::format("runtime.nodes is {} but this worker starts a trial's ranks on its own host "
-                                        "(--rank-launcher local): run a worker with --rank-launcher srun inside a "
-                                        "Slurm allocation of {} nodes (docs/distributed.md)",
-                                        plan.nodes, plan.nodes),
-                            /*retryable=*/false, ""});
+      Report(lease,
+             Outcome{Outcome::Kind::kFail,
+                     fmt::format("runtime.nodes is {} but this worker starts a trial's ranks on its own host "
+                                 "(--rank-launcher local): run a worker with --rank-launcher srun inside a "
+                                 "Slurm allocation of {} nodes (docs/distributed.md)",
+                                 plan.nodes, plan.nodes),
+                     /*retryable=*/false, ""});
       return;
     }
     json& runtime = spec["runtime"];
@@ -636,12 +649,14 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   }
   std::error_code ignored;
   const std::string spec_file = std::filesystem::absolute(spec_path, ignored).string();
-  TrialCommand command{spec_file, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper, {}, {}, {}, {}, 0};
+  TrialCommand command{
+      spec_file, options_.progress_every, {}, options_.artifact_dir, wrapping.wrapper, {}, {}, {}, {}, 0};
   Launch launch{"frontier-trial", spec_file + ".stop", options_.trial_timeout};
   if (spec.contains("command")) {
     if (std::optional<std::string> problem = ReadCommandSection(spec["command"], &command, &launch.timeout)) {
       std::remove(spec_path.c_str());
-      Report(lease, Outcome{Outcome::Kind::kFail, "invalid command trial spec: " + *problem, /*retryable=*/false, ""});
+      Report(lease, Outcome{Outcome::Kind::kFail, "invalid command trial spec: " + *problem,
+                            /*retryable=*/false, ""});
       return;
     }
     launch.what = "the command `" + JoinArgs(command.program) + "`";
@@ -677,7 +692,8 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   }
   // No trial starts while a calibration measures this host; each claims its cores.
   HostLock host_lock(options_.host_lock);
-  const std::unique_ptr<HostLock::Hold> hold = host_lock.Shared([this] { return GivingUp(Retry::kUntilStop); });
+  const std::unique_ptr<HostLock::Hold> hold =
+      host_lock.Shared([this] { return GivingUp(Retry::kUntilStop); });
   if (!hold) {
     std::remove(spec_path.c_str());
     Report(lease, Outcome{Outcome::Kind::kFail, "worker shutting down", /*retryable=*/true, ""});
@@ -690,11 +706,15 @@ void Agent::RunTrial(int slot, const Lease& lease) {
     for (const auto& [name, value] : command.environment) {
       if (name == "CUDA_VISIBLE_DEVICES") visible = value;
     }
-    if (!visible.empty() && visible.size() < 7 && visible.find_first_not_of("0123456789") == std::string::npos) {
+    if (!visible.empty() && visible.size() < 7 &&
+        visible.find_first_not_of("0123456789") == std::string::npos) {
       gpu = {std::stoi(visible)};
     }
   }
-  const CpuClaim claim(options_.host_lock, options_.device == "cuda" ? gpu : cpus.empty() ? UsableCpus() : cpus,
+  const CpuClaim claim(options_.host_lock,
+                       options_.device == "cuda" ? gpu
+                       : cpus.empty()            ? UsableCpus()
+                                                 : cpus,
                        options_.device == "cuda" ? ".gpu" : ".cpu");
   std::string error;
   if (plan.ranks > 1 && options_.rank_launcher != "srun") {
@@ -703,8 +723,8 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   }
   std::unique_ptr<TrialProcess> process = StartRanks(command, plan, cpus, &error);
   const bool started = process != nullptr;
-  Outcome outcome =
-      started ? Supervise(lease, launch, *process) : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
+  Outcome outcome = started ? Supervise(lease, launch, *process)
+                            : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
   if (started) ClassifyOutOfMemory(*process, &outcome);
   outcome.result_json = WithProfile(outcome.result_json, wrapping);
   outcome.result_json = WithPlacement(outcome.result_json, options_, slot, cpus, claim.Shared());
@@ -715,7 +735,8 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   std::remove(spec_path.c_str());
   std::remove(launch.stop_file.c_str());
   if (!plan.rendezvous_file.empty()) std::remove(plan.rendezvous_file.c_str());
-  if (started && outcome.kind != Outcome::Kind::kLeaseLost && !GivingUp(Retry::kUntilStop)) UploadArtifacts(lease);
+  if (started && outcome.kind != Outcome::Kind::kLeaseLost && !GivingUp(Retry::kUntilStop))
+    UploadArtifacts(lease);
   Report(lease, outcome);
   // A trial binary that cannot start fails every trial: do not burn through the queue.
   if (!started) SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
@@ -725,10 +746,12 @@ std::unique_ptr<TrialProcess> Agent::StartRanks(const TrialCommand& command, con
                                                 const std::vector<int>& cpus, std::string* error) {
   if (plan.ranks <= 1) return launcher_->Start(command, error);
   const auto with = [](TrialCommand c, const std::vector<std::pair<std::string, std::string>>& variables) {
-    for (const auto& [name, value] : variables) {
-      const auto same = [&](const auto& variable) { return variable.first == name; };
-      c.environment.erase(std::remove_if(c.environment.begin(), c.environment.end(), same), c.environment.end());
-      c.environment.emplace_back(name, value);
+    for (const auto& variable :
+         variables) {  // no structured binding: C++17 lambdas cannot capture one (clang)
+      const auto same = [&](const auto& v) { return v.first == variable.first; };
+      c.environment.erase(std::remove_if(c.environment.begin(), c.environment.end(), same),
+                          c.environment.end());
+      c.environment.push_back(variable);
     }
     return c;
   };
@@ -744,10 +767,14 @@ std::unique_ptr<TrialProcess> Agent::StartRanks(const TrialCommand& command, con
       return nullptr;
     }
     const std::string host = options_.rendezvous_host.empty() ? HostName() : options_.rendezvous_host;
-    TrialCommand srun = with(command, {{"FRONTIER_RENDEZVOUS", "tcp://" + host + ":" + std::to_string(port)}});
+    TrialCommand srun =
+        with(command, {{"FRONTIER_RENDEZVOUS", "tcp://" + host + ":" + std::to_string(port)}});
     const std::vector<std::string> prefix = {
-        "srun", "--nodes=" + std::to_string(plan.nodes), "--ntasks=" + world,
-        "--ntasks-per-node=" + std::to_string((plan.ranks + plan.nodes - 1) / plan.nodes), "--kill-on-bad-exit=1",
+        "srun",
+        "--nodes=" + std::to_string(plan.nodes),
+        "--ntasks=" + world,
+        "--ntasks-per-node=" + std::to_string((plan.ranks + plan.nodes - 1) / plan.nodes),
+        "--kill-on-bad-exit=1",
         "--export=ALL"};
     srun.wrapper.insert(srun.wrapper.begin(), prefix.begin(), prefix.end());
     srun.cpus.clear();  // srun places its tasks
@@ -776,7 +803,8 @@ std::unique_ptr<TrialProcess> Agent::StartRanks(const TrialCommand& command, con
       rank = with(rank, {{"FRONTIER_CPUS", FormatCpuList(rank.cpus)}});
     }
     // The trial's limit, shared (never 0, which would mean none).
-    if (command.memory_limit_mb > 0) rank.memory_limit_mb = std::max<int64_t>(1, command.memory_limit_mb / plan.ranks);
+    if (command.memory_limit_mb > 0)
+      rank.memory_limit_mb = std::max<int64_t>(1, command.memory_limit_mb / plan.ranks);
     if (r > 0) rank.wrapper.clear();  // a profiler wraps rank 0 only
     std::unique_ptr<TrialProcess> process = launcher_->Start(rank, error);
     if (!process) {
@@ -857,8 +885,9 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
         }
         const json result = json::parse(result_line);
         if (std::optional<std::string> problem = ResultSchemaProblem(result)) {
-          return Outcome{Outcome::Kind::kFail, launch.what + " printed a result that breaks the trial protocol: " +
-                                                   *problem + "; stderr: " + process.StderrTail(),
+          return Outcome{Outcome::Kind::kFail,
+                         launch.what + " printed a result that breaks the trial protocol: " + *problem +
+                             "; stderr: " + process.StderrTail(),
                          /*retryable=*/false, ""};
         }
         const std::string status = StringField(result, "status");
@@ -875,7 +904,8 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
                              kind != "incorrect" && kind != "plugin",
                          result_line};
         }
-        return Outcome{Outcome::Kind::kFail, launch.what + " printed a result with unknown status '" + status + "'",
+        return Outcome{Outcome::Kind::kFail,
+                       launch.what + " printed a result with unknown status '" + status + "'",
                        /*retryable=*/true, result_line};
       }
       continue;
@@ -890,8 +920,10 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
     if (!event.is_object() && launch.strict_output) {
       process.Terminate(options_.kill_grace);
       return Outcome{Outcome::Kind::kFail,
-                     launch.what + " printed a line that is not a JSON object (standard output is for the "
-                                   "protocol's lines; logs go to standard error): " + Abbreviate(line, 200),
+                     launch.what +
+                         " printed a line that is not a JSON object (standard output is for the "
+                         "protocol's lines; logs go to standard error): " +
+                         Abbreviate(line, 200),
                      /*retryable=*/false, ""};
     }
     if (!event.is_object()) {
@@ -932,10 +964,12 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
 
 void Agent::ClassifyOutOfMemory(const TrialProcess& process, Outcome* outcome) const {
   if (outcome->kind != Outcome::Kind::kFail) return;
-  json result = outcome->result_json.empty() ? json()
-                                             : json::parse(outcome->result_json, nullptr, /*allow_exceptions=*/false);
+  json result = outcome->result_json.empty()
+                    ? json()
+                    : json::parse(outcome->result_json, nullptr, /*allow_exceptions=*/false);
   const bool said_so = result.is_object() && StringField(result, "error_kind") == "out_of_memory";
-  const bool crashed = outcome->result_json.empty() && outcome->error.find("ended without a result") != std::string::npos;
+  const bool crashed =
+      outcome->result_json.empty() && outcome->error.find("ended without a result") != std::string::npos;
   const bool killed = crashed && process.OomKilled();
   const bool crashed_on_allocation =
       crashed && process.MemoryLimitKind() == "RLIMIT_AS" && MentionsAllocationFailure(outcome->error);
@@ -944,8 +978,8 @@ void Agent::ClassifyOutOfMemory(const TrialProcess& process, Outcome* outcome) c
   if (killed) what = "killed by the kernel's OOM killer in its cgroup; " + what;
   const std::string limit = process.MemoryLimitKind().empty()
                                 ? std::string()
-                                : fmt::format("the worker's limit of {} MiB per trial ({})", options_.memory_limit_mb,
-                                              process.MemoryLimitKind());
+                                : fmt::format("the worker's limit of {} MiB per trial ({})",
+                                              options_.memory_limit_mb, process.MemoryLimitKind());
   if (!result.is_object()) result = {{"event", "result"}, {"schema", 1}, {"status", "failed"}};
   result["status"] = "failed";
   result["error_kind"] = "out_of_memory";
