@@ -61,7 +61,8 @@ void ReadResultFacts(const json& result, const std::vector<std::vector<std::stri
   const json& bottleneck = result.value("bottleneck", json());
   if (bottleneck.is_object() && bottleneck.value("verdict", json()).is_string()) {
     const json basis = bottleneck.value("basis", json());
-    facts.verdict = VerdictLabel(bottleneck["verdict"].get<std::string>(), basis.is_string() ? basis.get<std::string>() : "");
+    facts.verdict = VerdictLabel(bottleneck["verdict"].get<std::string>(),
+                                 basis.is_string() ? basis.get<std::string>() : "");
     facts.bottleneck_summary = bottleneck.value("summary", "");
   }
   const json& profile = result.value("profile", json());
@@ -83,7 +84,8 @@ class FactsReader final : public nlohmann::json_sax<json> {
 
   bool null() override { return true; }
   bool boolean(bool v) override {
-    if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "placement" && levels_[1].key == "shared_cores")
+    if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "placement" &&
+        levels_[1].key == "shared_cores")
       facts_.shared_cores = v;
     return true;
   }
@@ -182,7 +184,14 @@ void ReadResultFactsText(std::string_view result_json, const std::vector<std::ve
   }
   if (result_json.find("\"profile\"") != std::string_view::npos) {
     // Profiled seeds (few) keep a summary of their profile: read the document.
-    ReadResultFacts(json::parse(result_json), paths, parity_metric, trial_id, facts);
+    // (libFuzzer found the parse error escaping as nlohmann's exception.)
+    const json result = json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+    if (result.is_discarded()) throw std::invalid_argument("trial result is not valid JSON");
+    try {
+      ReadResultFacts(result, paths, parity_metric, trial_id, facts);
+    } catch (const json::exception& e) {
+      throw std::invalid_argument(std::string("trial result: ") + e.what());
+    }
     return;
   }
   FactsReader reader(paths, parity_metric, facts);

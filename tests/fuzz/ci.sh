@@ -4,6 +4,8 @@
 # libFuzzer harnesses and runs each for SECONDS (default 30) with
 # tests/fuzz/run.sh. Exit status 1 when any harness crashed: its input is in
 # the printed folder; with the fix it belongs in tests/fuzz/regressions/.
+# The seed is fixed (FRONTIER_FUZZ_SEED, default 1 here): CI explores what the
+# same command explored on a developer's machine, and then some.
 #   tests/fuzz/ci.sh [SECONDS]       FRONTIER_FUZZ_BUILD (default ./build-fuzz)
 # Optimized for fuzzing rather than debugging (-O1, line tables only,
 # assertions kept): the harnesses compile in a fraction of a RelWithDebInfo
@@ -22,4 +24,4 @@ cmake -S "$root" -B "$build" -DFRONTIER_FUZZ=ON -DFRONTIER_WITH_TORCH=OFF -DFRON
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" > "$build/fuzz-build.log" 2>&1 ||
   { tail -50 "$build/fuzz-build.log"; echo "fuzz: the harnesses did not build" >&2; exit 1; }
 echo "fuzz: harnesses built in $(( $(date +%s) - start )) s; running each for $seconds s"
-FRONTIER_FUZZ_BUILD="$build" "$root/tests/fuzz/run.sh" "$seconds"
+FRONTIER_FUZZ_BUILD="$build" FRONTIER_FUZZ_SEED="${FRONTIER_FUZZ_SEED:-1}" "$root/tests/fuzz/run.sh" "$seconds"

@@ -7,7 +7,8 @@
 # A crash leaves its input in OUT/<target>/ (FRONTIER_FUZZ_OUT, default a
 # temporary folder): copy it to tests/fuzz/regressions/<target>/ with the fix,
 # and the fuzz.<target> ctest replays it from then on. Exit status 1 when any
-# target crashed.
+# target crashed. FRONTIER_FUZZ_SEED fixes libFuzzer's random seed (CI: 1, so
+# a run explores what the same run explored here; default: a fresh seed).
 set -uo pipefail
 seconds="${1:-30}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -38,7 +39,7 @@ for target in space_yaml trial_spec trial_output result_reader coordinator; do
   done
   cp "${seeds[@]}" "$out/$target/corpus/" 2> /dev/null
   ASAN_OPTIONS=detect_leaks=0 "$binary" "$out/$target/corpus" \
-    -max_total_time="$seconds" -max_len=16384 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
+    -max_total_time="$seconds" -seed="${FRONTIER_FUZZ_SEED:-0}" -max_len=16384 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$out/$target/" > "$out/$target/log" 2>&1
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$target/log" | tail -1)"
   crashes="$(find "$out/$target" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)"
