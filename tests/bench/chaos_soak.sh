@@ -116,10 +116,12 @@ unexpected_exits=$((unexpected_exits + stop_hung))
 
 echo "faults: $worker_kills worker kills, $coordinator_kills coordinator kills (and restarts), $pg_restarts PostgreSQL crash-restarts; coordinator starts $starts, exits by itself $unexpected_exits; experiments submitted $submissions"
 pg_query "SELECT id, state, attempt, worker_id, result_json FROM trials ORDER BY seq" > "$work/trials.txt"
+experiments=$(pg_query "SELECT count(*) FROM experiments")
 cat "$work/ledger"/* > "$work/ledger.txt"
-/usr/bin/python3 - "$work/trials.txt" "$work/ledger.txt" "$unexpected_exits" <<'PY'
+/usr/bin/python3 - "$work/trials.txt" "$work/ledger.txt" "$unexpected_exits" "$experiments" "$submissions" <<'PY'
 import collections, json, sys
 trials, ledger_file, unexpected = sys.argv[1], sys.argv[2], int(sys.argv[3])
+experiments, submissions = int(sys.argv[4]), int(sys.argv[5])
 store = {}
 for line in open(trials):
     tid, state, attempt, worker, result = line.rstrip("\n").split("|", 4)
@@ -150,6 +152,10 @@ print(f"ledger: {sum(len(v) for v in sent.values())} completions sent for {len(s
       f"{len(accepted)} trials accepted, {rejected} rejected (stale attempts); "
       f"accepted for two attempts: {len(twice)}; completions lost: "
       f"{sum(1 for t in accepted if t not in store or store[t][0] != 'completed')}")
+# A submission retried after a lost reply keeps its submit_id: one experiment each.
+print(f"experiments: {experiments} stored for {submissions} submissions")
+if experiments != submissions:
+    problems.append(f"{experiments} experiments stored for {submissions} submissions")
 ok = not problems and not twice and unexpected == 0 and states.get("completed", 0) == len(store)
 for p in problems[:20]: print("  " + p)
 print("exactly once: " + ("yes" if ok else "NO"))
