@@ -150,8 +150,8 @@ static std::vector<std::string> TokenFiles(const std::string& path) {
 
 std::map<std::string, Identity> TokenTable::Read(const std::string& path) {
   std::map<std::string, Identity> table;
-  std::map<std::string, std::string>
-      line_of;  // digest -> "file line N", to name an earlier line of the same token
+  // digest -> "'FILE' line N": where a token first appeared, named when it appears again.
+  std::map<std::string, std::string> line_of;
   for (const std::string& file : TokenFiles(path)) {
     std::istringstream in(ReadFileOrThrow(file, "token"));
     std::string line;

@@ -57,8 +57,7 @@ std::string SubmitIdProblem(const std::string& id) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
   };
   const auto bad = std::find_if_not(id.begin(), id.end(), allowed);
-  // The key is quoted only when every byte is of the allowed kind: a message never carries a client's raw
-  // bytes.
+  // The key is quoted only when every byte is of the allowed kind: no message carries a client's raw bytes.
   if (bad != id.end()) {
     return "submit_id: byte " + std::to_string(bad - id.begin()) +
            " is not of [A-Za-z0-9._:-]; a key is at most 128 characters of [A-Za-z0-9._:-]";

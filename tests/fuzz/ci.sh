@@ -19,8 +19,8 @@ targets=(fuzz_space_yaml fuzz_trial_spec fuzz_trial_output fuzz_result_reader fu
 command -v clang++-14 > /dev/null || { echo "fuzz: clang++-14 is missing (deploy/install-deps.sh)" >&2; exit 2; }
 start=$(date +%s)
 cmake -S "$root" -B "$build" -DFRONTIER_FUZZ=ON -DFRONTIER_WITH_TORCH=OFF -DFRONTIER_BUILD_TESTS=ON \
-  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Fuzz \
-  -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" > /dev/null
+  -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" \
+  > /dev/null
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" > "$build/fuzz-build.log" 2>&1 ||
   { tail -50 "$build/fuzz-build.log"; echo "fuzz: the harnesses did not build" >&2; exit 1; }
 echo "fuzz: harnesses built in $(( $(date +%s) - start )) s; running each for $seconds s"
