@@ -29,7 +29,11 @@ grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx, const Status
 
 WorkerServiceImpl::WorkerServiceImpl(Scheduler& scheduler, int64_t max_wait_ms, CoordinatorMetrics& metrics,
                                      const ServerSecurity& security, ArtifactStore* artifacts)
-    : security_(security), scheduler_(scheduler), max_wait_ms_(max_wait_ms), metrics_(metrics), artifacts_(artifacts) {}
+    : security_(security),
+      scheduler_(scheduler),
+      max_wait_ms_(max_wait_ms),
+      metrics_(metrics),
+      artifacts_(artifacts) {}
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(grpc::CallbackServerContext* ctx,
                                                             const v1::RegisterWorkerRequest* req,
@@ -92,7 +96,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Answer(grpc::CallbackServerContext*
   if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
   metrics_.WorkerSeen(worker_id);
   auto* reactor = ctx->DefaultReactor();
-  calls_.Run([reactor, rpc, body = std::forward<Body>(body)]() mutable { reactor->Finish(Guarded(rpc, body)); });
+  calls_.Run(
+      [reactor, rpc, body = std::forward<Body>(body)]() mutable { reactor->Finish(Guarded(rpc, body)); });
   return reactor;
 }
 
@@ -134,6 +139,12 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteTrial(grpc::CallbackServerC
     if (t == Transition::kApplied)
       spdlog::info("trial {} finished (attempt {})", req->trial_id(), req->attempt());
     if (!resp->accepted()) spdlog::warn("trial {} result rejected: {}", req->trial_id(), resp->reason());
+    if (req->lease_next()) {
+      // The completion's answer stands whatever the lease meets: a store
+      // error here leaves `next` empty and the worker long-polls.
+      Guarded("LeaseTrial",
+              [&] { return TryLease(req->worker_id(), resp->mutable_next()) ? Status::OK : Parked(); });
+    }
     return Status::OK;
   });
 }
@@ -171,10 +182,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::UploadArtifact(grpc::CallbackServer
       return Status(StatusCode::INVALID_ARGUMENT, *problem);
     }
     if (static_cast<int64_t>(req->data().size()) > artifacts_->limits().max_chunk_bytes) {
-      return Status(StatusCode::INVALID_ARGUMENT, "chunk of " + std::to_string(req->data().size()) +
-                                                      " bytes; the limit is " +
-                                                      std::to_string(artifacts_->limits().max_chunk_bytes) +
-                                                      " bytes a chunk");
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    "chunk of " + std::to_string(req->data().size()) + " bytes; the limit is " +
+                        std::to_string(artifacts_->limits().max_chunk_bytes) + " bytes a chunk");
     }
     if (!scheduler_.Heartbeat(req->worker_id(), req->trial_id(), req->attempt()).lease_valid) {
       return Status(StatusCode::FAILED_PRECONDITION,
@@ -182,8 +192,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::UploadArtifact(grpc::CallbackServer
                         " is not leased to " + req->worker_id().substr(0, 100) +
                         ": artifacts are uploaded while the lease is held");
     }
-    resp->set_stored(artifacts_->Write(req->trial_id(), req->attempt(), req->name(), req->offset(), req->data(),
-                                       req->last()));
+    resp->set_stored(artifacts_->Write(req->trial_id(), req->attempt(), req->name(), req->offset(),
+                                       req->data(), req->last()));
     if (req->last()) {
       spdlog::info("trial {} attempt {}: artifact {} stored ({} bytes)", req->trial_id(), req->attempt(),
                    req->name(), resp->stored());

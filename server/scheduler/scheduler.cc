@@ -106,14 +106,14 @@ struct Scheduler::Search {
     Config config;
     int steps = 0;
     bool baseline = false;
-    std::vector<std::string> trial_ids;  // one per seed
-    std::vector<int64_t> seeds;          // of trial_ids
+    std::vector<std::string> trial_ids;         // one per seed
+    std::vector<int64_t> seeds;                 // of trial_ids
     std::map<std::string, TrialOutcome> ended;  // final trials by id, until the strategy is told
     std::map<int64_t, TrialOutcome> finals;     // every final trial by seed (adaptive seeds read them)
-    bool told = false;                   // the strategy has its evaluation
-    bool stopped = false;                // a seed ended as stopped
-    bool screening = false;              // a screening trial (screen.h): never told to the strategy
-    std::string proposer, rationale;     // who proposed it and why (stored with its trials)
+    bool told = false;                          // the strategy has its evaluation
+    bool stopped = false;                       // a seed ended as stopped
+    bool screening = false;                     // a screening trial (screen.h): never told to the strategy
+    std::string proposer, rationale;            // who proposed it and why (stored with its trials)
 
     // The evaluation for the strategy, once, when every seed 1..repeats has
     // ended, or, under ASHA's delayed seeds, the first seed alone when it was
@@ -155,7 +155,7 @@ struct Scheduler::Search {
   std::map<std::string, std::string> group_of;  // trial id -> group key
   std::set<std::string> open;                   // trials not final yet
 
-  std::string paused;                           // the paused status last stored (external proposers)
+  std::string paused;  // the paused status last stored (external proposers)
 
   Search(SearchSpace s, const ProposerFactory& proposers)
       : space(std::move(s)), strategy(MakeStrategy(space, proposers)), stopping(MakeEarlyStopping(space)) {
@@ -189,7 +189,8 @@ struct Scheduler::Search {
       const Group& group = groups.at(key);
       if (!group.screening || group.finals.empty()) continue;
       const TrialOutcome& outcome = group.finals.begin()->second;
-      ScreenMeasurement m = MeasureScreened(ConfigKey(group.config), outcome.state, outcome.result, outcome.error);
+      ScreenMeasurement m =
+          MeasureScreened(ConfigKey(group.config), outcome.state, outcome.result, outcome.error);
       if (group.baseline) {
         baseline = std::move(m);
       } else {
@@ -240,7 +241,8 @@ struct Scheduler::Search {
     if (key == group_of.end()) return std::nullopt;
     open.erase(trial_id);
     Group& group = groups.at(key->second);
-    const size_t index = std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
+    const size_t index =
+        std::find(group.trial_ids.begin(), group.trial_ids.end(), trial_id) - group.trial_ids.begin();
     outcome.seed = group.seeds.at(index);
     group.finals[outcome.seed] = outcome;  // adaptive seeds read every seed, told or not
     if (group.told || group.screening) return std::nullopt;
@@ -395,7 +397,8 @@ ExperimentRecord Scheduler::Create(const std::string& space_yaml, const std::str
   std::vector<TrialRow> trials;
   if (space.screen.enabled()) trials = ScreeningRows(space, experiment.skipped);
   std::vector<TrialRow> baseline = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
-  trials.insert(trials.end(), std::make_move_iterator(baseline.begin()), std::make_move_iterator(baseline.end()));
+  trials.insert(trials.end(), std::make_move_iterator(baseline.begin()),
+                std::make_move_iterator(baseline.end()));
   for (const Proposal& p : proposals) {
     std::vector<TrialRow> rows = TrialRows(space, p.config, p.steps, 1, search->LastSeedAtFirst(false));
     Label(rows, space, p);
@@ -440,7 +443,8 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
     if (group.baseline) {
       if (evaluation) baseline = std::move(evaluation);
     } else {
-      history.push_back({{group.config, group.steps, group.proposer, group.rationale}, std::move(evaluation)});
+      history.push_back(
+          {{group.config, group.steps, group.proposer, group.rationale}, std::move(evaluation)});
     }
   }
   if (search->ScreeningDue()) search->Screen();
@@ -472,7 +476,8 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   Search* loaded = search.get();
   searches_[experiment_id] = std::move(search);
   // Later seeds that became due before the restart but were not stored.
-  for (const std::string& key : std::vector<std::string>(loaded->group_order)) AddDueSeeds(experiment_id, *loaded, key);
+  for (const std::string& key : std::vector<std::string>(loaded->group_order))
+    AddDueSeeds(experiment_id, *loaded, key);
   AddAdaptiveSeeds(experiment_id, *loaded);
   AddProposals(experiment_id, *loaded, beyond);
   return loaded;
@@ -593,7 +598,8 @@ std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
     trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
     if (!trial) break;
     changed = true;
-    if (trial->is_baseline || IsProfileRun(trial->id) || trial->proposer == kScreenProposer || !EndedUnrun(*trial)) {
+    if (trial->is_baseline || IsProfileRun(trial->id) || trial->proposer == kScreenProposer ||
+        !EndedUnrun(*trial)) {
       break;
     }
   }
@@ -644,7 +650,8 @@ HeartbeatReply Scheduler::Heartbeat(const std::string& worker_id, const std::str
     reply.stop = true;
     return reply;
   }
-  if (IsProfileRun(trial_id)) return reply;  // asked for after the search: the experiment's end does not stop it
+  if (IsProfileRun(trial_id))
+    return reply;  // asked for after the search: the experiment's end does not stop it
   std::lock_guard<std::mutex> lock(search_mu_);
   reply.stop = ExperimentCancelled(ExperimentOfTrial(trial_id));
   return reply;
@@ -654,6 +661,9 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
                                   const std::string& event_json) {
   const int64_t now = clock_.NowMs();
   const int64_t lease_until = now + options_.lease_timeout_ms;
+  // A lease with more than half its time left is not renewed by a progress
+  // event (heartbeats come far more often than that).
+  const int64_t renew_before = now + options_.lease_timeout_ms / 2;
   ProgressReply reply;
   const auto lost = [&reply] {
     reply.stop = true;
@@ -666,7 +676,8 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
     return store_.ExtendLease(trial_id, attempt, worker_id, lease_until) ? reply : lost();
   }
   const ProgressRow row{trial_id, attempt, event.value("step", 0), event_json, now};
-  if (IsProfileRun(trial_id)) return store_.RecordProgress(row, worker_id, lease_until) ? reply : lost();
+  if (IsProfileRun(trial_id))
+    return store_.RecordProgress(row, worker_id, lease_until, renew_before) ? reply : lost();
   const std::string experiment_id = ExperimentOfTrial(trial_id);
   std::unique_lock<std::mutex> lock(search_mu_);
   Search* search = SearchOf(experiment_id);
@@ -674,7 +685,7 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
     const bool cancelled = !search && ExperimentCancelled(experiment_id);
     lock.unlock();
     // Recording extends the lease (a progress event is proof of life) and checks that this attempt holds it.
-    if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
+    if (!store_.RecordProgress(row, worker_id, lease_until, renew_before)) return lost();
     if (cancelled) {
       reply.stop = true;
       reply.reason = "experiment cancelled";
@@ -683,8 +694,9 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
   }
   // Early stopping: recorded and decided under one lock, so a restart
   // replays the decisions in their order.
-  if (!store_.RecordProgress(row, worker_id, lease_until)) return lost();
-  if (const std::optional<TrialRow> trial = store_.GetTrial(trial_id); trial && trial->proposer != kScreenProposer) {
+  if (!store_.RecordProgress(row, worker_id, lease_until, renew_before)) return lost();
+  if (const std::optional<TrialRow> trial = store_.GetTrial(trial_id);
+      trial && trial->proposer != kScreenProposer) {
     const StopDecision decision = search->stopping->Observe(RunningTrialOf(*trial), event);
     reply.stop = decision.stop;
     reply.reason = decision.reason;

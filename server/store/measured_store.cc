@@ -137,8 +137,10 @@ void MeasuredStore::AddProgress(const ProgressRow& row) {
   Timed("add_progress", [&] { inner_->AddProgress(row); });
 }
 
-bool MeasuredStore::RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) {
-  return Timed("record_progress", [&] { return inner_->RecordProgress(row, worker_id, lease_expires_ms); });
+bool MeasuredStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
+                                   int64_t lease_expires_ms, int64_t renew_before_ms) {
+  return Timed("record_progress",
+               [&] { return inner_->RecordProgress(row, worker_id, lease_expires_ms, renew_before_ms); });
 }
 
 std::vector<ProgressRow> MeasuredStore::ListProgress(const std::string& trial_id) {

@@ -64,7 +64,8 @@ class MeasuredStore final : public Store {
   void ExtendAllLeases(int64_t expires_ms) override;
   void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) override;
   void AddProgress(const ProgressRow& row) override;
-  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
+  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms,
+                      int64_t renew_before_ms) override;
   std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
   std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) override;
   std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) override;

@@ -165,7 +165,8 @@ constexpr int kLatestSchema = static_cast<int>(sizeof(kMigrations) / sizeof(kMig
 
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
-    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, rationale";
+    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, "
+    "rationale";
 // kTrialColumns with an empty spec, for reads that do not need it.
 constexpr const char* kOutcomeColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
@@ -223,16 +224,17 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
                                       std::vector<TrialRow>& trials, int64_t now_ms) {
   // The experiment row lock serializes trial numbering per experiment.
   w.exec_params("SELECT 1 FROM experiments WHERE id = $1 FOR UPDATE", experiment_id);
-  int64_t next =
-      w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1 AND profile_of = ''", experiment_id)[0]
-          .as<int64_t>();
+  int64_t next = w.exec_params1("SELECT COUNT(*) FROM trials WHERE experiment_id = $1 AND profile_of = ''",
+                                experiment_id)[0]
+                     .as<int64_t>();
   std::vector<std::string> ids;
   for (TrialRow& t : trials) {
     NameTrial(experiment_id, ++next, t);
-    w.exec_params(Sql("INSERT INTO trials (", kTrialColumns,
-                      ") VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0, $10, $11)"),
-                  t.id, experiment_id, t.config_json, t.is_baseline, t.seed, t.steps, t.max_attempts,
-                  t.spec_json, now_ms, t.proposer, t.rationale);
+    w.exec_params(
+        Sql("INSERT INTO trials (", kTrialColumns,
+            ") VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0, $10, $11)"),
+        t.id, experiment_id, t.config_json, t.is_baseline, t.seed, t.steps, t.max_attempts, t.spec_json,
+        now_ms, t.proposer, t.rationale);
     ids.push_back(t.id);
   }
   return ids;
@@ -248,24 +250,30 @@ constexpr const char* kExtendHeldLease =
 void PrepareStatements(pqxx::connection& c) {
   c.prepare("get_trial", Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1"));
   c.prepare("get_experiment", Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"));
-  c.prepare("lease", Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, "
-                         "lease_expires_ms = $2, "
-                         "started_ms = $3 WHERE seq = COALESCE("
-                         // profile runs first, whatever their experiment's state (COALESCE stops at the first)
-                         "(SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1 "
-                         "FOR UPDATE SKIP LOCKED), "
-                         "(SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-                         "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
-                         "UPDATE OF t SKIP LOCKED)) "
-                         "RETURNING ",
-                         kTrialColumns, ""));
+  c.prepare("lease",
+            Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, "
+                "lease_expires_ms = $2, "
+                "started_ms = $3 WHERE seq = COALESCE("
+                // profile runs first, whatever their experiment's state (COALESCE stops at the first)
+                "(SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1 "
+                "FOR UPDATE SKIP LOCKED), "
+                "(SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+                "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
+                "UPDATE OF t SKIP LOCKED)) "
+                "RETURNING ",
+                kTrialColumns, ""));
   c.prepare("extend_lease", kExtendHeldLease);
   c.prepare("add_progress",
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
+  // The held row is share-locked (a concurrent expiry waits, and a row it
+  // changed first is read again), rewritten only when the lease needs renewing.
   c.prepare("record_progress",
-            std::string("WITH held AS (") + kExtendHeldLease +
-                " RETURNING id) INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
-                "SELECT id, $3, $5, $6, $7 FROM held");
+            "WITH held AS (SELECT id, lease_expires_ms FROM trials "
+            "WHERE id = $2 AND attempt = $3 AND worker_id = $4 AND state = 'running' FOR SHARE), "
+            "renewed AS (UPDATE trials SET lease_expires_ms = $1 FROM held "
+            "WHERE trials.id = held.id AND held.lease_expires_ms < $8 AND trials.lease_expires_ms < $1) "
+            "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
+            "SELECT id, $3, $5, $6, $7 FROM held");
   c.prepare(
       "finish_trial",
       "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
@@ -512,11 +520,13 @@ void PostgresStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) 
   InTransaction("AddProposerCalls", [&](pqxx::work& w) {
     for (const ProposerCallRow& c : calls) {
       w.exec_params(
-          "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, "
-          "prompt_tokens, completion_tokens, model_calls, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+          "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, "
+          "rejected, "
+          "prompt_tokens, completion_tokens, model_calls, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+          "$10, "
           "$11)",
-          c.experiment_id, c.at_ms, c.proposer, c.latency_ms, c.asked, c.accepted, c.rejected, c.prompt_tokens,
-          c.completion_tokens, c.model_calls, c.error);
+          c.experiment_id, c.at_ms, c.proposer, c.latency_ms, c.asked, c.accepted, c.rejected,
+          c.prompt_tokens, c.completion_tokens, c.model_calls, c.error);
     }
     return 0;
   });
@@ -527,7 +537,8 @@ std::vector<ProposerCallRow> PostgresStore::ListProposerCalls(const std::string&
     std::vector<ProposerCallRow> out;
     for (const auto& r : w.exec_params(
              "SELECT experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, prompt_tokens, "
-             "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = $1 ORDER BY seq",
+             "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = $1 ORDER BY "
+             "seq",
              experiment_id)) {
       ProposerCallRow c;
       c.experiment_id = r[0].as<std::string>();
@@ -596,9 +607,10 @@ TrialCountsRow PostgresStore::CountTrials(const std::string& experiment_id) {
 std::vector<std::string> PostgresStore::ExperimentsReadyToComplete() {
   return InTransaction("ExperimentsReadyToComplete", [&](pqxx::work& w) {
     std::vector<std::string> out;
-    for (const auto& row : w.exec("SELECT e.id FROM experiments e WHERE e.state = 'running' AND NOT EXISTS "
-                                  "(SELECT 1 FROM trials t WHERE t.experiment_id = e.id "
-                                  "AND t.state IN ('pending', 'running') AND t.profile_of = '') ORDER BY e.seq")) {
+    for (const auto& row :
+         w.exec("SELECT e.id FROM experiments e WHERE e.state = 'running' AND NOT EXISTS "
+                "(SELECT 1 FROM trials t WHERE t.experiment_id = e.id "
+                "AND t.state IN ('pending', 'running') AND t.profile_of = '') ORDER BY e.seq")) {
       out.push_back(row[0].as<std::string>());
     }
     return out;
@@ -695,11 +707,11 @@ void PostgresStore::AddProgress(const ProgressRow& row) {
 }
 
 bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
-                                   int64_t lease_expires_ms) {
+                                   int64_t lease_expires_ms, int64_t renew_before_ms) {
   // One statement: the lease update and the insert commit together or not at all.
   return RelaxedStatement("RecordProgress", [&](pqxx::nontransaction& w) {
     return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id,
-                           row.step, row.event_json, row.at_ms)
+                           row.step, row.event_json, row.at_ms, renew_before_ms)
                .affected_rows() == 1;
   });
 }
@@ -720,17 +732,19 @@ std::vector<ProgressRow> PostgresStore::ListProgress(const std::string& trial_id
 std::string PostgresStore::AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) {
   return InTransaction("AddProfileRun", [&](pqxx::work& w) {
     // The trial's row lock serializes the numbering of its runs.
-    const pqxx::result r = w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1 FOR UPDATE"), trial_id);
+    const pqxx::result r =
+        w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1 FOR UPDATE"), trial_id);
     if (r.empty()) throw StoreError("no trial '" + trial_id + "'");
     const TrialRow trial = ReadTrial(r[0]);
     const int64_t runs =
         w.exec_params1("SELECT COUNT(*) FROM trials WHERE profile_of = $1", trial_id)[0].as<int64_t>();
     NameProfileRun(trial_id, runs + 1, run);
-    w.exec_params(Sql("INSERT INTO trials (", kTrialColumns,
-                      ", profile_of) VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0, "
-                      "$10, $11, $12)"),
-                  run.id, trial.experiment_id, trial.config_json, trial.is_baseline, trial.seed, trial.steps,
-                  run.max_attempts, run.spec_json, now_ms, run.proposer, run.rationale, trial_id);
+    w.exec_params(
+        Sql("INSERT INTO trials (", kTrialColumns,
+            ", profile_of) VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, '', 0, $8, '', '', $9, 0, 0, "
+            "$10, $11, $12)"),
+        run.id, trial.experiment_id, trial.config_json, trial.is_baseline, trial.seed, trial.steps,
+        run.max_attempts, run.spec_json, now_ms, run.proposer, run.rationale, trial_id);
     return run.id;
   });
 }
@@ -738,8 +752,8 @@ std::string PostgresStore::AddProfileRun(const std::string& trial_id, TrialRow r
 std::vector<TrialRow> PostgresStore::ListProfileRuns(const std::string& trial_id) {
   return Statement("ListProfileRuns", [&](pqxx::nontransaction& w) {
     std::vector<TrialRow> out;
-    for (const auto& row :
-         w.exec_params(Sql("SELECT ", kTrialColumns, " FROM trials WHERE profile_of = $1 ORDER BY seq"), trial_id)) {
+    for (const auto& row : w.exec_params(
+             Sql("SELECT ", kTrialColumns, " FROM trials WHERE profile_of = $1 ORDER BY seq"), trial_id)) {
       out.push_back(ReadTrial(row));
     }
     return out;

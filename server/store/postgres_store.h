@@ -46,7 +46,8 @@ class PostgresStore final : public Store {
 
   int schema_version();
 
-  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials, int64_t now_ms) override;
+  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
+                               int64_t now_ms) override;
   std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
                                      int64_t now_ms) override;
   std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
@@ -62,7 +63,8 @@ class PostgresStore final : public Store {
   std::optional<TrialRow> GetTrial(const std::string& trial_id) override;
   TrialCountsRow CountTrials(const std::string& experiment_id) override;
   std::vector<std::string> ExperimentsReadyToComplete() override;
-  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) override;
+  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
+                                         int64_t lease_ms) override;
   bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                    int64_t expires_ms) override;
   Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
@@ -73,7 +75,8 @@ class PostgresStore final : public Store {
   void ExtendAllLeases(int64_t expires_ms) override;
   void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) override;
   void AddProgress(const ProgressRow& row) override;
-  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
+  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms,
+                      int64_t renew_before_ms) override;
   std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
   std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) override;
   std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) override;
@@ -90,8 +93,10 @@ class PostgresStore final : public Store {
   template <typename Body>
   auto Statement(const char* what, Body&& body);  // one statement, atomic by itself
   template <typename Body>
-  auto RelaxedStatement(const char* what, Body&& body);  // one statement, committed without waiting for the disk
-  Transition Classify(const std::string& trial_id, int attempt, const std::string& state, const std::string& error);
+  auto RelaxedStatement(const char* what,
+                        Body&& body);  // one statement, committed without waiting for the disk
+  Transition Classify(const std::string& trial_id, int attempt, const std::string& state,
+                      const std::string& error);
   void AnalyzeAfterInsert(size_t inserted);
 
   std::string url_;

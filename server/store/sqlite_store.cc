@@ -224,7 +224,8 @@ void Exec(sqlite3* db, const char* sql) {
 
 constexpr const char* kTrialColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
-    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, rationale";
+    "lease_expires_ms, spec_json, result_json, error, created_ms, started_ms, finished_ms, proposer, "
+    "rationale";
 // kTrialColumns with an empty spec, for reads that do not need it.
 constexpr const char* kOutcomeColumns =
     "id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, max_attempts, worker_id, "
@@ -286,8 +287,9 @@ std::optional<TrialRow> SelectTrial(sqlite3* db, const std::string& id) {
 
 // The experiment's trials in creation order, `columns` (kTrialColumns or kOutcomeColumns) of each.
 std::vector<TrialRow> SelectTrials(sqlite3* db, const char* columns, const std::string& experiment_id) {
-  Statement s(db, Sql("SELECT ", columns, " FROM trials WHERE experiment_id = ? AND profile_of = '' ORDER BY seq")
-                      .c_str());
+  Statement s(db,
+              Sql("SELECT ", columns, " FROM trials WHERE experiment_id = ? AND profile_of = '' ORDER BY seq")
+                  .c_str());
   s.Bind(1, experiment_id);
   std::vector<TrialRow> out;
   while (s.Step()) out.push_back(ReadTrial(s));
@@ -555,9 +557,10 @@ void SqliteStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
   for (const ProposerCallRow& c : calls) {
-    Statement s(db_,
-                "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, "
-                "prompt_tokens, completion_tokens, model_calls, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    Statement s(
+        db_,
+        "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, "
+        "prompt_tokens, completion_tokens, model_calls, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.Bind(1, c.experiment_id).Bind(2, c.at_ms).Bind(3, c.proposer).Bind(4, c.latency_ms).Bind(5, c.asked);
     s.Bind(6, c.accepted).Bind(7, c.rejected).Bind(8, c.prompt_tokens).Bind(9, c.completion_tokens);
     s.Bind(10, c.model_calls).Bind(11, c.error).Run();
@@ -567,9 +570,10 @@ void SqliteStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) {
 
 std::vector<ProposerCallRow> SqliteStore::ListProposerCalls(const std::string& experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_,
-              "SELECT experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, prompt_tokens, "
-              "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = ? ORDER BY seq");
+  Statement s(
+      db_,
+      "SELECT experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, prompt_tokens, "
+      "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = ? ORDER BY seq");
   s.Bind(1, experiment_id);
   std::vector<ProposerCallRow> out;
   while (s.Step()) {
@@ -607,7 +611,8 @@ std::optional<TrialRow> SqliteStore::GetTrial(const std::string& trial_id) {
 
 TrialCountsRow SqliteStore::CountTrials(const std::string& experiment_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, "SELECT state, COUNT(*) FROM trials WHERE experiment_id = ? AND profile_of = '' GROUP BY state");
+  Statement s(
+      db_, "SELECT state, COUNT(*) FROM trials WHERE experiment_id = ? AND profile_of = '' GROUP BY state");
   s.Bind(1, experiment_id);
   TrialCountsRow c;
   while (s.Step()) {
@@ -635,7 +640,8 @@ std::optional<TrialRow> SqliteStore::LeaseNextTrial(const std::string& worker_id
   std::string id;
   {
     // Profile runs first, whatever their experiment's state; then the oldest trial of a running experiment.
-    Statement runs(db_, "SELECT id FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1");
+    Statement runs(db_,
+                   "SELECT id FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1");
     if (runs.Step()) {
       id = runs.Text(0);
     } else {
@@ -754,10 +760,16 @@ void SqliteStore::AddProgress(const ProgressRow& row) {
 }
 
 bool SqliteStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
-                                 int64_t lease_expires_ms) {
+                                 int64_t lease_expires_ms, int64_t renew_before_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);
-  if (!ExtendHeldLease(db_, row.trial_id, row.attempt, worker_id, lease_expires_ms)) return false;
+  Statement held(db_,
+                 "SELECT lease_expires_ms FROM trials "
+                 "WHERE id = ? AND attempt = ? AND worker_id = ? AND state = 'running'");
+  held.Bind(1, row.trial_id).Bind(2, row.attempt).Bind(3, worker_id);
+  if (!held.Step()) return false;
+  if (held.Int(0) < renew_before_ms)
+    ExtendHeldLease(db_, row.trial_id, row.attempt, worker_id, lease_expires_ms);
   InsertProgress(db_, row);
   tx.Commit();
   return true;
@@ -789,11 +801,16 @@ std::string SqliteStore::AddProfileRun(const std::string& trial_id, TrialRow run
     runs = count.Int(0);
   }
   NameProfileRun(trial_id, runs + 1, run);
-  Statement s(db_, Sql("INSERT INTO trials (", kTrialColumns,
-                       ", profile_of) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', 0, ?, '', '', ?, 0, 0, ?, ?, ?)")
-                       .c_str());
+  Statement s(
+      db_, Sql("INSERT INTO trials (", kTrialColumns,
+               ", profile_of) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, '', 0, ?, '', '', ?, 0, 0, ?, ?, ?)")
+               .c_str());
   s.Bind(1, run.id).Bind(2, trial->experiment_id).Bind(3, trial->config_json).Bind(4, trial->is_baseline);
-  s.Bind(5, trial->seed).Bind(6, trial->steps).Bind(7, run.max_attempts).Bind(8, run.spec_json).Bind(9, now_ms);
+  s.Bind(5, trial->seed)
+      .Bind(6, trial->steps)
+      .Bind(7, run.max_attempts)
+      .Bind(8, run.spec_json)
+      .Bind(9, now_ms);
   s.Bind(10, run.proposer).Bind(11, run.rationale).Bind(12, trial_id).Run();
   tx.Commit();
   return run.id;

@@ -25,7 +25,8 @@ class SqliteStore final : public Store {
   // The schema version after migration.
   int schema_version();
 
-  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials, int64_t now_ms) override;
+  std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
+                               int64_t now_ms) override;
   std::vector<std::string> AddTrials(const std::string& experiment_id, std::vector<TrialRow> trials,
                                      int64_t now_ms) override;
   std::optional<ExperimentRecord> GetExperiment(const std::string& id) override;
@@ -41,7 +42,8 @@ class SqliteStore final : public Store {
   std::optional<TrialRow> GetTrial(const std::string& trial_id) override;
   TrialCountsRow CountTrials(const std::string& experiment_id) override;
   std::vector<std::string> ExperimentsReadyToComplete() override;
-  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms, int64_t lease_ms) override;
+  std::optional<TrialRow> LeaseNextTrial(const std::string& worker_id, int64_t now_ms,
+                                         int64_t lease_ms) override;
   bool ExtendLease(const std::string& trial_id, int attempt, const std::string& worker_id,
                    int64_t expires_ms) override;
   Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
@@ -52,7 +54,8 @@ class SqliteStore final : public Store {
   void ExtendAllLeases(int64_t expires_ms) override;
   void CancelPendingTrials(const std::string& experiment_id, int64_t now_ms) override;
   void AddProgress(const ProgressRow& row) override;
-  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms) override;
+  bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms,
+                      int64_t renew_before_ms) override;
   std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
   std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) override;
   std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) override;

@@ -104,7 +104,7 @@ struct TrialRow {
 // long it took, what came of it and the model tokens it reported.
 struct ProposerCallRow {
   std::string experiment_id;
-  int64_t at_ms = 0;  // when the answer (or the failure) came
+  int64_t at_ms = 0;     // when the answer (or the failure) came
   std::string proposer;  // the name it answered with, or its address when it failed
   int64_t latency_ms = 0;
   int asked = 0, accepted = 0, rejected = 0;
@@ -225,10 +225,13 @@ class Store {
 
   virtual void AddProgress(const ProgressRow& row) = 0;
   // A progress event of the running `row.attempt` held by `worker_id`: records
-  // it and extends the lease until `lease_expires_ms`, atomically. False, and
-  // nothing recorded, when that attempt does not hold the lease.
-  virtual bool RecordProgress(const ProgressRow& row, const std::string& worker_id,
-                              int64_t lease_expires_ms) = 0;
+  // it and, when the lease ends before `renew_before_ms`, extends it until
+  // `lease_expires_ms`, atomically. False, and nothing recorded, when that
+  // attempt does not hold the lease. (A lease still far from its end is left
+  // as it is: rewriting the trial's row on every event is most of the cost of
+  // a progress record.)
+  virtual bool RecordProgress(const ProgressRow& row, const std::string& worker_id, int64_t lease_expires_ms,
+                              int64_t renew_before_ms) = 0;
   virtual std::vector<ProgressRow> ListProgress(const std::string& trial_id) = 0;
 
   // A profile run of the stored trial `trial_id` (`frontier profile`): a

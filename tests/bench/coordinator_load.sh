@@ -33,6 +33,7 @@ fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q
 
 # SECTIONS: which parts to run (default all): load optuna report
 # STORES / WORKERS: the stores and worker counts of the load section (Optuna: the counts up to 64).
+# LOADGEN_ARGS: more load_generator flags (--lease-next 0: a LeaseTrial call per trial, no lease with the completion).
 # SERVER_BIN: another frontier-server binary (e.g. a build of the previous commit, for before/after).
 # PERF_LOAD=PREFIX / PERF_REPORT=FILE: perf record the coordinator during the load runs / the report query.
 sections="${SECTIONS:-load optuna report}"
@@ -40,14 +41,14 @@ stores="${STORES:-sqlite postgresql}"; worker_counts="${WORKERS:-16 64 256}"
 # The load and Optuna sections at one durability of PostgreSQL (SQLite runs as always).
 run_mode() {
 if [[ " $sections " == *" load "* ]]; then
-echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete); PostgreSQL $PG_DURABILITY"
+echo "== frontier-server, $trials trials per run (no training; each trial: lease, one progress, complete, the next lease with the completion unless --lease-next 0); PostgreSQL $PG_DURABILITY"
 for store in $stores; do
   [[ $store == sqlite && $PG_DURABILITY != "${durabilities%% *}" ]] && continue  # SQLite once
   for workers in $worker_counts; do
     if [[ $store == sqlite ]]; then url="$work/load-$workers.db"; else url=$(fresh_pg "load$workers"); fi
     start_server "$url"
     [[ -n "${PERF_LOAD:-}" ]] && { perf record -F 999 -g -p "$server_pid" -o "$PERF_LOAD.$store$workers" > /dev/null 2>&1 & perf_pid=$!; sleep 0.5; }
-    line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials")
+    line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials" ${LOADGEN_ARGS:-})
     [[ -n "${PERF_LOAD:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     stop_server
     label=$store; [[ $store == postgresql ]] && label="postgresql ($PG_DURABILITY)"

@@ -16,7 +16,7 @@
 //       with one submit_id, so that it creates one experiment; prints its id)
 //   load_generator --server HOST:PORT --soak-worker LEDGER [--work-ms W]
 //       (one simulated worker until killed, riding out coordinator and store
-//       outages; before each CompleteTrial it appends
+//       outages, each completion asking for the next trial; before each CompleteTrial it appends
 //       "send TRIAL ATTEMPT WORKER VAL_ACCURACY" to LEDGER, after it
 //       "accepted ..." or "rejected ..." with the same fields: each line one
 //       write(2), so a kill -9 loses none that was written)
@@ -113,7 +113,6 @@ int FillStore(const std::string& url, int trials) {
   return 0;
 }
 
-
 // A channel that reconnects within half a second of the coordinator coming
 // back (gRPC's default backoff grows to two minutes).
 std::shared_ptr<grpc::Channel> SoakChannel(const std::string& server) {
@@ -132,7 +131,8 @@ grpc::Status Retrying(Call&& call, int deadline_s = 10) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
     const grpc::Status s = call(ctx);
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
       return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -178,16 +178,20 @@ int SoakWorker(const std::string& server, const std::string& ledger, int work_ms
   reg.set_host("soak-" + std::to_string(getpid()));
   reg.set_device("cpu");
   v1::RegisterWorkerResponse registered;
-  if (!Retrying([&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); }).ok()) return 1;
+  if (!Retrying([&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); }).ok())
+    return 1;
   const std::string& me = registered.worker_id();
+  v1::LeaseTrialResponse leased;  // the next trial, when the last completion brought one
   for (;;) {
-    v1::LeaseTrialRequest lease;
-    lease.set_worker_id(me);
-    lease.set_wait_ms(500);
-    v1::LeaseTrialResponse leased;
-    if (!Retrying([&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); }).ok() ||
-        !leased.has_trial()) {
-      continue;
+    if (!leased.has_trial()) {
+      v1::LeaseTrialRequest lease;
+      lease.set_worker_id(me);
+      lease.set_wait_ms(500);
+      if (!Retrying([&](grpc::ClientContext& c) { return stub->LeaseTrial(&c, lease, &leased); }).ok() ||
+          !leased.has_trial()) {
+        leased.Clear();
+        continue;
+      }
     }
     v1::ReportProgressRequest progress;
     progress.set_worker_id(me);
@@ -196,23 +200,28 @@ int SoakWorker(const std::string& server, const std::string& ledger, int work_ms
     progress.set_event_json(R"({"event":"progress","step":1,"loss":1.0})");
     v1::ReportProgressResponse progressed;
     Retrying([&](grpc::ClientContext& c) { return stub->ReportProgress(&c, progress, &progressed); });
-    if (progressed.stop()) continue;  // the lease was lost meanwhile
+    if (progressed.stop()) {  // the lease was lost meanwhile
+      leased.Clear();
+      continue;
+    }
     if (work_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
     // A value that names this completion: the checker finds it in the stored result.
     const double val_accuracy = std::uniform_int_distribution<int64_t>(1, 1'000'000'000)(rng) * 1e-9;
     char fields[256];
-    std::snprintf(fields, sizeof fields, "%s %d %s %.9f", leased.trial_id().c_str(), leased.attempt(), me.c_str(),
-                  val_accuracy);
+    std::snprintf(fields, sizeof fields, "%s %d %s %.9f", leased.trial_id().c_str(), leased.attempt(),
+                  me.c_str(), val_accuracy);
     Append(fd, std::string("send ") + fields);
     v1::CompleteTrialRequest complete;
     complete.set_worker_id(me);
     complete.set_trial_id(leased.trial_id());
     complete.set_attempt(leased.attempt());
     complete.set_result_json(FakeResult(rng, val_accuracy));
+    complete.set_lease_next(true);  // as the worker agent does
     v1::CompleteTrialResponse reply;
     const grpc::Status s =
         Retrying([&](grpc::ClientContext& c) { return stub->CompleteTrial(&c, complete, &reply); });
     if (s.ok()) Append(fd, std::string(reply.accepted() ? "accepted " : "rejected ") + fields);
+    leased = s.ok() ? reply.next() : v1::LeaseTrialResponse();
   }
 }
 }  // namespace
@@ -232,6 +241,8 @@ int main(int argc, char** argv) {
   const std::string server = flags["--server"];
   const int workers = std::stoi(flags.count("--workers") ? flags["--workers"] : "16");
   const int work_ms = std::stoi(flags.count("--work-ms") ? flags["--work-ms"] : "0");
+  // --lease-next 0: a LeaseTrial call per trial, as workers before CompleteTrial.lease_next did.
+  const bool lease_next = !flags.count("--lease-next") || flags["--lease-next"] != "0";
   if (flags.count("--submit")) return Submit(server, std::stoi(flags["--submit"]));
   if (flags.count("--soak-worker")) return SoakWorker(server, flags["--soak-worker"], work_ms);
   auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
@@ -285,19 +296,21 @@ int main(int argc, char** argv) {
       v1::RegisterWorkerResponse registered;
       timed("RegisterWorker",
             [&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); });
+      v1::LeaseTrialResponse leased;  // the next trial, when the last completion brought one
       while (!done) {
-        v1::LeaseTrialRequest lease;
-        lease.set_worker_id(registered.worker_id());
-        lease.set_wait_ms(200);
-        v1::LeaseTrialResponse leased;
-        // Leases that returned a trial apart from empty long polls (which wait up to wait_ms by design).
-        const auto t0 = Clock::now();
-        grpc::ClientContext lease_ctx;
-        lease_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        const grpc::Status leased_status = stub->LeaseTrial(&lease_ctx, lease, &leased);
-        mine[leased.has_trial() ? "LeaseTrial" : "LeaseTrial(empty)"].push_back(
-            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        if (!leased_status.ok() || !leased.has_trial()) continue;
+        if (!leased.has_trial()) {
+          v1::LeaseTrialRequest lease;
+          lease.set_worker_id(registered.worker_id());
+          lease.set_wait_ms(200);
+          // Leases that returned a trial apart from empty long polls (which wait up to wait_ms by design).
+          const auto t0 = Clock::now();
+          grpc::ClientContext lease_ctx;
+          lease_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          const grpc::Status leased_status = stub->LeaseTrial(&lease_ctx, lease, &leased);
+          mine[leased.has_trial() ? "LeaseTrial" : "LeaseTrial(empty)"].push_back(
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+          if (!leased_status.ok() || !leased.has_trial()) continue;
+        }
         my_first = std::min(my_first, Clock::now());
         v1::ReportProgressRequest progress;
         progress.set_worker_id(registered.worker_id());
@@ -313,13 +326,18 @@ int main(int argc, char** argv) {
         complete.set_trial_id(leased.trial_id());
         complete.set_attempt(leased.attempt());
         complete.set_result_json(FakeResult(rng));
+        complete.set_lease_next(lease_next);  // as the worker agent does
         v1::CompleteTrialResponse completed_reply;
-        if (timed("CompleteTrial",
+        const char* rpc = lease_next ? "CompleteTrial+lease" : "CompleteTrial";
+        if (timed(rpc,
                   [&](grpc::ClientContext& c) { return stub->CompleteTrial(&c, complete, &completed_reply); })
                 .ok() &&
             completed_reply.accepted()) {
           if (++completed >= total) done = true;
         }
+        leased = completed_reply.next();
+        // A lease that came with the completion took as long as that call.
+        if (leased.has_trial()) mine["LeaseTrial"].push_back(mine[rpc].back());
       }
       std::lock_guard<std::mutex> lock(mu);
       first_lease = std::min(first_lease, my_first);

@@ -1,13 +1,14 @@
 """One line of load_generator JSON (stdin) as text: trials/s and p50/p99 per RPC.
 
-LeaseTrial is the leases that returned a trial; LeaseTrial(empty) the long
-polls that found the queue empty (they wait up to 200 ms by design)."""
+LeaseTrial is the leases that returned a trial, by LeaseTrial or with a
+completion (CompleteTrial+lease, whose latency it then takes); LeaseTrial(empty)
+the long polls that found the queue empty (they wait up to 200 ms by design)."""
 import json
 import sys
 
 r = json.load(sys.stdin)
 parts = [f"{r['trials_per_s']:.0f} trials/s"]
-for rpc in ("LeaseTrial", "ReportProgress", "CompleteTrial", "LeaseTrial(empty)"):
+for rpc in ("LeaseTrial", "ReportProgress", "CompleteTrial", "CompleteTrial+lease", "LeaseTrial(empty)"):
     l = r["latency_ms"].get(rpc)
     if l:
         parts.append(f"{rpc} p50 {l['p50']:.1f} ms p99 {l['p99']:.1f} ms (n {l['n']})")

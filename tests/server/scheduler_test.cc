@@ -423,6 +423,7 @@ std::vector<std::string> RunDelayedSeedsScript(SqliteStore& store, FakeClock& cl
   EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1}));
   if (lost_reply) {
     EXPECT_TRUE(store.RecordProgress({p1.id, p1.attempt, 10, EvalEvent(10, 0.6), clock.now}, "w1",
+                                     clock.now + options.lease_timeout_ms,
                                      clock.now + options.lease_timeout_ms));
     scheduler = std::make_unique<Scheduler>(store, clock, options);
     EXPECT_EQ(seeds_of(p1.config_json), (std::vector<int64_t>{1}));  // not loaded yet
@@ -561,7 +562,7 @@ TEST_F(SchedulerTest, AdaptiveSeedsGoToInconclusiveConfigsThatCouldReachTheFront
   CompleteAdaptive(scheduler_, clock_);
   EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
   const std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"{}", {1, 2, 3, 4}},                 // the paired test needs the baseline's seeds 3 and 4
+      {"{}", {1, 2, 3, 4}},                    // the paired test needs the baseline's seeds 3 and 4
       {R"({"stem.width":12})", {1, 2, 3, 4}},  // inconclusive at every look, up to max
       {R"({"stem.width":16})", {1, 2}},        // at parity after the first look
       {R"({"stem.width":20})", {1, 2}},        // inconclusive but dominated
@@ -588,7 +589,8 @@ TEST_F(SchedulerTest, AnIntegerRepeatsAddsNoSeeds) {
   yaml.replace(yaml.find("repeats: {min: 2, max: 4}"), 25, "repeats: 2");
   const std::string id = scheduler_.Submit(yaml, "adaptive.yaml").id;
   CompleteAdaptive(scheduler_, clock_);
-  for (const auto& [config, seeds] : ConfigsOf(store_, id)) EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
+  for (const auto& [config, seeds] : ConfigsOf(store_, id))
+    EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
 }
 
 }  // namespace

@@ -113,8 +113,10 @@ TEST_P(StoreConformanceTest, FinishIsIdempotentAndRejectsStaleAttempts) {
   const std::string id = NewExperiment(1);
   auto t = store_->LeaseNextTrial("w1", 2000, 500);
   EXPECT_EQ(store_->FinishTrial(t->id, 2, "completed", "{}", "", 2100), Transition::kStale);
-  EXPECT_EQ(store_->FinishTrial(t->id, 1, "completed", R"({"status":"completed"})", "", 2100), Transition::kApplied);
-  EXPECT_EQ(store_->FinishTrial(t->id, 1, "completed", R"({"status":"completed"})", "", 2200), Transition::kDuplicate);
+  EXPECT_EQ(store_->FinishTrial(t->id, 1, "completed", R"({"status":"completed"})", "", 2100),
+            Transition::kApplied);
+  EXPECT_EQ(store_->FinishTrial(t->id, 1, "completed", R"({"status":"completed"})", "", 2200),
+            Transition::kDuplicate);
   EXPECT_EQ(store_->FinishTrial("nope", 1, "completed", "{}", "", 2200), Transition::kNotFound);
   auto row = store_->GetTrial(t->id);
   EXPECT_EQ(row->state, "completed");
@@ -160,7 +162,8 @@ TEST_P(StoreConformanceTest, FailedAttemptsRetryThenFail) {
 TEST_P(StoreConformanceTest, NonRetryableFailureIsFinal) {
   NewExperiment(1);
   auto t = store_->LeaseNextTrial("w1", 2000, 500);
-  EXPECT_EQ(store_->FailAttempt(t->id, 1, "spec: bad", false, R"({"status":"failed"})", 2100), Transition::kApplied);
+  EXPECT_EQ(store_->FailAttempt(t->id, 1, "spec: bad", false, R"({"status":"failed"})", 2100),
+            Transition::kApplied);
   EXPECT_EQ(store_->GetTrial(t->id)->state, "failed");
 }
 
@@ -184,7 +187,8 @@ TEST_P(StoreConformanceTest, ProgressAndWorkers) {
   store_->AddProgress({t->id, 1, 20, R"({"event":"progress","step":20})", 2100});
   store_->AddProgress({t->id, 1, 10, R"({"event":"progress","step":10})", 2050});
   // ListTrialOutcomes: every trial, as ListTrials, without the spec.
-  const std::vector<TrialRow> all = store_->ListTrials(t->experiment_id), outcomes = store_->ListTrialOutcomes(t->experiment_id);
+  const std::vector<TrialRow> all = store_->ListTrials(t->experiment_id),
+                              outcomes = store_->ListTrialOutcomes(t->experiment_id);
   ASSERT_EQ(outcomes.size(), all.size());
   EXPECT_FALSE(all[0].spec_json.empty());
   EXPECT_TRUE(outcomes[0].spec_json.empty());
@@ -194,18 +198,26 @@ TEST_P(StoreConformanceTest, ProgressAndWorkers) {
   auto p = store_->ListProgress(t->id);
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].step, 10);
-  // RecordProgress: only the attempt holding the lease records, and its lease is extended.
-  EXPECT_TRUE(store_->RecordProgress({t->id, 1, 30, R"({"event":"progress","step":30})", 2200}, "w1", 9000));
+  // RecordProgress: only the attempt holding the lease records; its lease
+  // (until 2500) is extended only when it ends before the renewal point.
+  EXPECT_TRUE(
+      store_->RecordProgress({t->id, 1, 30, R"({"event":"progress","step":30})", 2200}, "w1", 9000, 2400));
+  EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 2500);  // far enough from its end: left
+  EXPECT_TRUE(
+      store_->RecordProgress({t->id, 1, 35, R"({"event":"progress","step":35})", 2250}, "w1", 9000, 2600));
+  EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 9000);  // renewed
+  EXPECT_TRUE(store_->RecordProgress({t->id, 1, 36, "{}", 2260}, "w1", 8000, 9500));
+  EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 9000);                            // never shortened
+  EXPECT_FALSE(store_->RecordProgress({t->id, 1, 40, "{}", 2300}, "w2", 9900, 99000));   // another worker
+  EXPECT_FALSE(store_->RecordProgress({t->id, 2, 40, "{}", 2300}, "w1", 9900, 99000));   // another attempt
+  EXPECT_FALSE(store_->RecordProgress({"nope", 1, 40, "{}", 2300}, "w1", 9900, 99000));  // unknown trial
   EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 9000);
-  EXPECT_FALSE(store_->RecordProgress({t->id, 1, 40, "{}", 2300}, "w2", 9900));   // another worker
-  EXPECT_FALSE(store_->RecordProgress({t->id, 2, 40, "{}", 2300}, "w1", 9900));   // another attempt
-  EXPECT_FALSE(store_->RecordProgress({"nope", 1, 40, "{}", 2300}, "w1", 9900));  // unknown trial
-  EXPECT_EQ(store_->GetTrial(t->id)->lease_expires_ms, 9000);
-  ASSERT_EQ(store_->ListProgress(t->id).size(), 3u);
+  ASSERT_EQ(store_->ListProgress(t->id).size(), 5u);
   EXPECT_EQ(store_->ListProgress(t->id)[2].step, 30);
+  EXPECT_EQ(store_->ListProgress(t->id)[4].step, 36);
   ASSERT_EQ(store_->FinishTrial(t->id, 1, trial_state::kCompleted, "{}", "", 2400), Transition::kApplied);
-  EXPECT_FALSE(store_->RecordProgress({t->id, 1, 50, "{}", 2500}, "w1", 9900));  // no longer running
-  EXPECT_EQ(store_->ListProgress(t->id).size(), 3u);
+  EXPECT_FALSE(store_->RecordProgress({t->id, 1, 50, "{}", 2500}, "w1", 9900, 99000));  // no longer running
+  EXPECT_EQ(store_->ListProgress(t->id).size(), 5u);
   WorkerRecord w;
   w.host = "node1";
   w.device = "cuda";

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -37,6 +38,7 @@ namespace frontier {
 namespace {
 
 using std::chrono::milliseconds;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
@@ -168,7 +170,19 @@ class FakeCoordinator final : public v1::WorkerService::Service {
     if (!known_workers_.count(request->worker_id())) return UnknownWorker();
     completions_.push_back(*request);
     response->set_accepted(true);
+    if (request->lease_next() && !queue_.empty()) {  // as the coordinator: the next trial with the answer
+      *response->mutable_next() = queue_.front();
+      queue_.pop_front();
+      leased_.push_back(response->next().trial_id());
+      ++leased_with_completion_;
+    }
     return grpc::Status::OK;
+  }
+  int LeasedWithCompletion() const { return Locked(leased_with_completion_); }
+  int LeaseNextAsked() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int>(std::count_if(completions_.begin(), completions_.end(),
+                                          [](const v1::CompleteTrialRequest& c) { return c.lease_next(); }));
   }
 
   grpc::Status FailTrial(grpc::ServerContext*, const v1::FailTrialRequest* request,
@@ -211,6 +225,7 @@ class FakeCoordinator final : public v1::WorkerService::Service {
   std::string progress_stop_reason_;
   std::vector<v1::RegisterWorkerRequest> registrations_;
   std::vector<std::string> leased_;
+  int leased_with_completion_ = 0;
   std::vector<v1::HeartbeatRequest> heartbeats_;
   std::vector<v1::ReportProgressRequest> progress_;
   std::vector<v1::CompleteTrialRequest> completions_;
@@ -439,8 +454,9 @@ TEST_F(AgentTest, ExitWithoutResultIsACrash) {
   RunOneTrial(Script("usage.sh", "echo 'frontier-trial: bad flag' >&2\nexit 64"), Options());
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable());
-  EXPECT_THAT(failure.error(),
-              HasSubstr("frontier-trial ended without a result (exit code 64); stderr: frontier-trial: bad flag"));
+  EXPECT_THAT(
+      failure.error(),
+      HasSubstr("frontier-trial ended without a result (exit code 64); stderr: frontier-trial: bad flag"));
 }
 
 TEST_F(AgentTest, ResultPrintedBeforeACrashAtExitStillCounts) {
@@ -617,6 +633,45 @@ TEST_F(AgentTest, SlotsRunTrialsConcurrently) {
   EXPECT_EQ(coordinator_.Registrations()[0].device_count(), 2);
 }
 
+TEST_F(AgentTest, ACompletionBringsTheSlotsNextTrialAndMaxTrialsStillHolds) {
+  const std::string trial = Script("ok.sh", "echo '" + std::string(kResultLine) + "'");
+  for (const char* id : {"t1", "t2", "t3", "t4"}) coordinator_.AddTrial(id);
+  AgentOptions options = Options();
+  options.max_trials = 3;
+  auto agent = Start(options, trial);
+  ASSERT_TRUE(agent->Finished());
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(3));
+  EXPECT_EQ(completions[0].trial_id(), "t1");
+  EXPECT_EQ(completions[1].trial_id(), "t2");
+  EXPECT_EQ(completions[2].trial_id(), "t3");
+  // t2 and t3 came with the completions before them; the third completion
+  // asks for nothing (max_trials reached), so t4 is never leased.
+  EXPECT_EQ(coordinator_.LeasedWithCompletion(), 2);
+  EXPECT_EQ(coordinator_.LeaseNextAsked(), 2);
+  EXPECT_FALSE(completions[2].lease_next());
+  EXPECT_THAT(coordinator_.Leased(), ElementsAre("t1", "t2", "t3"));
+}
+
+TEST_F(AgentTest, AnEmptyNextLeaseFallsBackToTheLongPoll) {
+  const std::string trial = Script("ok.sh", "echo '" + std::string(kResultLine) + "'");
+  coordinator_.AddTrial("t1");
+  AgentOptions options = Options();
+  options.max_trials = 2;
+  auto agent = Start(options, trial);
+  // t1's completion asks for a next trial and gets none; the slot then
+  // long-polls and runs the trial that arrives later.
+  for (int i = 0; i < 200 && coordinator_.Completions().empty(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(1));
+  EXPECT_TRUE(coordinator_.Completions()[0].lease_next());
+  coordinator_.AddTrial("t2");
+  ASSERT_TRUE(agent->Finished());
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(2));
+  EXPECT_EQ(coordinator_.Completions()[1].trial_id(), "t2");
+  EXPECT_EQ(coordinator_.LeasedWithCompletion(), 0);
+}
+
 TEST_F(AgentTest, CudaSlotsGetTheirDeviceAndGpu) {
   AgentOptions options = Options();
   options.device = "cuda";
@@ -726,20 +781,30 @@ TEST_F(AgentTest, ArtifactDirIsPassedToTheTrial) {
 std::string CommandSpec(const nlohmann::json& argv, const nlohmann::json& extra = nlohmann::json::object()) {
   nlohmann::json command = {{"argv", argv}};
   if (extra.is_object()) command.update(extra);
-  return nlohmann::json{{"schema", 1},       {"protocol", 1},
-                        {"seed", 2},         {"params", {{"width", 48}, {"attention", "linear"}}},
-                        {"task", {{"steps", 20}}}, {"command", command}}
+  return nlohmann::json{{"schema", 1},
+                        {"protocol", 1},
+                        {"seed", 2},
+                        {"params", {{"width", 48}, {"attention", "linear"}}},
+                        {"task", {{"steps", 20}}},
+                        {"command", command}}
       .dump();
 }
 
 TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
   std::filesystem::create_directories(dir_ + "/project");
-  const std::string train = Script("train.sh",
-                                   "pwd > " + dir_ + "/cwd\n"
-                                   "echo \"$#\" > " + dir_ + "/argc\n"
-                                   "env | grep '^FRONTIER_' | sort > " + dir_ + "/env\n"
-                                   "cp \"$FRONTIER_TRIAL_SPEC\" " + dir_ + "/seen-spec.json\n"
-                                   "echo '" + std::string(kResultLine) + "'");
+  const std::string train = Script("train.sh", "pwd > " + dir_ +
+                                                   "/cwd\n"
+                                                   "echo \"$#\" > " +
+                                                   dir_ +
+                                                   "/argc\n"
+                                                   "env | grep '^FRONTIER_' | sort > " +
+                                                   dir_ +
+                                                   "/env\n"
+                                                   "cp \"$FRONTIER_TRIAL_SPEC\" " +
+                                                   dir_ +
+                                                   "/seen-spec.json\n"
+                                                   "echo '" +
+                                                   std::string(kResultLine) + "'");
   coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}, {{"workdir", dir_ + "/project"}}));
   AgentOptions options = Options();
   options.artifact_dir = dir_ + "/artifacts";
@@ -765,13 +830,15 @@ TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
 
 TEST_F(AgentTest, ATrialsArtifactFolderGoesToTheCoordinatorInChunksBeforeItsResult) {
   // 1.5 MiB in two chunks, a file in a subfolder, an empty file, and a link that is not followed.
-  const std::string train = Script("artifacts.sh",
-                                   "mkdir -p \"$FRONTIER_ARTIFACT_DIR/plots\"\n"
-                                   "head -c 1572864 /dev/zero | tr '\\0' 'x' > \"$FRONTIER_ARTIFACT_DIR/trace.json\"\n"
-                                   "printf 'step,loss\\n' > \"$FRONTIER_ARTIFACT_DIR/plots/loss.csv\"\n"
-                                   ": > \"$FRONTIER_ARTIFACT_DIR/empty\"\n"
-                                   "ln -s /etc/hostname \"$FRONTIER_ARTIFACT_DIR/link\"\n"
-                                   "echo '" + std::string(kResultLine) + "'");
+  const std::string train =
+      Script("artifacts.sh",
+             "mkdir -p \"$FRONTIER_ARTIFACT_DIR/plots\"\n"
+             "head -c 1572864 /dev/zero | tr '\\0' 'x' > \"$FRONTIER_ARTIFACT_DIR/trace.json\"\n"
+             "printf 'step,loss\\n' > \"$FRONTIER_ARTIFACT_DIR/plots/loss.csv\"\n"
+             ": > \"$FRONTIER_ARTIFACT_DIR/empty\"\n"
+             "ln -s /etc/hostname \"$FRONTIER_ARTIFACT_DIR/link\"\n"
+             "echo '" +
+                 std::string(kResultLine) + "'");
   coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}));
   AgentOptions options = Options();
   options.artifact_dir = dir_ + "/artifacts";
@@ -797,9 +864,11 @@ TEST_F(AgentTest, ATrialsArtifactFolderGoesToTheCoordinatorInChunksBeforeItsResu
 
 TEST_F(AgentTest, ACoordinatorThatKeepsNoArtifactsStillGetsTheResult) {
   coordinator_.RefuseUploads(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "keeps no artifacts"));
-  const std::string train = Script("two-files.sh",
-                                   "echo a > \"$FRONTIER_ARTIFACT_DIR/a\"; echo b > \"$FRONTIER_ARTIFACT_DIR/b\"\n"
-                                   "echo '" + std::string(kResultLine) + "'");
+  const std::string train =
+      Script("two-files.sh",
+             "echo a > \"$FRONTIER_ARTIFACT_DIR/a\"; echo b > \"$FRONTIER_ARTIFACT_DIR/b\"\n"
+             "echo '" +
+                 std::string(kResultLine) + "'");
   coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}));
   AgentOptions options = Options();
   options.artifact_dir = dir_ + "/artifacts";
@@ -817,19 +886,33 @@ TEST_F(AgentTest, CommandTrialFailuresNameWhatHappened) {
     const char* error;
     bool retryable;
   } cases[] = {
-      {"exit 0 without a result", "echo '{\"event\":\"start\"}'; exit 0", {},
-       "ended without a result (exit code 0)", true},
+      {"exit 0 without a result",
+       "echo '{\"event\":\"start\"}'; exit 0",
+       {},
+       "ended without a result (exit code 0)",
+       true},
       {"killed by a signal", "kill -KILL $$", {}, "ended without a result (signal SIGKILL", true},
-      {"a result of the wrong schema", "echo '{\"event\":\"result\",\"schema\":7,\"status\":\"completed\"}'", {},
-       "breaks the trial protocol: schema is 7, expected 1", false},
+      {"a result of the wrong schema",
+       "echo '{\"event\":\"result\",\"schema\":7,\"status\":\"completed\"}'",
+       {},
+       "breaks the trial protocol: schema is 7, expected 1",
+       false},
       {"a completed result without step times",
-       "echo '{\"event\":\"result\",\"schema\":1,\"status\":\"completed\"}'", {},
-       "breaks the trial protocol: a completed result needs step_time_ms.median > 0", false},
-      {"hangs past its time limit", "trap '' TERM; while :; do sleep 0.05; done", {{"time_limit_s", 0.3}},
-       "timed out after 0.3 s", true},
-      {"prints a line that is not JSON", "echo 'epoch 1: loss 0.3'; sleep 30", {},
+       "echo '{\"event\":\"result\",\"schema\":1,\"status\":\"completed\"}'",
+       {},
+       "breaks the trial protocol: a completed result needs step_time_ms.median > 0",
+       false},
+      {"hangs past its time limit",
+       "trap '' TERM; while :; do sleep 0.05; done",
+       {{"time_limit_s", 0.3}},
+       "timed out after 0.3 s",
+       true},
+      {"prints a line that is not JSON",
+       "echo 'epoch 1: loss 0.3'; sleep 30",
+       {},
        "printed a line that is not a JSON object (standard output is for the protocol's lines; logs go to "
-       "standard error): epoch 1: loss 0.3", false},
+       "standard error): epoch 1: loss 0.3",
+       false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -861,19 +944,22 @@ TEST_F(AgentTest, CommandNotFoundOrMalformedFailsWithTheReason) {
   EXPECT_THAT(failures[0].error(), HasSubstr("cannot start " + dir_ + "/no-such-train.py"));
   EXPECT_EQ(failures[1].error(), "invalid command trial spec: command.argv: expected a non-empty list");
   EXPECT_FALSE(failures[1].retryable());
-  EXPECT_EQ(failures[2].error(),
-            "invalid command trial spec: command.workdir: " + dir_ + "/nowhere is not a folder on this worker");
+  EXPECT_EQ(failures[2].error(), "invalid command trial spec: command.workdir: " + dir_ +
+                                     "/nowhere is not a folder on this worker");
 }
 
 TEST_F(AgentTest, StoppedCommandTrialSeesTheStopFileAndIsKilledAfterTheGrace) {
   coordinator_.StopOnProgress("asha: below the rung's top third");
   // Ignores SIGTERM; records whether the stop file appeared before it was killed.
-  const std::string script = Script("stubborn.sh",
-                                    "trap 'echo term >> " + dir_ + "/seen' TERM\n"
-                                    "echo $$ > " + dir_ + "/trial.pid\n"
-                                    "echo '{\"event\":\"eval\",\"step\":1,\"val_accuracy\":0.1}'\n"
-                                    "while :; do [ -e \"$FRONTIER_STOP_FILE\" ] && echo stop-file >> " +
-                                        dir_ + "/seen; sleep 0.02; done");
+  const std::string script =
+      Script("stubborn.sh", "trap 'echo term >> " + dir_ +
+                                "/seen' TERM\n"
+                                "echo $$ > " +
+                                dir_ +
+                                "/trial.pid\n"
+                                "echo '{\"event\":\"eval\",\"step\":1,\"val_accuracy\":0.1}'\n"
+                                "while :; do [ -e \"$FRONTIER_STOP_FILE\" ] && echo stop-file >> " +
+                                dir_ + "/seen; sleep 0.02; done");
   coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", script}));
   auto agent = Start(Options(), dir_ + "/frontier-trial-is-not-used");
   ASSERT_TRUE(agent->Finished());
@@ -987,12 +1073,19 @@ TEST_F(AgentTest, NcuOnACpuWorkerRunsUnprofiledAndSaysWhy) {
 // to peak-<trial>.json and completes.
 std::string CalibratingTrial(const std::string& dir, const std::string& calibration) {
   return "if [ \"$1\" = --calibrate ]; then\n"
-         "  echo \"$@\" >> " + dir + "/calibrations.log\n"
-         "  " + calibration + "\n"
+         "  echo \"$@\" >> " +
+         dir +
+         "/calibrations.log\n"
+         "  " +
+         calibration +
+         "\n"
          "  exit 0\n"
          "fi\n"
-         "printf '%s' \"$FRONTIER_PEAK_FLOPS\" > " + dir + "/peak-$FRONTIER_TRIAL_ID.json\n"
-         "echo '" + std::string(kResultLine) + "'\n";
+         "printf '%s' \"$FRONTIER_PEAK_FLOPS\" > " +
+         dir +
+         "/peak-$FRONTIER_TRIAL_ID.json\n"
+         "echo '" +
+         std::string(kResultLine) + "'\n";
 }
 
 TEST_F(AgentTest, CalibratesOnceBeforeRegisteringAndEveryTrialGetsThatPeak) {
@@ -1064,11 +1157,14 @@ TEST_F(AgentTest, EachSlotRunsPinnedToItsOwnCores) {
   options.host_lock = dir_ + "/host.lock";
   coordinator_.AddTrial("t1");
   coordinator_.AddTrial("t2");
-  auto agent = Start(options, Script("pinned.sh", "grep Cpus_allowed_list /proc/self/status | cut -f2 > " + dir_ +
-                                                      "/cpus-$FRONTIER_TRIAL_ID\n"
-                                                      "echo \"$FRONTIER_CPUS\" > " + dir_ +
-                                                      "/env-$FRONTIER_TRIAL_ID\n"
-                                                      "echo '" + std::string(kResultLine) + "'"));
+  auto agent =
+      Start(options, Script("pinned.sh", "grep Cpus_allowed_list /proc/self/status | cut -f2 > " + dir_ +
+                                             "/cpus-$FRONTIER_TRIAL_ID\n"
+                                             "echo \"$FRONTIER_CPUS\" > " +
+                                             dir_ +
+                                             "/env-$FRONTIER_TRIAL_ID\n"
+                                             "echo '" +
+                                             std::string(kResultLine) + "'"));
   ASSERT_TRUE(agent->Finished());
   const auto completions = coordinator_.Completions();
   ASSERT_THAT(completions, SizeIs(2));
@@ -1096,12 +1192,16 @@ TEST_F(AgentTest, TrialsThatShareACoreSaySo) {
   options.host_lock = dir_ + "/host.lock";
   coordinator_.AddTrial("t1");
   coordinator_.AddTrial("t2");
-  auto agent = Start(options, Script("pair.sh", "touch " + dir_ + "/running-$$\n"
-                                                "for i in $(seq 100); do\n"
-                                                "  [ $(ls " + dir_ + " | grep -c running-) -ge 2 ] && break\n"
-                                                "  sleep 0.05\n"
-                                                "done\n"
-                                                "echo '" + std::string(kResultLine) + "'"));
+  auto agent = Start(options, Script("pair.sh", "touch " + dir_ +
+                                                    "/running-$$\n"
+                                                    "for i in $(seq 100); do\n"
+                                                    "  [ $(ls " +
+                                                    dir_ +
+                                                    " | grep -c running-) -ge 2 ] && break\n"
+                                                    "  sleep 0.05\n"
+                                                    "done\n"
+                                                    "echo '" +
+                                                    std::string(kResultLine) + "'"));
   ASSERT_TRUE(agent->Finished());
   const auto completions = coordinator_.Completions();
   ASSERT_THAT(completions, SizeIs(2));
@@ -1114,11 +1214,11 @@ TEST_F(AgentTest, TrialsThatShareACoreSaySo) {
 TEST_F(AgentTest, OutOfMemoryFailsOnceWithTheLimit) {
   AgentOptions options = Options();
   options.memory_limit_mb = 64;
-  const std::string line =
-      R"({"event":"result","schema":1,"status":"failed","error_kind":"out_of_memory",)"
-      R"("error":"CUDA out of memory. Tried to allocate 2.00 GiB"})";
-  RunOneTrial(Script("oom.sh", "[ \"$FRONTIER_MEMORY_LIMIT_MB\" = 64 ] || exit 9\necho '" + line + "'\nexit 2"),
-              options);
+  const std::string line = R"({"event":"result","schema":1,"status":"failed","error_kind":"out_of_memory",)"
+                           R"("error":"CUDA out of memory. Tried to allocate 2.00 GiB"})";
+  RunOneTrial(
+      Script("oom.sh", "[ \"$FRONTIER_MEMORY_LIMIT_MB\" = 64 ] || exit 9\necho '" + line + "'\nexit 2"),
+      options);
   const auto failure = OnlyFailure();
   EXPECT_FALSE(failure.retryable()) << "a deterministic OOM is not retried";
   EXPECT_THAT(failure.error(), HasSubstr("out of memory under the worker's limit of 64 MiB per trial ("));
@@ -1136,16 +1236,19 @@ TEST_F(AgentTest, ACrashOnAnAllocationUnderTheLimitIsOutOfMemory) {
   options.memory_limit_mb = 64;
   RunOneTrial(Script("abort.sh", crash), options);
   const auto failure = OnlyFailure();
-  if (failure.error().find("RLIMIT_AS") == std::string::npos) GTEST_SKIP() << "a cgroup limit: " << failure.error();
+  if (failure.error().find("RLIMIT_AS") == std::string::npos)
+    GTEST_SKIP() << "a cgroup limit: " << failure.error();
   EXPECT_FALSE(failure.retryable());
-  EXPECT_THAT(failure.error(), HasSubstr("out of memory under the worker's limit of 64 MiB per trial (RLIMIT_AS)"));
+  EXPECT_THAT(failure.error(),
+              HasSubstr("out of memory under the worker's limit of 64 MiB per trial (RLIMIT_AS)"));
   EXPECT_THAT(failure.error(), HasSubstr("std::bad_alloc"));
   EXPECT_EQ(nlohmann::json::parse(failure.result_json())["error_kind"], "out_of_memory");
 }
 
 TEST_F(AgentTest, ACrashWithoutAMemoryLimitStaysRetryable) {
-  RunOneTrial(Script("abort.sh", "echo \"terminate called after throwing an instance of 'std::bad_alloc'\" >&2\n"
-                                 "kill -ABRT $$"),
+  RunOneTrial(Script("abort.sh",
+                     "echo \"terminate called after throwing an instance of 'std::bad_alloc'\" >&2\n"
+                     "kill -ABRT $$"),
               Options());
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable()) << "without the worker's limit an allocation crash may be the host's";
@@ -1252,23 +1355,30 @@ TEST_F(AgentTest, LocalRanksEachGetTheirRankCoresAndTheRendezvous) {
     return text.substr(at, text.find(' ', at) - at);
   };
   EXPECT_EQ(rendezvous(rank0), rendezvous(rank1)) << "both ranks meet at the same store";
-  EXPECT_THAT(rank0, testing::HasSubstr("cpus=" + std::to_string(usable[0]) + " env_cpus=" + std::to_string(usable[0])));
-  EXPECT_THAT(rank1, testing::HasSubstr("cpus=" + std::to_string(usable[1]) + " env_cpus=" + std::to_string(usable[1])));
+  EXPECT_THAT(rank0, testing::HasSubstr("cpus=" + std::to_string(usable[0]) +
+                                        " env_cpus=" + std::to_string(usable[0])));
+  EXPECT_THAT(rank1, testing::HasSubstr("cpus=" + std::to_string(usable[1]) +
+                                        " env_cpus=" + std::to_string(usable[1])));
   EXPECT_THAT(rank0, testing::HasSubstr("\"threads\": 1"));
-  EXPECT_FALSE(std::filesystem::exists(rendezvous(rank0).substr(12))) << "the FileStore is removed after the trial";
+  EXPECT_FALSE(std::filesystem::exists(rendezvous(rank0).substr(12)))
+      << "the FileStore is removed after the trial";
 }
 
 TEST_F(AgentTest, ADeadRankFailsTheTrialNamingItAndStopsTheOtherRanks) {
   coordinator_.AddTrial("t1", RanksSpec(2));
   const auto started = std::chrono::steady_clock::now();
-  auto agent = Start(Options(), Script("ranks.sh", "if [ \"$FRONTIER_RANK\" = 1 ]; then\n"
-                                                   "  echo 'rank 1 going down' >&2; sleep 0.3; kill -9 $$\n"
-                                                   "fi\n"
-                                                   "echo $$ > " + dir_ + "/rank0.pid\n"
-                                                   "echo '{\"event\":\"progress\",\"step\":1,\"loss\":1.0}'\n"
-                                                   "exec sleep 30\n"));
+  auto agent = Start(Options(), Script("ranks.sh",
+                                       "if [ \"$FRONTIER_RANK\" = 1 ]; then\n"
+                                       "  echo 'rank 1 going down' >&2; sleep 0.3; kill -9 $$\n"
+                                       "fi\n"
+                                       "echo $$ > " +
+                                           dir_ +
+                                           "/rank0.pid\n"
+                                           "echo '{\"event\":\"progress\",\"step\":1,\"loss\":1.0}'\n"
+                                           "exec sleep 30\n"));
   ASSERT_TRUE(agent->Finished());
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10)) << "rank 0 was not left running";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10))
+      << "rank 0 was not left running";
   const v1::FailTrialRequest failure = OnlyFailure();
   EXPECT_THAT(failure.error(), testing::HasSubstr("rank 1 of 2 ended with signal SIGKILL"));
   EXPECT_THAT(failure.error(), testing::HasSubstr("rank 1 going down"));
@@ -1301,7 +1411,8 @@ TEST_F(AgentTest, SrunStartsTheRanksAsOneStepAcrossTheNodes) {
 
 TEST_F(AgentTest, MoreThanOneNodeNeedsSrun) {
   coordinator_.AddTrial("t1", RanksSpec(2, 2));
-  auto agent = Start(Options(), Script("never.sh", "touch " + dir_ + "/ran\necho '" + std::string(kResultLine) + "'"));
+  auto agent =
+      Start(Options(), Script("never.sh", "touch " + dir_ + "/ran\necho '" + std::string(kResultLine) + "'"));
   ASSERT_TRUE(agent->Finished());
   const v1::FailTrialRequest failure = OnlyFailure();
   EXPECT_THAT(failure.error(), testing::HasSubstr("runtime.nodes is 2"));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <spdlog/fmt/fmt.h>
@@ -560,7 +561,18 @@ void Agent::ReleaseTrial() {
 
 void Agent::RunSlot(int slot) {
   HostLock host_lock(options_.host_lock);
-  while (ReserveTrial()) {
+  std::optional<Lease> next;  // leased with the last completion (counted by ReserveTrial when asked for)
+  for (;;) {
+    if (next) {
+      const Lease lease = *std::exchange(next, std::nullopt);
+      if (GivingUp(Retry::kUntilDrain)) {
+        Fail(lease, "worker shutting down", /*retryable=*/true, "");
+        continue;
+      }
+      RunTrial(slot, lease, &next);
+      continue;
+    }
+    if (!ReserveTrial()) break;
     // No lease while a calibration on this host waits or measures: a leased
     // trial would wait for it at the turnstile without heartbeats.
     if (!host_lock.Shared([this] { return GivingUp(Retry::kUntilDrain); })) {
@@ -593,11 +605,11 @@ void Agent::RunSlot(int slot) {
       Fail(lease, "worker shutting down", /*retryable=*/true, "");
       continue;
     }
-    RunTrial(slot, lease);
+    RunTrial(slot, lease, &next);
   }
 }
 
-void Agent::RunTrial(int slot, const Lease& lease) {
+void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
   spdlog::info("slot {}: leased {} (attempt {})", slot, lease.trial_id, lease.attempt);
   if (options_.metrics) options_.metrics->TrialStarted(slot, lease.trial_id, lease.spec_json);
   json spec = json::parse(lease.spec_json, nullptr, /*allow_exceptions=*/false);
@@ -737,7 +749,7 @@ void Agent::RunTrial(int slot, const Lease& lease) {
   if (!plan.rendezvous_file.empty()) std::remove(plan.rendezvous_file.c_str());
   if (started && outcome.kind != Outcome::Kind::kLeaseLost && !GivingUp(Retry::kUntilStop))
     UploadArtifacts(lease);
-  Report(lease, outcome);
+  Report(lease, outcome, next);
   // A trial binary that cannot start fails every trial: do not burn through the queue.
   if (!started) SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
 }
@@ -993,7 +1005,7 @@ void Agent::ClassifyOutOfMemory(const TrialProcess& process, Outcome* outcome) c
   outcome->result_json = result.dump();
 }
 
-void Agent::Report(const Lease& lease, const Outcome& outcome) {
+void Agent::Report(const Lease& lease, const Outcome& outcome, std::optional<Lease>* next) {
   switch (outcome.kind) {
     case Outcome::Kind::kLeaseLost:
       if (options_.metrics) options_.metrics->TrialEnded(lease.trial_id, "lease_lost");
@@ -1020,6 +1032,12 @@ void Agent::Report(const Lease& lease, const Outcome& outcome) {
                StringField(result, "status"), NumberAt(result, "/step_time_ms/median", "{:.2f}"),
                NumberAt(result, "/val_accuracy", "{:.4f}"));
   const milliseconds deadline = GivingUp(Retry::kUntilStop) ? kStopReportDeadline : options_.rpc_timeout;
+  // The slot's next trial comes with the completion when the slot may take
+  // one now: a trial leased while a calibration waits would wait for it
+  // without heartbeats (the turnstile is tried once, not waited for).
+  const bool lease_next = next != nullptr && !GivingUp(Retry::kUntilDrain) &&
+                          HostLock(options_.host_lock).Shared([] { return true; }) != nullptr &&
+                          ReserveTrial();
   v1::CompleteTrialResponse response;
   const grpc::Status status = Call("CompleteTrial", Retry::kUntilStop, deadline,
                                    [&](grpc::ClientContext* context, const std::string& id) {
@@ -1028,8 +1046,14 @@ void Agent::Report(const Lease& lease, const Outcome& outcome) {
                                      request.set_trial_id(lease.trial_id);
                                      request.set_attempt(lease.attempt);
                                      request.set_result_json(outcome.result_json);
+                                     request.set_lease_next(lease_next);
                                      return stub_->CompleteTrial(context, request, &response);
                                    });
+  if (lease_next && status.ok() && response.next().has_trial()) {
+    *next = Lease{response.next().trial_id(), response.next().attempt(), response.next().spec_json()};
+  } else if (lease_next) {
+    ReleaseTrial();
+  }
   if (!status.ok()) {
     spdlog::error("trial {}: result not delivered: {}", lease.trial_id, status.error_message());
   } else if (!response.accepted()) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -167,14 +168,18 @@ class Agent {
   // Counts a lease against max_trials; false when no more trials may be leased.
   bool ReserveTrial();
   void ReleaseTrial();
-  void RunTrial(int slot, const Lease& lease);
+  // Runs and reports one trial; *next is the slot's next trial when the
+  // completion brought one (CompleteTrial.lease_next).
+  void RunTrial(int slot, const Lease& lease, std::optional<Lease>* next);
   // `command` as one process, or (runtime.ranks > 1) its ranks as one
   // RankGroup or one srun child; nullptr and *error when none could start.
   std::unique_ptr<TrialProcess> StartRanks(const TrialCommand& command, const RankPlan& plan,
                                            const std::vector<int>& cpus, std::string* error);
   // Streams the trial's output until it exits, is killed or times out.
   Outcome Supervise(const Lease& lease, const Launch& launch, TrialProcess& process);
-  void Report(const Lease& lease, const Outcome& outcome);
+  // With `next`, a completion also asks for the slot's next trial when the
+  // slot may take one (ReserveTrial, no drain, no calibration waiting).
+  void Report(const Lease& lease, const Outcome& outcome, std::optional<Lease>* next = nullptr);
   // Sends the files of the trial's artifact folder (AgentOptions::upload_artifacts).
   void UploadArtifacts(const Lease& lease);
   // Runs frontier-trial --calibrate (see AgentOptions::calibrate) into calibration_.

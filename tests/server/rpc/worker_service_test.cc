@@ -64,12 +64,14 @@ class WorkerServiceTest : public ::testing::Test {
     return Ok(*workers_, &Workers::ReportProgress, req);
   }
 
-  v1::CompleteTrialResponse Complete(const std::string& worker, const std::string& trial_id, int attempt) {
+  v1::CompleteTrialResponse Complete(const std::string& worker, const std::string& trial_id, int attempt,
+                                     bool lease_next = false) {
     v1::CompleteTrialRequest req;
     req.set_worker_id(worker);
     req.set_trial_id(trial_id);
     req.set_attempt(attempt);
     req.set_result_json(ResultLine());
+    req.set_lease_next(lease_next);
     return Ok(*workers_, &Workers::CompleteTrial, req);
   }
 
@@ -268,6 +270,64 @@ TEST_F(WorkerServiceTest, CompletionIsIdempotentOnTrialAndAttempt) {
   EXPECT_EQ(counts.total(), 2);
   EXPECT_EQ(TrialOf(experiment, first.trial_id()).attempt(), 1);
   EXPECT_EQ(TrialOf(experiment, second.trial_id()).error(), "boom");
+}
+
+TEST_F(WorkerServiceTest, ACompletionCanLeaseTheWorkersNextTrial) {
+  const std::string experiment = Submit(TinySpace());
+  const std::string worker = Register();
+  const v1::LeaseTrialResponse first = Lease(worker);
+  ASSERT_TRUE(first.has_trial());
+  const v1::CompleteTrialResponse completed = Complete(worker, first.trial_id(), 1, /*lease_next=*/true);
+  EXPECT_TRUE(completed.accepted());
+  ASSERT_TRUE(completed.next().has_trial());
+  EXPECT_NE(completed.next().trial_id(), first.trial_id());
+  EXPECT_EQ(completed.next().attempt(), 1);
+  EXPECT_FALSE(completed.next().spec_json().empty());
+  EXPECT_EQ(completed.next().lease_timeout_ms(), CoordinatorHarness::kLeaseTimeoutMs);
+  const v1::Trial next = TrialOf(experiment, completed.next().trial_id());
+  EXPECT_EQ(next.state(), v1::TRIAL_RUNNING);
+  EXPECT_EQ(next.worker_id(), worker);
+  EXPECT_EQ(TrialOf(experiment, first.trial_id()).state(), v1::TRIAL_COMPLETED);
+
+  // A retried completion is answered as before; it leases no second trial while none is pending.
+  const v1::CompleteTrialResponse again = Complete(worker, first.trial_id(), 1, /*lease_next=*/true);
+  EXPECT_TRUE(again.accepted());
+  EXPECT_EQ(again.reason(), "already recorded for this attempt");
+  EXPECT_FALSE(again.next().has_trial());
+  // The last trial: nothing pending, so no next trial and no wait.
+  const v1::CompleteTrialResponse last =
+      Complete(worker, completed.next().trial_id(), 1, /*lease_next=*/true);
+  EXPECT_TRUE(last.accepted());
+  EXPECT_FALSE(last.next().has_trial());
+  EXPECT_EQ(ExperimentOf(experiment).counts().completed(), 2);
+}
+
+TEST_F(WorkerServiceTest, ACompletionWithoutLeaseNextLeasesNothing) {
+  const std::string experiment = Submit(TinySpace());
+  const std::string worker = Register();
+  const v1::LeaseTrialResponse first = Lease(worker);
+  ASSERT_TRUE(first.has_trial());
+  EXPECT_FALSE(Complete(worker, first.trial_id(), 1).next().has_trial());
+  const v1::TrialCounts counts = ExperimentOf(experiment).counts();
+  EXPECT_EQ(counts.running(), 0);
+  EXPECT_EQ(counts.pending(), 1);
+}
+
+TEST_F(WorkerServiceTest, ProgressKeepsTheLeaseAliveWithoutHeartbeats) {
+  const std::string experiment = Submit(TinySpace());
+  const std::string worker = Register();
+  const v1::LeaseTrialResponse lease = Lease(worker);
+  ASSERT_TRUE(lease.has_trial());
+  const int64_t timeout = CoordinatorHarness::kLeaseTimeoutMs;
+  EXPECT_FALSE(Progress(worker, lease, 1, R"({"event":"progress","step":1})").stop());  // lease still fresh
+  harness_.clock().now += timeout * 6 / 10;
+  EXPECT_FALSE(Progress(worker, lease, 1, R"({"event":"progress","step":2})").stop());  // renews it
+  harness_.clock().now += timeout * 6 / 10;  // 1.2 timeouts after the lease
+  harness_.coordinator().scheduler().Tick();
+  EXPECT_EQ(TrialOf(experiment, lease.trial_id()).state(), v1::TRIAL_RUNNING);
+  harness_.clock().now += timeout * 5 / 10;  // a whole timeout after the last renewal
+  harness_.coordinator().scheduler().Tick();
+  EXPECT_EQ(TrialOf(experiment, lease.trial_id()).state(), v1::TRIAL_PENDING);
 }
 
 TEST_F(WorkerServiceTest, AnUnknownTrialIsRejected) {
