@@ -132,19 +132,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteTrial(grpc::CallbackServerC
   return Answer(ctx, "CompleteTrial", req->worker_id(), [=] {  // runs on calls_: copies, no references
     const std::string problem = ReportedJsonProblem("result_json", req->result_json());
     if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
-    const Transition t =
-        scheduler_.Complete(req->worker_id(), req->trial_id(), req->attempt(), req->result_json());
+    std::optional<TrialRow> next;
+    const Transition t = scheduler_.Complete(req->worker_id(), req->trial_id(), req->attempt(),
+                                             req->result_json(), req->lease_next() ? &next : nullptr);
     resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
     resp->set_reason(TransitionReason(t));
     if (t == Transition::kApplied)
       spdlog::info("trial {} finished (attempt {})", req->trial_id(), req->attempt());
     if (!resp->accepted()) spdlog::warn("trial {} result rejected: {}", req->trial_id(), resp->reason());
-    if (req->lease_next()) {
-      // The completion's answer stands whatever the lease meets: a store
-      // error here leaves `next` empty and the worker long-polls.
-      Guarded("LeaseTrial",
-              [&] { return TryLease(req->worker_id(), resp->mutable_next()) ? Status::OK : Parked(); });
-    }
+    if (req->lease_next()) AnswerLease(req->worker_id(), next, resp->mutable_next());
     return Status::OK;
   });
 }
@@ -232,7 +228,11 @@ void WorkerServiceImpl::ServeWaiters(bool closing) {
 }
 
 bool WorkerServiceImpl::TryLease(const std::string& worker_id, v1::LeaseTrialResponse* resp) {
-  auto trial = scheduler_.Lease(worker_id);
+  return AnswerLease(worker_id, scheduler_.Lease(worker_id), resp);
+}
+
+bool WorkerServiceImpl::AnswerLease(const std::string& worker_id, const std::optional<TrialRow>& trial,
+                                    v1::LeaseTrialResponse* resp) {
   if (!trial) {
     resp->set_has_trial(false);
     return false;

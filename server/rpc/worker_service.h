@@ -54,7 +54,8 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                       v1::FailTrialResponse* resp) override;
   // One chunk of a trial's artifact, checked (name, size, offset, the
   // trial's limits) and stored while the lease is held, which it extends.
-  grpc::ServerUnaryReactor* UploadArtifact(grpc::CallbackServerContext* ctx, const v1::UploadArtifactRequest* req,
+  grpc::ServerUnaryReactor* UploadArtifact(grpc::CallbackServerContext* ctx,
+                                           const v1::UploadArtifactRequest* req,
                                            v1::UploadArtifactResponse* resp) override;
 
   // The workers whose LeaseTrial polls are parked now.
@@ -78,6 +79,9 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                    const std::string& worker_id, Body&& body);
   // Leases the next pending trial into `resp`; false (has_trial unset) when none is pending.
   bool TryLease(const std::string& worker_id, v1::LeaseTrialResponse* resp);
+  // Fills `resp` with `trial`, leased to `worker_id`; false when there is none.
+  bool AnswerLease(const std::string& worker_id, const std::optional<TrialRow>& trial,
+                   v1::LeaseTrialResponse* resp);
 
   const ServerSecurity& security_;
   Scheduler& scheduler_;

@@ -592,16 +592,14 @@ std::string Scheduler::RegisterWorker(WorkerRecord worker) {
 }
 
 std::optional<TrialRow> Scheduler::Lease(const std::string& worker_id) {
-  bool changed = false;
-  std::optional<TrialRow> trial;
-  for (;;) {
+  return ToRun(worker_id, store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms));
+}
+
+std::optional<TrialRow> Scheduler::ToRun(const std::string& worker_id, std::optional<TrialRow> trial) {
+  const bool changed = trial.has_value();
+  while (trial && !trial->is_baseline && !IsProfileRun(trial->id) && trial->proposer != kScreenProposer &&
+         EndedUnrun(*trial)) {
     trial = store_.LeaseNextTrial(worker_id, clock_.NowMs(), options_.lease_timeout_ms);
-    if (!trial) break;
-    changed = true;
-    if (trial->is_baseline || IsProfileRun(trial->id) || trial->proposer == kScreenProposer ||
-        !EndedUnrun(*trial)) {
-      break;
-    }
   }
   if (changed) Changed();
   return trial;
@@ -707,7 +705,7 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
 }
 
 Transition Scheduler::Complete(const std::string& worker_id, const std::string& trial_id, int attempt,
-                               const std::string& result_json) {
+                               const std::string& result_json, std::optional<TrialRow>* next) {
   TrialOutcome outcome;
   outcome.state = trial_state::kCompleted;
   try {
@@ -725,7 +723,15 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
   }
   // The conditional update needs no lock: it applies once. The search is
   // told under the lock (and a search loaded meanwhile already sees the trial final).
-  const Transition t = store_.FinishTrial(trial_id, attempt, outcome.state, stored, "", clock_.NowMs());
+  Transition t;
+  if (next) {
+    Store::FinishedAndLeased r = store_.FinishTrialAndLease(
+        trial_id, attempt, outcome.state, stored, "", clock_.NowMs(), worker_id, options_.lease_timeout_ms);
+    t = r.finished;
+    *next = std::move(r.next);
+  } else {
+    t = store_.FinishTrial(trial_id, attempt, outcome.state, stored, "", clock_.NowMs());
+  }
   if (t == Transition::kApplied) {
     {
       std::lock_guard<std::mutex> lock(search_mu_);
@@ -733,6 +739,7 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
     }
     Changed();
   }
+  if (next) *next = ToRun(worker_id, std::move(*next));
   return t;
 }
 

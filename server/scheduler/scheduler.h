@@ -23,8 +23,8 @@
 #include <utility>
 
 #include "proto/clock.h"
-#include "server/store/store.h"
 #include "server/search/strategy.h"
+#include "server/store/store.h"
 
 namespace frontier {
 
@@ -108,8 +108,10 @@ class Scheduler {
   // Records a result line: status completed or diverged. When it is the last
   // seed of its configuration to end, the strategy is told and its next
   // proposals are added before the experiment can complete.
+  // With `next`, the worker's next trial is leased too, in the same store
+  // commit, as Lease would (CompleteTrial.lease_next); nullopt when none is pending.
   Transition Complete(const std::string& worker_id, const std::string& trial_id, int attempt,
-                      const std::string& result_json);
+                      const std::string& result_json, std::optional<TrialRow>* next = nullptr);
   Transition Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
                   const std::string& error, bool retryable, const std::string& result_json);
 
@@ -133,6 +135,9 @@ class Scheduler {
   // stopped its configuration at a rung (a later seed that was still
   // pending); true when it did. Takes search_mu_.
   bool EndedUnrun(const TrialRow& trial);
+  // `trial` (just leased) or, when a search ended it unrun, the next leased
+  // trial that is to run; tells the dispatcher when anything was leased.
+  std::optional<TrialRow> ToRun(const std::string& worker_id, std::optional<TrialRow> trial);
   // The following require search_mu_.
   void CompleteFinishedExperiments();
   Search* SearchOf(const std::string& experiment_id);

@@ -107,6 +107,20 @@ Transition MeasuredStore::FinishTrial(const std::string& trial_id, int attempt, 
   return t;
 }
 
+Store::FinishedAndLeased MeasuredStore::FinishTrialAndLease(const std::string& trial_id, int attempt,
+                                                            const std::string& state,
+                                                            const std::string& result_json,
+                                                            const std::string& error, int64_t now_ms,
+                                                            const std::string& worker_id, int64_t lease_ms) {
+  FinishedAndLeased r = Timed("finish_trial_and_lease", [&] {
+    return inner_->FinishTrialAndLease(trial_id, attempt, state, result_json, error, now_ms, worker_id,
+                                       lease_ms);
+  });
+  if (r.finished == Transition::kApplied) metrics_.AttemptEnded(state);
+  if (r.next) metrics_.LeaseGranted(r.next->attempt);
+  return r;
+}
+
 Transition MeasuredStore::FailAttempt(const std::string& trial_id, int attempt, const std::string& error,
                                       bool retryable, const std::string& result_json, int64_t now_ms) {
   const Transition t = Timed("fail_attempt", [&] {

@@ -58,6 +58,10 @@ class MeasuredStore final : public Store {
                    int64_t expires_ms) override;
   Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
                          const std::string& result_json, const std::string& error, int64_t now_ms) override;
+  FinishedAndLeased FinishTrialAndLease(const std::string& trial_id, int attempt, const std::string& state,
+                                        const std::string& result_json, const std::string& error,
+                                        int64_t now_ms, const std::string& worker_id,
+                                        int64_t lease_ms) override;
   Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error, bool retryable,
                          const std::string& result_json, int64_t now_ms) override;
   std::vector<TrialRow> ExpireLeases(int64_t now_ms) override;

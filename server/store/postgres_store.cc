@@ -240,6 +240,27 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
   return ids;
 }
 
+// Leases the next pending trial to worker `worker` until `until`, started at
+// `now` (parameter names), returning it.
+std::string LeaseSql(const char* worker, const char* until, const char* now) {
+  return std::string("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = ") + worker +
+         ", lease_expires_ms = " + until + ", started_ms = " + now +
+         " WHERE seq = COALESCE("
+         // profile runs first, whatever their experiment's state (COALESCE stops at the first)
+         "(SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1 "
+         "FOR UPDATE SKIP LOCKED), "
+         "(SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+         "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
+         "UPDATE OF t SKIP LOCKED)) "
+         "RETURNING " +
+         kTrialColumns;
+}
+
+// Ends trial $5's running attempt $6: state $1, result $2, error $3, at $4.
+constexpr const char* kFinishTrial =
+    "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
+    "WHERE id = $5 AND attempt = $6 AND state = 'running'";
+
 // Extends the lease of the trial $2 when its attempt $3 is running for worker $4.
 constexpr const char* kExtendHeldLease =
     "UPDATE trials SET lease_expires_ms = GREATEST(lease_expires_ms, $1) "
@@ -250,18 +271,7 @@ constexpr const char* kExtendHeldLease =
 void PrepareStatements(pqxx::connection& c) {
   c.prepare("get_trial", Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = $1"));
   c.prepare("get_experiment", Sql("SELECT ", kExperimentColumns, " FROM experiments WHERE id = $1"));
-  c.prepare("lease",
-            Sql("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = $1, "
-                "lease_expires_ms = $2, "
-                "started_ms = $3 WHERE seq = COALESCE("
-                // profile runs first, whatever their experiment's state (COALESCE stops at the first)
-                "(SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1 "
-                "FOR UPDATE SKIP LOCKED), "
-                "(SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-                "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
-                "UPDATE OF t SKIP LOCKED)) "
-                "RETURNING ",
-                kTrialColumns, ""));
+  c.prepare("lease", LeaseSql("$1", "$2", "$3"));
   c.prepare("extend_lease", kExtendHeldLease);
   c.prepare("add_progress",
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) VALUES ($1, $2, $3, $4, $5)");
@@ -274,10 +284,14 @@ void PrepareStatements(pqxx::connection& c) {
             "WHERE trials.id = held.id AND held.lease_expires_ms < $8 AND trials.lease_expires_ms < $1) "
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
             "SELECT id, $3, $5, $6, $7 FROM held");
-  c.prepare(
-      "finish_trial",
-      "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
-      "WHERE id = $5 AND attempt = $6 AND state = 'running'");
+  c.prepare("finish_trial", kFinishTrial);
+  // Both in one statement (its two updates touch different rows: the leased
+  // one was pending): the trial's columns, NULL without a lease, then the
+  // number of rows finished.
+  c.prepare("finish_trial_and_lease", std::string("WITH finished AS (") + kFinishTrial +
+                                          " RETURNING 1), leased AS (" + LeaseSql("$7", "$8", "$9") +
+                                          ") SELECT leased.*, (SELECT COUNT(*) FROM finished) "
+                                          "FROM (SELECT 1) AS one LEFT JOIN leased ON true");
   c.prepare("fail_attempt",
             "UPDATE trials SET "
             "state = CASE WHEN $1::boolean AND attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
@@ -651,6 +665,24 @@ Transition PostgresStore::FinishTrial(const std::string& trial_id, int attempt, 
                .affected_rows() == 1;
   });
   return applied ? Transition::kApplied : Classify(trial_id, attempt, state, "");
+}
+
+Store::FinishedAndLeased PostgresStore::FinishTrialAndLease(const std::string& trial_id, int attempt,
+                                                            const std::string& state,
+                                                            const std::string& result_json,
+                                                            const std::string& error, int64_t now_ms,
+                                                            const std::string& worker_id, int64_t lease_ms) {
+  FinishedAndLeased r = Statement("FinishTrialAndLease", [&](pqxx::nontransaction& w) {
+    const pqxx::row row = w.exec_prepared1("finish_trial_and_lease", state, result_json, error, now_ms,
+                                           trial_id, attempt, worker_id, now_ms + lease_ms, now_ms);
+    FinishedAndLeased out{row[row.size() - 1].as<int64_t>() == 1 ? Transition::kApplied : Transition::kStale,
+                          std::nullopt};
+    if (!row[0].is_null()) out.next = ReadTrial(row);
+    return out;
+  });
+  // Only when the finish did not apply is the trial read to say why.
+  if (r.finished != Transition::kApplied) r.finished = Classify(trial_id, attempt, state, "");
+  return r;
 }
 
 Transition PostgresStore::FailAttempt(const std::string& trial_id, int attempt, const std::string& error,

@@ -69,6 +69,11 @@ class PostgresStore final : public Store {
                    int64_t expires_ms) override;
   Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
                          const std::string& result_json, const std::string& error, int64_t now_ms) override;
+  // One statement, one commit (the base class makes two).
+  FinishedAndLeased FinishTrialAndLease(const std::string& trial_id, int attempt, const std::string& state,
+                                        const std::string& result_json, const std::string& error,
+                                        int64_t now_ms, const std::string& worker_id,
+                                        int64_t lease_ms) override;
   Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error, bool retryable,
                          const std::string& result_json, int64_t now_ms) override;
   std::vector<TrialRow> ExpireLeases(int64_t now_ms) override;

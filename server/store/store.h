@@ -211,6 +211,20 @@ class Store {
   virtual Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
                                  const std::string& result_json, const std::string& error,
                                  int64_t now_ms) = 0;
+  // FinishTrial, then LeaseNextTrial for `worker_id` (whatever the finish
+  // met), committed together where the store can: a completion that also asks
+  // for the worker's next trial (CompleteTrial.lease_next) costs one commit.
+  struct FinishedAndLeased {
+    Transition finished;
+    std::optional<TrialRow> next;
+  };
+  virtual FinishedAndLeased FinishTrialAndLease(const std::string& trial_id, int attempt,
+                                                const std::string& state, const std::string& result_json,
+                                                const std::string& error, int64_t now_ms,
+                                                const std::string& worker_id, int64_t lease_ms) {
+    const Transition finished = FinishTrial(trial_id, attempt, state, result_json, error, now_ms);
+    return {finished, LeaseNextTrial(worker_id, now_ms, lease_ms)};
+  }
   // The running `attempt` failed: back to pending when attempts remain and
   // `retryable`, otherwise failed for good with `error`.
   virtual Transition FailAttempt(const std::string& trial_id, int attempt, const std::string& error,

@@ -125,6 +125,45 @@ TEST_P(StoreConformanceTest, FinishIsIdempotentAndRejectsStaleAttempts) {
   EXPECT_EQ(store_->ExperimentsReadyToComplete(), std::vector<std::string>{id});
 }
 
+TEST_P(StoreConformanceTest, FinishAndLeaseEndsOneTrialAndLeasesTheNext) {
+  NewExperiment(3);
+  auto first = store_->LeaseNextTrial("w1", 2000, 500);
+  ASSERT_TRUE(first.has_value());
+  const Store::FinishedAndLeased r = store_->FinishTrialAndLease(
+      first->id, 1, "completed", R"({"status":"completed"})", "", 2100, "w1", 700);
+  EXPECT_EQ(r.finished, Transition::kApplied);
+  const auto done = store_->GetTrial(first->id);
+  EXPECT_EQ(done->state, "completed");
+  EXPECT_EQ(done->finished_ms, 2100);
+  EXPECT_EQ(done->result_json, R"({"status":"completed"})");
+  ASSERT_TRUE(r.next.has_value());
+  EXPECT_NE(r.next->id, first->id);
+  EXPECT_EQ(r.next->state, "running");
+  EXPECT_EQ(r.next->attempt, 1);
+  EXPECT_EQ(r.next->worker_id, "w1");
+  EXPECT_EQ(r.next->lease_expires_ms, 2800);
+  EXPECT_EQ(r.next->started_ms, 2100);
+  EXPECT_FALSE(r.next->spec_json.empty());
+  EXPECT_EQ(store_->GetTrial(r.next->id)->state, "running");
+
+  // A repeated completion is a duplicate, and still leases (the third trial);
+  // a stale attempt is named so; with nothing pending the lease is empty.
+  const Store::FinishedAndLeased again = store_->FinishTrialAndLease(
+      first->id, 1, "completed", R"({"status":"completed"})", "", 2200, "w2", 700);
+  EXPECT_EQ(again.finished, Transition::kDuplicate);
+  ASSERT_TRUE(again.next.has_value());
+  EXPECT_EQ(again.next->worker_id, "w2");
+  const Store::FinishedAndLeased stale =
+      store_->FinishTrialAndLease(r.next->id, 2, "completed", "{}", "", 2300, "w1", 700);
+  EXPECT_EQ(stale.finished, Transition::kStale);
+  EXPECT_FALSE(stale.next.has_value());
+  EXPECT_EQ(store_->GetTrial(r.next->id)->state, "running");
+  const TrialCountsRow counts = store_->CountTrials(first->experiment_id);
+  EXPECT_EQ(counts.completed, 1);
+  EXPECT_EQ(counts.running, 2);
+  EXPECT_EQ(counts.pending, 0);
+}
+
 TEST_P(StoreConformanceTest, ExpiredLeasesRequeueUntilMaxAttempts) {
   const std::string id = NewExperiment(1, /*max_attempts=*/2);
   auto first = store_->LeaseNextTrial("w1", 2000, 500);
