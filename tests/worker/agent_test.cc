@@ -302,6 +302,17 @@ class AgentTest : public ::testing::Test {
     return options;
   }
 
+  // A fake trial that waits up to 5 s until it sees a second one running
+  // (both touch a file in dir_), then prints a result; with `fail_alone` it
+  // exits 1 when it never saw one.
+  std::string PairedTrial(bool fail_alone) const {
+    const std::string running = "$(ls " + dir_ + " | grep -c running-) -ge 2";
+    return Script("pair.sh", "touch " + dir_ + "/running-$$\nfor i in $(seq 100); do\n  [ " + running +
+                                 " ] && break\n  sleep 0.05\ndone\n" +
+                                 (fail_alone ? "[ " + running + " ] || exit 1\n" : "") + "echo '" +
+                                 std::string(kResultLine) + "'");
+  }
+
   // A fake frontier-trial: `body` runs under /bin/sh with $2 the spec file.
   std::string Script(const std::string& name, const std::string& body) const {
     std::string path = dir_ + "/" + name;
@@ -609,19 +620,7 @@ TEST_F(AgentTest, RegistersAgainWhenTheCoordinatorForgetsTheWorker) {
 
 TEST_F(AgentTest, SlotsRunTrialsConcurrently) {
   // Each trial succeeds only if it sees the other one running.
-  const std::string trial = Script("pair.sh", "touch " + dir_ +
-                                                  "/running-$$\n"
-                                                  "for i in $(seq 100); do\n"
-                                                  "  [ $(ls " +
-                                                  dir_ +
-                                                  " | grep -c running-) -ge 2 ] && break\n"
-                                                  "  sleep 0.05\n"
-                                                  "done\n"
-                                                  "[ $(ls " +
-                                                  dir_ +
-                                                  " | grep -c running-) -ge 2 ] || exit 1\n"
-                                                  "echo '" +
-                                                  std::string(kResultLine) + "'");
+  const std::string trial = PairedTrial(/*fail_alone=*/true);
   coordinator_.AddTrial("t1");
   coordinator_.AddTrial("t2");
   AgentOptions options = Options();
@@ -1192,16 +1191,7 @@ TEST_F(AgentTest, TrialsThatShareACoreSaySo) {
   options.host_lock = dir_ + "/host.lock";
   coordinator_.AddTrial("t1");
   coordinator_.AddTrial("t2");
-  auto agent = Start(options, Script("pair.sh", "touch " + dir_ +
-                                                    "/running-$$\n"
-                                                    "for i in $(seq 100); do\n"
-                                                    "  [ $(ls " +
-                                                    dir_ +
-                                                    " | grep -c running-) -ge 2 ] && break\n"
-                                                    "  sleep 0.05\n"
-                                                    "done\n"
-                                                    "echo '" +
-                                                    std::string(kResultLine) + "'"));
+  auto agent = Start(options, PairedTrial(/*fail_alone=*/false));
   ASSERT_TRUE(agent->Finished());
   const auto completions = coordinator_.Completions();
   ASSERT_THAT(completions, SizeIs(2));
