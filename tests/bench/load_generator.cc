@@ -1,9 +1,10 @@
 // Coordinator load benchmark: N simulated workers against a running
 // frontier-server. No training: each leased trial reports one progress event,
 // "works" for --work-ms, and completes with a small synthetic result.
-// Prints one JSON line: trials/s and p50/p99 latency per RPC; LeaseTrial
-// counts the leases that returned a trial, LeaseTrial(empty) the polls that
-// waited out their wait_ms on an empty queue.
+// Prints one JSON line: trials/s (from the first lease to the last
+// completion) and p50/p99 latency per RPC; LeaseTrial counts the leases that
+// returned a trial, LeaseTrial(empty) the polls that waited out their wait_ms
+// on an empty queue.
 //
 //   load_generator --server HOST:PORT --workers N --trials T [--work-ms W]
 //   load_generator --fill-store URL --trials T   (creates an experiment of T
@@ -269,6 +270,7 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::map<std::string, std::vector<double>> latency_ms;
   Clock::time_point first_lease = Clock::time_point::max();
+  Clock::time_point last_completion;  // the run ends here, not when the last idle long poll returns
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
@@ -333,7 +335,12 @@ int main(int argc, char** argv) {
                   [&](grpc::ClientContext& c) { return stub->CompleteTrial(&c, complete, &completed_reply); })
                 .ok() &&
             completed_reply.accepted()) {
-          if (++completed >= total) done = true;
+          const int now_completed = ++completed;
+          if (now_completed == total) {
+            std::lock_guard<std::mutex> lock(mu);
+            last_completion = Clock::now();
+          }
+          if (now_completed >= total) done = true;
         }
         leased = completed_reply.next();
         // A lease that came with the completion took as long as that call.
@@ -345,7 +352,7 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : threads) t.join();
-  const double run_s = std::chrono::duration<double>(Clock::now() - first_lease).count();
+  const double run_s = std::chrono::duration<double>(last_completion - first_lease).count();
 
   nlohmann::json out = {{"workers", workers},   {"trials", total}, {"work_ms", work_ms},
                         {"submit_s", submit_s}, {"run_s", run_s},  {"trials_per_s", total / run_s}};
