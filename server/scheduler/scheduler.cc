@@ -648,8 +648,8 @@ HeartbeatReply Scheduler::Heartbeat(const std::string& worker_id, const std::str
     reply.stop = true;
     return reply;
   }
-  if (IsProfileRun(trial_id))
-    return reply;  // asked for after the search: the experiment's end does not stop it
+  // A profile run is asked for after the search: the experiment's end does not stop it.
+  if (IsProfileRun(trial_id)) return reply;
   std::lock_guard<std::mutex> lock(search_mu_);
   reply.stop = ExperimentCancelled(ExperimentOfTrial(trial_id));
   return reply;

@@ -535,10 +535,8 @@ void PostgresStore::AddProposerCalls(const std::vector<ProposerCallRow>& calls) 
     for (const ProposerCallRow& c : calls) {
       w.exec_params(
           "INSERT INTO proposer_calls (experiment_id, at_ms, proposer, latency_ms, asked, accepted, "
-          "rejected, "
-          "prompt_tokens, completion_tokens, model_calls, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-          "$10, "
-          "$11)",
+          "rejected, prompt_tokens, completion_tokens, model_calls, error) "
+          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
           c.experiment_id, c.at_ms, c.proposer, c.latency_ms, c.asked, c.accepted, c.rejected,
           c.prompt_tokens, c.completion_tokens, c.model_calls, c.error);
     }
@@ -551,8 +549,8 @@ std::vector<ProposerCallRow> PostgresStore::ListProposerCalls(const std::string&
     std::vector<ProposerCallRow> out;
     for (const auto& r : w.exec_params(
              "SELECT experiment_id, at_ms, proposer, latency_ms, asked, accepted, rejected, prompt_tokens, "
-             "completion_tokens, model_calls, error FROM proposer_calls WHERE experiment_id = $1 ORDER BY "
-             "seq",
+             "completion_tokens, model_calls, error FROM proposer_calls "
+             "WHERE experiment_id = $1 ORDER BY seq",
              experiment_id)) {
       ProposerCallRow c;
       c.experiment_id = r[0].as<std::string>();
