@@ -40,7 +40,8 @@ const std::map<std::string, std::string>& Shorthands() {
       {"width_mult", "arch.width_mult"},
       {"depth_mult", "arch.depth_mult"},
       {"precision", "runtime.precision"},
-      {"memory_format", "runtime.memory_format"}};
+      {"memory_format", "runtime.memory_format"},
+      {"ops.bev_pool", "arch.bev.pooling"}};
   return shorthands;
 }
 
@@ -1060,6 +1061,12 @@ std::optional<std::string> WhyInvalid(const SearchSpace& space, const Config& co
     return std::string(e.what());
   }
   return std::nullopt;
+}
+
+bool IsOpDimension(const Dimension& dimension) {
+  return std::any_of(dimension.paths.begin(), dimension.paths.end(), [](const std::string& path) {
+    return StartsWith(path, "arch.ops.") || path == "arch.bev.pooling";
+  });
 }
 
 bool IsBaseline(const SearchSpace& space, const Config& config) {

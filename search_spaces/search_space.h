@@ -52,6 +52,11 @@ struct Dimension {
   std::vector<nlohmann::json> choices;
 };
 
+// Whether the dimension chooses an op's variant (docs/plugins.md): a path
+// under arch.ops (ops.attention_kernel) or arch.bev.pooling (ops.bev_pool).
+// Reports of such a space show op_speedup and op_bandwidth_share.
+bool IsOpDimension(const Dimension& dimension);
+
 struct ParityRule {
   std::string metric = "val_accuracy";
   double margin = 0.005;

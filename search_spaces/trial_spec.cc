@@ -304,6 +304,12 @@ void ParseStage(const json& j, const std::string& path, StageSpec& s) {
   r.RejectUnknown();
 }
 
+void ParseOps(const json& j, OpsSpec& o) {
+  ObjectReader r(j, "arch.ops");
+  r.Kind("attention_kernel", o.attention_kernel, {"naive", "chunked"});
+  r.RejectUnknown();
+}
+
 void ParseArch(const json& j, ArchSpec& a) {
   ObjectReader r(j, "arch");
   if (const json* s = r.Get("stem")) {
@@ -330,6 +336,7 @@ void ParseArch(const json& j, ArchSpec& a) {
   r.Double("depth_mult", a.depth_mult, 0.01, 64);
   r.Double("dropout", a.dropout, 0, 0.99);
   if (const json* b = r.Get("bev")) ParseBevArch(*b, a.bev);
+  if (const json* o = r.Get("ops")) ParseOps(*o, a.ops);
   r.RejectUnknown();
 }
 
@@ -650,6 +657,7 @@ ResolvedArch ResolveArch(const ArchSpec& a, const InputShape& input) {
   out.norm_groups = a.norm_groups;
   out.activation = a.activation;
   out.dropout = a.dropout;
+  out.ops = a.ops;
   out.stem = a.stem;
   if (out.stem.stride == 0) out.stem.stride = DefaultStemStride(a.stem.kind);
 
@@ -826,7 +834,8 @@ json ToJson(const TrialSpec& s) {
             {"activation", s.arch.activation},
             {"width_mult", s.arch.width_mult},
             {"depth_mult", s.arch.depth_mult},
-            {"dropout", s.arch.dropout}}},
+            {"dropout", s.arch.dropout},
+            {"ops", {{"attention_kernel", s.arch.ops.attention_kernel}}}}},
           {"runtime", RuntimeJson(s.runtime)},
           {"profile", ProfileJson(s.profile)},
           {"latency", LatencyJson(s.latency)}};

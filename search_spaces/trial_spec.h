@@ -173,6 +173,17 @@ struct BevArchSpec {
   int neck_repeats = 1;   // bifpn only: BiFPN layers
 };
 
+// The variant of each op the network runs (docs/plugins.md): a name from the
+// op's registry in frontier-trial, checked against the op's reference by the
+// correctness gate before the trial times anything. BEV pooling's variant is
+// arch.bev.pooling (the space shorthand ops.bev_pool).
+struct OpsSpec {
+  // The softmax attention kinds' softmax(q k^T / sqrt(d)) v (mhsa, window,
+  // gqa): naive (scores materialized, the reference) | chunked (keys in
+  // blocks with a running max and sum, CPU). Kinds without it ignore it.
+  std::string attention_kernel = "naive";
+};
+
 struct ArchSpec {
   StemSpec stem;
   std::vector<StageSpec> stages;
@@ -183,6 +194,7 @@ struct ArchSpec {
   double depth_mult = 1.0;
   double dropout = 0.0;  // before the classifier
   BevArchSpec bev;
+  OpsSpec ops;
 };
 
 struct RuntimeSpec {
@@ -291,6 +303,7 @@ struct ResolvedArch {
   int features = 0;  // channels out of the backbone (into the classifier or the view transform)
   int feature_height = 0, feature_width = 0;  // backbone output map
   ResolvedBev bev;
+  OpsSpec ops;
 };
 
 // Parses and validates a trial spec. Unknown keys are errors (a typo must not

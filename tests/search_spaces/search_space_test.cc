@@ -57,6 +57,62 @@ space:
             std::string::npos);
 }
 
+TEST(SearchSpaceTest, OpsAttentionKernelIsADimensionAndUnknownKernelsAreErrors) {
+  const SearchSpace space = Parse(
+      "space:\n  stages[1].attention.kind: [none, mhsa]\n"
+      "  ops.attention_kernel: [naive, chunked]\n");
+  ASSERT_EQ(space.dimensions.size(), 2u);
+  const Dimension& kernel = space.dimensions[1];
+  EXPECT_EQ(kernel.paths, std::vector<std::string>{"arch.ops.attention_kernel"});
+  EXPECT_TRUE(IsOpDimension(kernel));
+  EXPECT_FALSE(IsOpDimension(space.dimensions[0]));
+  Config chunked;
+  chunked["stages[1].attention.kind"] = "mhsa";
+  chunked["ops.attention_kernel"] = "chunked";
+  const TrialSpec spec = MakeTrialSpec(space, chunked, 1, "t1");
+  EXPECT_EQ(spec.arch.ops.attention_kernel, "chunked");
+  EXPECT_EQ(ToJson(spec)["arch"]["ops"]["attention_kernel"], "chunked");
+  EXPECT_EQ(ResolveArch(spec.arch, spec.task).ops.attention_kernel, "chunked");
+  // The baseline runs the reference.
+  EXPECT_EQ(ParseTrialSpec(space.base).arch.ops.attention_kernel, "naive");
+  // An unknown kernel is an error at its choice, naming the known ones.
+  const std::string error = ErrorOf(std::string(kHead) + "space:\n  ops.attention_kernel: [naive, flash]\n");
+  EXPECT_NE(error.find("space.ops.attention_kernel: unknown choice 'flash'; expected one of naive, chunked"),
+            std::string::npos)
+      << error;
+  // A spec's own field: the same check, and no unknown fields under arch.ops.
+  json j = space.base;
+  j["arch"]["ops"] = {{"attention_kernel", "flash"}};
+  EXPECT_THROW(ParseTrialSpec(j), SpecError);
+  j["arch"]["ops"] = {{"attention_kernal", "chunked"}};
+  try {
+    ParseTrialSpec(j);
+    ADD_FAILURE() << "accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "arch.ops.attention_kernal");
+  }
+}
+
+TEST(SearchSpaceTest, OpsBevPoolIsTheBevPoolingField) {
+  std::string text = ReadSearchSpaceFile(ShippedFile("bev_lss.yaml"));
+  const SearchSpace shipped = ParseSearchSpace(text, "bev_lss.yaml");
+  const size_t at = text.find("  bev.pooling:");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("  bev.pooling:").size(), "  ops.bev_pool:");
+  const SearchSpace space = ParseSearchSpace(text, "bev_lss.yaml");
+  const auto pooling = [](const SearchSpace& s) -> const Dimension* {
+    for (const Dimension& d : s.dimensions) {
+      if (d.paths == std::vector<std::string>{"arch.bev.pooling"}) return &d;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(pooling(shipped), nullptr);
+  ASSERT_NE(pooling(space), nullptr);
+  EXPECT_EQ(pooling(space)->name, "ops.bev_pool");
+  EXPECT_EQ(pooling(space)->choices, pooling(shipped)->choices);
+  EXPECT_TRUE(IsOpDimension(*pooling(shipped)));
+}
+
 TEST(SearchSpaceTest, QuickstartParsesAndEveryConfigRuns) {
   SearchSpace space = LoadSearchSpaceFile(ShippedFile("quickstart.yaml"));
   EXPECT_EQ(space.name, "quickstart");
@@ -382,9 +438,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"NotAMapping", "!- a\n- b\n",
                   "t.yaml:1: expected a mapping of fields (name, task, baseline, space, objectives, ...)"},
         ErrorCase{"DuplicateKey", "repeats: 2\nrepeats: 3\n", "t.yaml:10: repeats: duplicate key"},
-        ErrorCase{"UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
-                  "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, space, "
-                  "objectives, constraints, repeats, parity, strategy, screen, max_attempts, profile, latency"},
+        ErrorCase{
+            "UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
+            "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, "
+            "space, "
+            "objectives, constraints, repeats, parity, strategy, screen, max_attempts, profile, latency"},
         ErrorCase{"MissingName", "!baseline: {arch: {stages: [{}]}}\nobjectives: [{metric: mfu}]\n",
                   "t.yaml: missing field 'name'"},
         ErrorCase{"BadName", "!name: my space\n",
@@ -418,10 +476,11 @@ INSTANTIATE_TEST_SUITE_P(
             "attention, block, depth, expansion, kernel, moe, se, stride, width"},
         ErrorCase{"UnknownDimension", "space:\n  flavour: [a]\n",
                   "t.yaml:10: space.flavour: unknown field 'flavour' in arch; expected one of activation, "
-                  "depth_mult, dropout, norm, norm_groups, stages, stem, width_mult"},
-        ErrorCase{"UnknownRuntimeField", "space:\n  runtime.dtype: [fp32]\n",
-                  "t.yaml:10: space.runtime.dtype: unknown field 'dtype' in runtime; expected one of "
-                  "batch_policy, bucket_cap_mb, device, memory_format, nodes, overlap, precision, ranks, threads"},
+                  "depth_mult, dropout, norm, norm_groups, ops, stages, stem, width_mult"},
+        ErrorCase{
+            "UnknownRuntimeField", "space:\n  runtime.dtype: [fp32]\n",
+            "t.yaml:10: space.runtime.dtype: unknown field 'dtype' in runtime; expected one of "
+            "batch_policy, bucket_cap_mb, device, memory_format, nodes, overlap, precision, ranks, threads"},
         ErrorCase{"IndexOutOfRange", "space:\n  stages[2].block: [basic]\n",
                   "t.yaml:10: space.stages[2].block: index 2 is out of range: arch.stages has 2 entries"},
         ErrorCase{"IndexIntoAScalar", "space:\n  norm[0]: [batch]\n",
@@ -429,7 +488,9 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{
             "MalformedPath", "space:\n  stages[x].block: [basic]\n",
             "t.yaml:10: space.stages[x].block: not a dimension: expected a shorthand (activation, attention, "
-            "block, depth, depth_mult, kernel, memory_format, norm, precision, stem, width_mult) or a field "
+            "block, depth, depth_mult, kernel, memory_format, norm, ops.bev_pool, precision, stem, "
+            "width_mult) or a "
+            "field "
             "path like stages[1].attention.kind"},
         ErrorCase{
             "OverlappingDimensions", "space:\n  block: [basic]\n  stages[*].block: [convnext]\n",
@@ -454,13 +515,15 @@ INSTANTIATE_TEST_SUITE_P(
             "t.yaml:11: task.warmup_steps: must be below task.steps (5) so that some steps are measured"},
         ErrorCase{"UnknownTaskField", "task: {dataset: fashion-mnist, epochs: 3}\n",
                   "t.yaml:9: task.epochs: unknown field"},
-        ErrorCase{"UnknownObjectiveMetric",
-                  "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
-                  "  - {metric: accuracy, goal: maximize}\n",
-                  "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
-                  "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
-                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
-                  "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
+        ErrorCase{
+            "UnknownObjectiveMetric",
+            "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
+            "  - {metric: accuracy, goal: maximize}\n",
+            "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
+            "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
+            "params, "
+            "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
                   "test_accuracy}]\n",
@@ -471,11 +534,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "t.yaml:3: objectives[0].goal: unknown choice 'max'; expected one of maximize, minimize"},
         ErrorCase{"NoObjectives", "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: []\n",
                   "t.yaml:3: objectives: needs at least one objective"},
-        ErrorCase{"UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
-                  "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
-                  "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, params, "
-                  "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
-                  "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
+        ErrorCase{
+            "UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
+            "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
+            "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
+            "params, "
+            "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
         ErrorCase{"ConstraintBoundNotANumber", "constraints: [{metric: mfu, min: high}]\n",
@@ -488,14 +553,16 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"NegativeMargin", "parity:\n  margin: -0.1\n",
                   "t.yaml:10: parity.margin: must be at least 0"},
         ErrorCase{"UnknownStrategy", "strategy: {name: bayes}\n",
-                  "t.yaml:9: strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, nsga2, tpe, asha, "
+                  "t.yaml:9: strategy.name: unknown choice 'bayes'; expected one of grid, random, sobol, "
+                  "nsga2, tpe, asha, "
                   "ablation, external"},
         ErrorCase{"UnknownStrategyField", "strategy: {name: random, budget: 3}\n",
                   "t.yaml:9: strategy.budget: unknown field; expected one of name, trials, seed"},
         ErrorCase{"NegativeTrials", "strategy:\n  name: random\n  trials: -1\n",
                   "t.yaml:11: strategy.trials: must be in [0, 2147483647], got -1"},
         ErrorCase{"TrialsWithGrid", "strategy:\n  name: grid\n  trials: 5\n",
-                  "t.yaml:11: strategy.trials: applies to strategies asha, external, nsga2, random, sobol, tpe only"},
+                  "t.yaml:11: strategy.trials: applies to strategies asha, external, nsga2, random, sobol, "
+                  "tpe only"},
         ErrorCase{"MaxAttemptsZero", "max_attempts: 0\n",
                   "t.yaml:9: max_attempts: must be in [1, 100], got 0"},
         ErrorCase{

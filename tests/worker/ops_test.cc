@@ -6,6 +6,7 @@
 
 #include "search_spaces/trial_spec.h"
 #include "worker/trial/op_bench.h"
+#include "worker/trial/ops/attention_kernel.h"
 #include "worker/trial/ops/bev_pool.h"
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
@@ -51,6 +52,51 @@ TEST(OpRegistryTest, BevPoolIsAnOpWithItsReferenceAndVariants) {
   EXPECT_GT(call.bytes_moved(true), call.bytes_moved(false));
 }
 
+// The recorded attention call of `variant`: 2 samples, `heads` heads of 8
+// channels, `length` tokens (more than one key block by default).
+ops::OpCall AttentionCall(const std::string& variant, torch::ScalarType dtype = torch::kFloat,
+                          int64_t heads = 3, int64_t length = 2 * attention::kKeyBlock + 5) {
+  torch::manual_seed(5);
+  const torch::Tensor q = torch::randn({2, heads, length, 8}).to(dtype);
+  const torch::Tensor k = torch::randn({2, heads, length, 8}).to(dtype);
+  const torch::Tensor v = torch::randn({2, heads, length, 8}).to(dtype);
+  ops::CallRecorder recorder;
+  attention::Attend(variant, q, k, v);
+  attention::Attend(variant, q, k, v);  // the same shapes: kept once
+  EXPECT_EQ(recorder.calls().size(), 1u);
+  return recorder.calls().at(0);
+}
+
+TEST(OpRegistryTest, AttentionKernelIsAnOpWithItsReferenceAndVariants) {
+  const ops::Op& op = ops::OpRegistry().At("attention_kernel");
+  EXPECT_EQ(op.reference, "naive");
+  const std::vector<std::string> variants = op.variants();
+  for (const std::string v : {"naive", "chunked"}) {
+    EXPECT_NE(std::find(variants.begin(), variants.end(), v), variants.end()) << v;
+  }
+  const ops::OpCall call = AttentionCall("chunked", torch::kFloat, 3, 10);
+  EXPECT_EQ(call.op, "attention_kernel");
+  EXPECT_EQ(call.Shapes(), "q (2, 3, 10, 8) fp32, k (2, 3, 10, 8) fp32, v (2, 3, 10, 8) fp32");
+  ASSERT_TRUE(call.edge_cases);
+  std::vector<std::string> edges;
+  for (const ops::OpCall& edge : call.edge_cases()) edges.push_back(edge.edge + ": " + edge.Shapes());
+  EXPECT_EQ(edges,
+            (std::vector<std::string>{
+                "sequence length 1: q (2, 3, 1, 8) fp32, k (2, 3, 1, 8) fp32, v (2, 3, 1, 8) fp32",
+                "a single head: q (2, 1, 10, 8) fp32, k (2, 1, 10, 8) fp32, v (2, 1, 10, 8) fp32",
+                "one key more than a block: q (2, 3, 65, 8) fp32, k (2, 3, 65, 8) fp32, v (2, 3, 65, 8) fp32",
+                "logits 20 times larger: q (2, 3, 10, 8) fp32, k (2, 3, 10, 8) fp32, v (2, 3, 10, 8) fp32"}));
+  EXPECT_GT(call.bytes_moved(true), call.bytes_moved(false));
+  // An unknown kernel is an error naming it.
+  const torch::Tensor x = torch::randn({1, 1, 2, 4});
+  try {
+    attention::Attend("flash9", x, x, x);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown attention kernel 'flash9'");
+  }
+}
+
 TEST(OpRegistryTest, NothingIsRecordedWithoutARecorder) {
   const ops::OpCall call = SmallCall("naive");  // records inside its own recorder
   EXPECT_NO_THROW({ ops::CallRecorder again; });  // and released it
@@ -64,6 +110,51 @@ TEST(CorrectnessGateTest, BuiltInVariantsPassInEveryDtype) {
       EXPECT_EQ(c.checks, 3 + 4);  // draws + edge cases
       EXPECT_LE(c.worst_rel, c.tolerance);
     }
+  }
+}
+
+TEST(CorrectnessGateTest, ChunkedAttentionPassesInEveryDtypeWithItsEdgeCases) {
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kDouble}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      const ops::VariantCheck c = ops::CheckVariant(AttentionCall("chunked", dtype), 3, seed);
+      EXPECT_TRUE(c.passed) << dtype << " seed " << seed << ": " << c.problem << " at " << c.where;
+      EXPECT_EQ(c.checks, 3 + 4);  // draws + edge cases
+      EXPECT_LE(c.worst_rel, c.tolerance);
+    }
+  }
+  // The kernel against the float64 reference directly, forward and every
+  // gradient, in fp32: the recurrence is exact up to float rounding.
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> in, exact;
+  for (int i = 0; i < 3; ++i) in.push_back(torch::randn({2, 2, 150, 16}).requires_grad_(true));
+  for (const torch::Tensor& t : in) exact.push_back(t.detach().to(torch::kDouble).requires_grad_(true));
+  const torch::Tensor out = attention::ChunkedAttention(in[0], in[1], in[2]);
+  const torch::Tensor ref = attention::NaiveAttention(exact[0], exact[1], exact[2]);
+  const torch::Tensor upstream = torch::randn(out.sizes());
+  const auto g = torch::autograd::grad({out}, in, {upstream});
+  const auto rg = torch::autograd::grad({ref}, exact, {upstream.to(torch::kDouble)});
+  EXPECT_LT((out.to(torch::kDouble) - ref).abs().max().item<double>(), 1e-5);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_LT((g[i].to(torch::kDouble) - rg[i]).abs().max().item<double>(), 1e-4) << i;
+}
+
+TEST(CorrectnessGateTest, EveryWrongAttentionVariantIsCaughtEachTime) {
+  LoadTestPlugins();
+  const std::map<std::string, std::string> wrong = {
+      {"scaled", "forward"},            // logits off by a scale of 1.01
+      {"wrong_grad", "gradient of k"},  // 1% too large a gradient
+      {"cached", "draw 1"}};            // a kept output buffer (from the recorded call: stale)
+  for (const auto& [variant, where] : wrong) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      const ops::VariantCheck c = ops::CheckVariant(AttentionCall(variant), 3, seed);
+      EXPECT_FALSE(c.passed) << variant << " seed " << seed;
+      EXPECT_NE(c.where.find(where), std::string::npos) << variant << ": " << c.where << " / " << c.problem;
+      EXPECT_FALSE(c.problem.empty());
+    }
+  }
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    const ops::VariantCheck c = ops::CheckVariant(AttentionCall("right_copy", dtype), 3, 2);
+    EXPECT_TRUE(c.passed) << "right_copy: " << c.problem << " at " << c.where;
   }
 }
 
@@ -219,6 +310,73 @@ TEST(TrialGateTest, AMissingPluginOrAnUnregisteredNameFailsTheTrialNamingIt) {
   r = RunTrial(ParseTrialSpec(BevTrial("no_such_variant")), options);
   EXPECT_EQ(r["status"], "failed");
   EXPECT_NE(r["error"].get<std::string>().find("no_such_variant"), std::string::npos) << r["error"];
+}
+
+// BevTrial with mhsa attention (2 heads) after its encoder's block, run with
+// the attention kernel `kernel`: 32x32 = 1024 tokens of 8 channels.
+nlohmann::json BevAttentionTrial(const std::string& kernel) {
+  nlohmann::json j = BevTrial("naive");
+  j["arch"]["bev"]["encoder"][0]["attention"] = {{"kind", "mhsa"}, {"heads", 2}};
+  j["arch"]["ops"] = {{"attention_kernel", kernel}};
+  return j;
+}
+
+TEST(TrialGateTest, MhsaWithTheChunkedKernelTrainsAsWithTheNaiveOne) {
+  TrialOptions options;
+  const nlohmann::json naive = RunTrial(ParseTrialSpec(BevAttentionTrial("naive")), options);
+  const nlohmann::json chunked = RunTrial(ParseTrialSpec(BevAttentionTrial("chunked")), options);
+  ASSERT_EQ(naive["status"], "completed") << naive.dump();
+  ASSERT_EQ(chunked["status"], "completed") << chunked.dump();
+  EXPECT_FALSE(naive.contains("correctness"));  // only reference variants
+  EXPECT_TRUE(chunked["correctness"]["passed"].get<bool>());
+  EXPECT_EQ(chunked["correctness"]["variants"][0]["op"], "attention_kernel");
+  EXPECT_EQ(chunked["op"]["variant"], "chunked");
+  EXPECT_GT(chunked["op"]["speedup"].get<double>(), 0);
+  // Four steps from the same seed: the losses agree up to float rounding.
+  const double a = naive["final_train_loss"].get<double>(), b = chunked["final_train_loss"].get<double>();
+  EXPECT_NEAR(a, b, 1e-4 * std::abs(a)) << a << " vs " << b;
+  const double va = naive["val_loss"].get<double>(), vb = chunked["val_loss"].get<double>();
+  EXPECT_NEAR(va, vb, 1e-4 * std::abs(va)) << va << " vs " << vb;
+  // A wrong kernel fails the trial as incorrect, never trained.
+  const nlohmann::json wrong = RunTrial(ParseTrialSpec(BevAttentionTrial("wrong_grad")), options);
+  EXPECT_EQ(wrong["status"], "failed");
+  EXPECT_EQ(wrong["error_kind"], "incorrect");
+  EXPECT_NE(wrong["error"].get<std::string>().find("attention_kernel variant 'wrong_grad'"),
+            std::string::npos)
+      << wrong["error"];
+  EXPECT_EQ(wrong.value("steps_run", -1), 0);
+}
+
+TEST(OpBenchTest, TimesTheAttentionKernelsAtTheModelsShapes) {
+  OpBenchOptions options;
+  options.rounds = 3;
+  options.warmup = 1;
+  const nlohmann::json r = RunOpBench(ParseTrialSpec(BevAttentionTrial("naive")), options);
+  const nlohmann::json* attention_op = nullptr;
+  for (const nlohmann::json& op : r["ops"]) {
+    if (op["op"] == "attention_kernel") attention_op = &op;
+  }
+  ASSERT_NE(attention_op, nullptr) << r.dump();
+  EXPECT_EQ((*attention_op)["shapes"],
+            "q (2, 2, 1024, 4) fp32, k (2, 2, 1024, 4) fp32, v (2, 2, 1024, 4) fp32");
+  std::map<std::string, nlohmann::json> by_name;
+  for (const nlohmann::json& v : (*attention_op)["variants"]) by_name[v["variant"]] = v;
+  for (const std::string right : {"naive", "chunked", "right_copy"}) {
+    ASSERT_TRUE(by_name.count(right)) << right;
+    EXPECT_TRUE(by_name[right]["correct"].get<bool>()) << right;
+    EXPECT_EQ(by_name[right]["forward_backward_ms"]["n"], 3) << right;
+    EXPECT_GT(by_name[right]["speedup"]["median"].get<double>(), 0) << right;
+    EXPECT_GT(by_name[right]["bytes_moved_mb"].get<double>(), 0) << right;
+    EXPECT_GT(by_name[right]["peak_mb"].get<double>(), 0) << right;
+  }
+  // The chunked kernel never holds the (1024 x 1024) scores of a head: 8 MiB
+  // in fp32 for the 4 (sample, head) pairs, forward alone.
+  EXPECT_LT(by_name["chunked"]["peak_mb"].get<double>(), by_name["naive"]["peak_mb"].get<double>());
+  for (const std::string wrong : {"scaled", "wrong_grad", "cached"}) {
+    ASSERT_TRUE(by_name.count(wrong)) << wrong;
+    EXPECT_FALSE(by_name[wrong]["correct"].get<bool>()) << wrong;
+    EXPECT_FALSE(by_name[wrong].contains("forward_backward_ms")) << wrong << " was timed";
+  }
 }
 
 TEST(OpBenchTest, TimesTheCorrectVariantsAtTheModelsShapesAndNeverTheWrongOnes) {

@@ -29,7 +29,9 @@ struct OpBenchOptions {
 // ops: [{op, shapes, reference, variants: [{variant, correct, forward_ms,
 // forward_backward_ms (median, p10, p90), speedup (median and 95% interval
 // of the per-round ratios reference / variant, forward+backward),
-// bytes_moved_mb, achieved_gb_s, bandwidth_share}]}]}. Throws on a spec
+// bytes_moved_mb, achieved_gb_s, bandwidth_share, peak_mb (CPU only: the
+// most bytes one untimed forward+backward holds through the CPU allocator
+// beyond its inputs, gradients of the inputs included)}]}]}. Throws on a spec
 // whose model cannot be built.
 nlohmann::json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options);
 
@@ -42,7 +44,8 @@ std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::functi
 // Times the reference and `variants` of the call's op (no correctness check:
 // the caller has run the gate) on one fixed set of random inputs: {op,
 // shapes, reference, variants: [{variant, forward_ms, forward_backward_ms,
-// speedup_forward, speedup, bytes_moved_mb, achieved_gb_s, bandwidth_share}]}.
+// speedup_forward, speedup, bytes_moved_mb, achieved_gb_s, bandwidth_share,
+// peak_mb}]}.
 // The trial runner calls it for the variant it trains (result field `op`).
 nlohmann::json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& variants, const DeviceInfo& dev,
                             double copy_bytes_per_s, const OpBenchOptions& options, uint64_t seed);

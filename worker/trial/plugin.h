@@ -5,7 +5,8 @@
 // A plugin is built against the same LibTorch and these headers, links
 // LibTorch, and ends with FRONTIER_PLUGIN(its registration function); the
 // function calls one Register... below per name. Everything frontier-trial
-// itself uses (model/model.h's layers, ops/bev_pool.h's plan and helpers)
+// itself uses (model/model.h's layers, ops/bev_pool.h's plan and helpers,
+// ops/attention_kernel.h's kernels)
 // resolves against frontier-trial's own symbols at load time.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include <torch/version.h>
 
 #include "worker/trial/model/model.h"
+#include "worker/trial/ops/attention_kernel.h"
 #include "worker/trial/ops/bev_pool.h"
 
 namespace frontier {
@@ -43,6 +45,13 @@ inline void RegisterAttention(const std::string& name, model::AttentionKind kind
 // against "naive" by the correctness gate before the trial times anything.
 inline void RegisterBevPoolVariant(const std::string& name, bev::PoolVariant variant) {
   bev::PoolRegistry().Add(name, variant);
+}
+// A variant of the op "attention_kernel" (arch.ops.attention_kernel):
+// q (B, h, L, d) x k, v (B, h, S, d) -> softmax(q k^T / sqrt(d)) v (B, h, L, d)
+// in q's dtype, differentiable in all three. Checked against "naive" by the
+// correctness gate before the trial times anything.
+inline void RegisterAttentionKernelVariant(const std::string& name, attention::KernelVariant variant) {
+  attention::KernelRegistry().Add(name, variant);
 }
 
 }  // namespace plugin

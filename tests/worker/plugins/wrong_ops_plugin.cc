@@ -1,6 +1,7 @@
-// The test plugin of tests/worker/ops_test.cc: bev_pool variants that are
-// wrong in the ways public kernel benchmarks were fooled (off by a scale, a
-// wrong gradient, a kept output buffer, no backward), and one right one.
+// The test plugin of tests/worker/ops_test.cc: bev_pool and attention_kernel
+// variants that are wrong in the ways public kernel benchmarks were fooled
+// (off by a scale, a wrong gradient, a kept output buffer, no backward), and a
+// right one of each.
 // Loading a second copy of it registers its names twice.
 #include <torch/torch.h>
 
@@ -64,12 +65,64 @@ Tensor RightCopy(const Tensor& depth, const Tensor& features, const PoolPlan& pl
   return frontier::bev::PoolRegistry().At("fused")(depth, features, plan);
 }
 
+// attention_kernel variants wrong in the same ways, and one right one.
+Tensor AttentionReference(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return frontier::attention::NaiveAttention(q, k, v);
+}
+
+// Off by a scale: the logits scaled by 1.01 / sqrt(d) instead of 1 / sqrt(d).
+Tensor AttentionScaled(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return AttentionReference(q * 1.01, k, v);
+}
+
+// The forward is right; the gradient of k is 1% too large.
+class AttentionWrongGradFunction : public torch::autograd::Function<AttentionWrongGradFunction> {
+ public:
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k,
+                        const Tensor& v) {
+    ctx->save_for_backward({q, k, v});
+    torch::NoGradGuard no_grad;
+    return AttentionReference(q, k, v);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    std::vector<Tensor> in;
+    for (const Tensor& t : saved) in.push_back(t.detach().requires_grad_(true));
+    torch::AutoGradMode on(true);
+    const Tensor y = AttentionReference(in[0], in[1], in[2]);
+    const auto g = torch::autograd::grad({y}, in, {grads[0]});
+    return {g[0], g[1] * 1.01, g[2]};
+  }
+};
+Tensor AttentionWrongGrad(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return AttentionWrongGradFunction::apply(q, k, v);
+}
+
+// Computes once per shape, then hands back the buffer it kept.
+Tensor AttentionCached(const Tensor& q, const Tensor& k, const Tensor& v) {
+  static Tensor kept;
+  if (!kept.defined() || kept.sizes() != q.sizes() || kept.scalar_type() != q.scalar_type()) {
+    kept = AttentionReference(q, k, v);
+  }
+  return kept;
+}
+
+// Right: the chunked kernel.
+Tensor AttentionRightCopy(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return frontier::attention::KernelRegistry().At("chunked")(q, k, v);
+}
+
 void Register() {
   frontier::plugin::RegisterBevPoolVariant("scaled", Scaled);
   frontier::plugin::RegisterBevPoolVariant("wrong_grad", WrongGrad);
   frontier::plugin::RegisterBevPoolVariant("cached", Cached);
   frontier::plugin::RegisterBevPoolVariant("detached", Detached);
   frontier::plugin::RegisterBevPoolVariant("right_copy", RightCopy);
+  frontier::plugin::RegisterAttentionKernelVariant("scaled", AttentionScaled);
+  frontier::plugin::RegisterAttentionKernelVariant("wrong_grad", AttentionWrongGrad);
+  frontier::plugin::RegisterAttentionKernelVariant("cached", AttentionCached);
+  frontier::plugin::RegisterAttentionKernelVariant("right_copy", AttentionRightCopy);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "worker/trial/model/moe.h"
+#include "worker/trial/ops/attention_kernel.h"
 
 namespace frontier::model {
 namespace nn = torch::nn;
@@ -183,15 +184,22 @@ torch::Tensor ConvBlockImpl::forward(const torch::Tensor& input) {
 
 namespace {
 
-// Softmax attention; every group of h / kv_heads query heads shares one k/v head.
-torch::Tensor SoftmaxMix(torch::Tensor q, torch::Tensor k, torch::Tensor v) {
-  const int64_t h = q.size(1), kv_heads = k.size(1), d = q.size(3);
+// Softmax attention with the attention kernel `kernel`; every group of
+// h / kv_heads query heads shares one k/v head.
+torch::Tensor SoftmaxAttention(const std::string& kernel, const torch::Tensor& q, torch::Tensor k,
+                               torch::Tensor v) {
+  const int64_t h = q.size(1), kv_heads = k.size(1);
   if (kv_heads != h) {
     k = k.repeat_interleave(h / kv_heads, 1);
     v = v.repeat_interleave(h / kv_heads, 1);
   }
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
-  return torch::matmul(torch::softmax(scores, -1), v);
+  return attention::Attend(kernel, q, k, v);
+}
+
+// The softmax kinds' mixer, as a plugin calling the registry's entry sees it:
+// the reference kernel. AttentionImpl runs these kinds with its own kernel.
+torch::Tensor SoftmaxMix(torch::Tensor q, torch::Tensor k, torch::Tensor v) {
+  return SoftmaxAttention("naive", q, std::move(k), std::move(v));
 }
 
 // ReLU linear attention: phi(Q)(phi(K)^T V) / (phi(Q) sum(phi(K))), the
@@ -219,12 +227,15 @@ Registry<AttentionKind>& AttentionRegistry() {
   return registry;
 }
 
-AttentionImpl::AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm)
+AttentionImpl::AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm,
+                             const std::string& kernel)
     : spec_(spec),
       kind_(AttentionRegistry().At(spec.kind)),
+      kernel_(kernel),
       kv_heads_(kind_.grouped_kv ? spec.kv_heads : spec.heads),
       use_norm_(norm != "none") {
   TORCH_CHECK(spec.head_dim > 0, "attention head_dim must be resolved before building");
+  attention::KernelRegistry().At(kernel_);  // throws naming a kernel no one registered
   const int inner = spec.heads * spec.head_dim;
   if (use_norm_) norm_ = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({channels})));
   q_ = register_module("q", nn::Linear(channels, inner));
@@ -237,7 +248,8 @@ torch::Tensor AttentionImpl::Mix(const torch::Tensor& t) {
   const int64_t h = spec_.heads, d = spec_.head_dim;
   torch::Tensor q = q_(t).view({b, n, h, d}).transpose(1, 2);                        // (B, h, N, d)
   torch::Tensor kv = kv_(t).view({b, n, 2, kv_heads_, d}).permute({2, 0, 3, 1, 4});  // (2, B, kvh, N, d)
-  torch::Tensor out = kind_.mix(q, kv[0], kv[1]);
+  torch::Tensor out =
+      kind_.mix == SoftmaxMix ? SoftmaxAttention(kernel_, q, kv[0], kv[1]) : kind_.mix(q, kv[0], kv[1]);
   return out.transpose(1, 2).reshape({b, n, h * d});
 }
 
@@ -291,7 +303,7 @@ void AppendStage(const ResolvedStage& s, const ResolvedArch& arch, nn::Sequentia
         s.block, i == 0 ? s.in_width : s.width, s.width, i == 0 ? s.stride : 1, s.kernel, s.expansion, s.se, s.moe};
     seq->push_back(ConvBlock(style, block));
     if (s.attention.kind != "none" && i >= s.attention_from_block) {
-      seq->push_back(Attention(s.attention, s.width, arch.norm));
+      seq->push_back(Attention(s.attention, s.width, arch.norm, arch.ops.attention_kernel));
     }
   }
 }

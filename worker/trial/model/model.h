@@ -143,10 +143,14 @@ struct AttentionKind {
 Registry<AttentionKind>& AttentionRegistry();
 
 // Token mixing on an NCHW map as a pre-norm residual layer:
-// x + proj(mix(norm(tokens(x)))), the kind from AttentionRegistry.
+// x + proj(mix(norm(tokens(x)))), the kind from AttentionRegistry. The
+// built-in softmax kinds (mhsa, window, gqa) compute softmax(q k^T/sqrt(d)) v
+// with the op attention_kernel's variant `kernel` (ops/attention_kernel.h,
+// arch.ops.attention_kernel); other kinds ignore it.
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm);
+  AttentionImpl(const AttentionSpec& spec, int channels, const std::string& norm,
+                const std::string& kernel = "naive");
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -154,6 +158,7 @@ class AttentionImpl : public torch::nn::Module {
 
   AttentionSpec spec_;
   AttentionKind kind_;
+  std::string kernel_;
   int kv_heads_;
   bool use_norm_;
   torch::nn::LayerNorm norm_{nullptr};

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "worker/trial/ops/attention_kernel.h"
 #include "worker/trial/ops/bev_pool.h"
 
 namespace frontier::ops {
@@ -46,6 +47,7 @@ Registry<Op>& OpRegistry() {
   static Registry<Op> registry = [] {
     Registry<Op> r("op");
     r.Add("bev_pool", bev::PoolOp());
+    r.Add("attention_kernel", attention::KernelOp());
     return r;
   }();
   return registry;

@@ -52,7 +52,7 @@ struct Op {
   std::function<std::vector<torch::Tensor>(const OpCall& call, at::Generator& generator)> random_inputs;
 };
 
-// Ops by name: "bev_pool" (bev_pool.cc registers it).
+// Ops by name: "bev_pool" (bev_pool.h) and "attention_kernel" (attention_kernel.h).
 Registry<Op>& OpRegistry();
 
 // Records the op calls made on this thread while it lives: one per distinct
