@@ -26,7 +26,7 @@ std::string CsvNumber(double value) { return nlohmann::json(value).dump(); }
 
 std::string RenderCsv(const Report& report) {
   const std::vector<std::string> metrics =
-      SummarizedMetrics(report.objectives, report.constraints, report.parity);
+      SummarizedMetrics(report.objectives, report.constraints, report.parity, report.varies_op);
   std::vector<std::string> header = {"config_key",    "is_baseline", "seeds_completed",   "trials_total",
                                      "trials_failed", "feasible",    "infeasible_reason", "on_front"};
   for (const std::string& m : metrics) {

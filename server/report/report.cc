@@ -176,10 +176,9 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
 
 }  // namespace
 
-
 std::vector<std::string> SummarizedMetrics(const std::vector<Objective>& objectives,
                                            const std::vector<Constraint>& constraints,
-                                           const ParityRule& parity) {
+                                           const ParityRule& parity, bool varies_op) {
   std::vector<std::string> metrics = ReportMetrics();
   auto add = [&metrics](const std::string& metric) {
     if (std::find(metrics.begin(), metrics.end(), metric) == metrics.end()) metrics.push_back(metric);
@@ -187,6 +186,10 @@ std::vector<std::string> SummarizedMetrics(const std::vector<Objective>& objecti
   for (const Objective& objective : objectives) add(objective.metric);
   for (const Constraint& constraint : constraints) add(constraint.metric);
   add(parity.metric);
+  if (varies_op) {
+    add("op_speedup");
+    add("op_bandwidth_share");
+  }
   return metrics;
 }
 
@@ -279,6 +282,7 @@ struct ReportBuilder::State {
   ScreenSpec screen;  // the space's; steps from the trials for a space read back from goals
   SearchSpace space_facts;  // the strategy, repeats and grid size, for Report
   bool data_parallel = false;
+  bool varies_op = false;        // an op dimension (IsOpDimension)
   bool scaling_decides = false;  // an objective or constraint names scaling_efficiency
   std::string ranks_dimension;  // the dimension on runtime.ranks; "" when none
   int base_ranks = 1;
@@ -424,7 +428,8 @@ ReportBuilder::ReportBuilder(std::string experiment_id, const SearchSpace& space
   s.constraints = space.constraints;
   s.parity = space.parity;
   s.screen = space.screen;
-  s.metrics = SummarizedMetrics(space.objectives, space.constraints, space.parity);
+  s.varies_op = std::any_of(space.dimensions.begin(), space.dimensions.end(), IsOpDimension);
+  s.metrics = SummarizedMetrics(space.objectives, space.constraints, space.parity, s.varies_op);
   // A data-parallel space: ranks vary, or the baseline has more than one.
   for (const Dimension& d : space.dimensions) {
     if (std::find(d.paths.begin(), d.paths.end(), "runtime.ranks") != d.paths.end()) s.ranks_dimension = d.name;
@@ -642,6 +647,7 @@ Report ReportBuilder::Build(bool front_only) {
   s.groups.clear();
 
   report.data_parallel = s.data_parallel;
+  report.varies_op = s.varies_op;
   if (s.data_parallel || s.scaling_decides) AddScalingEfficiency(s.ranks_dimension, s.base_ranks, report.configs);
   ComputeHypervolume(report);
   if (!s.screened.empty()) {

@@ -166,6 +166,9 @@ struct Report {
   size_t grid_size = 0;  // 0 when the space has no dimensions
   ProposerCallsSummary proposer_calls;  // set by whoever reads the store (server/rpc/stored_report.cc)
   bool data_parallel = false;  // the space varies runtime.ranks or its baseline has ranks > 1
+  // The space has an op dimension (ops.attention_kernel, ops.bev_pool): the
+  // configs' op_speedup and op_bandwidth_share are summarized and shown.
+  bool varies_op = false;
   // The trials' stored artifacts, for the HTML page's links (set by whoever
   // reads the store, server/rpc/stored_report.cc): each file linked as
   // artifacts_href/EXPERIMENT/TRIAL/NAME, or with an empty href named by the
@@ -184,10 +187,12 @@ struct Report {
 const std::vector<std::string>& ReportMetrics();
 
 // ReportMetrics() followed by any other metric the objectives, constraints or
-// parity rule name: the metrics a report on such a space summarizes.
+// parity rule name, then, for a space that varies an op (`varies_op`: an op
+// dimension, IsOpDimension), op_speedup and op_bandwidth_share: the metrics a
+// report on such a space summarizes.
 std::vector<std::string> SummarizedMetrics(const std::vector<Objective>& objectives,
                                            const std::vector<Constraint>& constraints,
-                                           const ParityRule& parity);
+                                           const ParityRule& parity, bool varies_op = false);
 
 
 // Groups trials (one fidelity) by config key and summarizes each group over

@@ -155,6 +155,15 @@ TextTable BuildTextTable(const Report& report, bool wide) {
                                return FormatMetric(c, "comms_exposed_share", "%.1f", 100);
                              }}});
   }
+  if (report.varies_op) {  // docs/plugins.md: the op variant against its reference, after samples/s
+    const auto at =
+        std::find_if(columns.begin(), columns.end(), [](const Column& c) { return c.header == "samples/s"; });
+    columns.insert(at + 1, {{"op speed-up", true, true,
+                             [](const ConfigSummary& c) { return FormatMetric(c, "op_speedup", "%.2fx"); }},
+                            {"op BW %", true, false, [](const ConfigSummary& c) {
+                               return FormatMetric(c, "op_bandwidth_share", "%.1f", 100);
+                             }}});
+  }
   table.header.push_back("#");
   table.right_aligned.push_back(true);
   for (const Column& column : columns) {

@@ -248,7 +248,8 @@ Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const Co
   Comparison out;
   out.a = &a;
   out.b = &b;
-  for (const std::string& metric : SummarizedMetrics(report.objectives, report.constraints, report.parity)) {
+  for (const std::string& metric :
+       SummarizedMetrics(report.objectives, report.constraints, report.parity, report.varies_op)) {
     MetricComparison m;
     m.metric = metric;
     if (const MetricSummary* s = Find(a, metric)) m.a = *s;
