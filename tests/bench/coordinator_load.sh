@@ -17,7 +17,7 @@ build="${1:-$root/build}"; trials="${2:-3000}"
 work="$(mktemp -d)"; server_pid=""
 source "$root/tests/integration/pg.sh"
 source "$root/tests/bench/pg_durability.sh"
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; pg_stop immediate; rm -rf "$work"; }
+cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; pg_stop immediate; [[ -n "${KEEP_LOG:-}" ]] && cp "$work/server.log" "$KEEP_LOG" && cp "$PG_DIR/server.log" "$KEEP_LOG.pg"; rm -rf "$work"; }
 trap cleanup EXIT
 pg_setup "$work"
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -34,8 +34,12 @@ fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q
 # SECTIONS: which parts to run (default all): load optuna report
 # STORES / WORKERS: the stores and worker counts of the load section (Optuna: the counts up to 64).
 # LOADGEN_ARGS: more load_generator flags (--lease-next 0: a LeaseTrial call per trial, no lease with the completion).
-# SERVER_BIN: another frontier-server binary (e.g. a build of the previous commit, for before/after).
+# SERVER_BIN / LOADGEN_BIN: another frontier-server / load_generator binary (e.g. a build of the previous
+# commit, for before/after).
 # PERF_LOAD=PREFIX / PERF_REPORT=FILE: perf record the coordinator during the load runs / the report query.
+# PG_OPTIONS: more PostgreSQL settings (-c name=value ...), e.g. shared_preload_libraries=pg_stat_statements
+# with PG_STATEMENTS=PREFIX: the load runs' costliest statements into PREFIX.WORKERS.
+# KEEP_LOG=FILE: the coordinator's log into FILE and PostgreSQL's into FILE.pg.
 sections="${SECTIONS:-load optuna report}"
 stores="${STORES:-sqlite postgresql}"; worker_counts="${WORKERS:-16 64 256}"
 # The load and Optuna sections at one durability of PostgreSQL (SQLite runs as always).
@@ -48,8 +52,11 @@ for store in $stores; do
     if [[ $store == sqlite ]]; then url="$work/load-$workers.db"; else url=$(fresh_pg "load$workers"); fi
     start_server "$url"
     [[ -n "${PERF_LOAD:-}" ]] && { perf record -F 999 -g -p "$server_pid" -o "$PERF_LOAD.$store$workers" > /dev/null 2>&1 & perf_pid=$!; sleep 0.5; }
-    line=$("$build/tests/bench/load_generator" --server "$addr" --workers "$workers" --trials "$trials" ${LOADGEN_ARGS:-})
+    pg_pid=0; [[ $store == postgresql ]] && pg_pid=$(head -1 "$PG_DIR/data/postmaster.pid")
+    line=$("${LOADGEN_BIN:-$build/tests/bench/load_generator}" --server "$addr" --workers "$workers" --trials "$trials" \
+      --cpu-of "coordinator=$server_pid,postgresql=$pg_pid" ${LOADGEN_ARGS:-})
     [[ -n "${PERF_LOAD:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+    [[ -n "${PG_STATEMENTS:-}" && $store == postgresql ]] && /usr/bin/psql -At "$url" -F ' | ' -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT round(total_exec_time::numeric, 1), calls, round((total_exec_time / calls)::numeric, 3), left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8" > "$PG_STATEMENTS.$workers" 2>&1
     stop_server
     label=$store; [[ $store == postgresql ]] && label="postgresql ($PG_DURABILITY)"
     echo "$label $workers workers: $(echo "$line" | /usr/bin/python3 "$root/tests/bench/load_summary.py")"

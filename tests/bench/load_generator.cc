@@ -1,12 +1,14 @@
 // Coordinator load benchmark: N simulated workers against a running
-// frontier-server. No training: each leased trial reports one progress event,
-// "works" for --work-ms, and completes with a small synthetic result.
+// frontier-server. No training: each leased trial reports one progress event
+// and completes with a small synthetic result.
 // Prints one JSON line: trials/s (from the first lease to the last
 // completion) and p50/p99 latency per RPC; LeaseTrial counts the leases that
 // returned a trial, LeaseTrial(empty) the polls that waited out their wait_ms
 // on an empty queue.
 //
-//   load_generator --server HOST:PORT --workers N --trials T [--work-ms W]
+//   load_generator --server HOST:PORT --workers N --trials T [--lease-next 0] [--cpu-of NAME=PID,...]
+//       (--cpu-of: also the CPU milliseconds per trial those processes, with their children, and the
+//       simulated workers used during the run)
 //   load_generator --fill-store URL --trials T   (creates an experiment of T
 //       pending trials directly through the Store; coordinator_load.sh then
 //       finishes them all in one SQL statement, for the report query at scale)
@@ -25,14 +27,21 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <cstdio>
 #include <cstdlib>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -112,6 +121,50 @@ int FillStore(const std::string& url, int trials) {
                    .dump()
             << std::endl;
   return 0;
+}
+
+// CPU seconds process `pid` has used so far: its own threads, its children
+// reaped (PostgreSQL's ended backends) and its children alive (the backends
+// still connected), from /proc. 0 for pid 0.
+double CpuSecondsOf(int pid) {
+  if (pid <= 0) return 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  // Fields after the command's closing parenthesis: state is the 3rd field, ppid the 4th, utime the 14th.
+  auto fields = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream rest(text.substr(text.rfind(')') + 1));
+    return std::vector<std::string>(std::istream_iterator<std::string>(rest), {});
+  };
+  auto field = [](const std::vector<std::string>& f, size_t n) {
+    return f.size() > n - 3 ? std::stod(f[n - 3]) : 0;
+  };
+  const std::vector<std::string> own = fields("/proc/" + std::to_string(pid) + "/stat");
+  double ticks = field(own, 14) + field(own, 15) + field(own, 16) + field(own, 17);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::vector<std::string> f = fields(entry.path() / "stat");
+    if (f.size() > 1 && f[1] == std::to_string(pid)) ticks += field(f, 14) + field(f, 15);
+  }
+  return ticks / tick;
+}
+
+double OwnCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// --cpu-of NAME=PID,NAME=PID: the processes whose CPU the load run reports per trial.
+std::vector<std::pair<std::string, int>> ParseCpuOf(const std::string& flag) {
+  std::vector<std::pair<std::string, int>> out;
+  std::istringstream in(flag);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) out.emplace_back(item.substr(0, eq), std::stoi(item.substr(eq + 1)));
+  }
+  return out;
 }
 
 // A channel that reconnects within half a second of the coordinator coming
@@ -225,6 +278,137 @@ int SoakWorker(const std::string& server, const std::string& ledger, int work_ms
     leased = s.ok() ? reply.next() : v1::LeaseTrialResponse();
   }
 }
+// What the simulated workers of the load mode share: the trial count, the
+// latencies each hands over when it stops, the run's first lease and last completion.
+struct Load {
+  Load(int total, bool lease_next) : total(total), lease_next(lease_next) {}
+  const int total;
+  const bool
+      lease_next;  // false: a LeaseTrial call per trial, as workers before CompleteTrial.lease_next did
+  std::atomic<int> completed{0};
+  std::atomic<bool> done{false};
+  std::mutex mu;  // guards what follows
+  std::condition_variable stopped;
+  int workers_stopped = 0;
+  std::map<std::string, std::vector<double>> latency_ms;
+  Clock::time_point first_lease = Clock::time_point::max();
+  Clock::time_point last_completion;  // the run ends here, not when the last idle long poll returns
+
+  void WaitForWorkers(int workers) {
+    std::unique_lock<std::mutex> lock(mu);
+    stopped.wait(lock, [&] { return workers_stopped == workers; });
+  }
+};
+
+// One simulated worker of the load mode on gRPC's callback API: each call's
+// completion makes the next call, so the 64 workers cost gRPC's few callback
+// threads, not 64 threads each woken per call (this client shares the cores
+// with the coordinator and PostgreSQL). Per trial: a lease unless the last
+// completion brought one, one progress event, the completion.
+// The callback-API start of one WorkerService method, for SimulatedWorker::Call.
+#define Rpc(method) [](auto* async, auto... args) { async->method(args...); }
+
+class SimulatedWorker {
+ public:
+  SimulatedWorker(Load& load, std::unique_ptr<v1::WorkerService::Stub> stub, int index)
+      : load_(load), stub_(std::move(stub)), rng_(index) {
+    register_.set_host("sim-" + std::to_string(index));
+    register_.set_device("cpu");
+  }
+
+  void Start() {
+    Call("RegisterWorker", Rpc(RegisterWorker), register_, registered_,
+         [this](const grpc::Status&) { Next(); });
+  }
+
+ private:
+  // Starts the call `start` makes, with a fresh context; `then` runs with its status on a gRPC thread.
+  template <typename Start, typename Request, typename Response, typename Then>
+  void Call(const char* rpc, Start&& start, const Request& request, Response& response, Then&& then) {
+    context_ = std::make_unique<grpc::ClientContext>();
+    context_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    response.Clear();
+    const auto t0 = Clock::now();
+    start(stub_->async(), context_.get(), &request, &response,
+          [this, rpc, t0, then = std::forward<Then>(then)](grpc::Status status) {
+            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            if (rpc != nullptr) mine_[rpc].push_back(ms);
+            last_ms_ = ms;
+            then(status);
+          });
+  }
+
+  void Next() {
+    if (load_.done) return Stop();
+    if (next_.has_trial()) return Progress();
+    lease_.set_worker_id(registered_.worker_id());
+    lease_.set_wait_ms(200);
+    Call(nullptr, Rpc(LeaseTrial), lease_, next_, [this](const grpc::Status& status) {
+      // Leases that returned a trial apart from empty long polls (which wait up to wait_ms by design).
+      mine_[next_.has_trial() ? "LeaseTrial" : "LeaseTrial(empty)"].push_back(last_ms_);
+      if (!status.ok()) next_.Clear();
+      Next();
+    });
+  }
+
+  void Progress() {
+    first_ = std::min(first_, Clock::now());
+    progress_.set_worker_id(registered_.worker_id());
+    progress_.set_trial_id(next_.trial_id());
+    progress_.set_attempt(next_.attempt());
+    progress_.set_event_json(R"({"event":"progress","step":1,"loss":1.0})");
+    Call("ReportProgress", Rpc(ReportProgress), progress_, progressed_,
+         [this](const grpc::Status&) { Complete(); });
+  }
+
+  void Complete() {
+    complete_.set_worker_id(registered_.worker_id());
+    complete_.set_trial_id(next_.trial_id());
+    complete_.set_attempt(next_.attempt());
+    complete_.set_result_json(FakeResult(rng_));
+    complete_.set_lease_next(load_.lease_next);  // as the worker agent does
+    const char* rpc = load_.lease_next ? "CompleteTrial+lease" : "CompleteTrial";
+    Call(rpc, Rpc(CompleteTrial), complete_, completed_, [this](const grpc::Status& status) {
+      if (status.ok() && completed_.accepted()) {
+        const int now_completed = ++load_.completed;
+        if (now_completed == load_.total) {
+          std::lock_guard<std::mutex> lock(load_.mu);
+          load_.last_completion = Clock::now();
+        }
+        if (now_completed >= load_.total) load_.done = true;
+      }
+      next_ = status.ok() ? completed_.next() : v1::LeaseTrialResponse();
+      // A lease that came with the completion took as long as that call.
+      if (next_.has_trial()) mine_["LeaseTrial"].push_back(last_ms_);
+      Next();
+    });
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(load_.mu);
+    load_.first_lease = std::min(load_.first_lease, first_);
+    for (auto& [rpc, v] : mine_)
+      load_.latency_ms[rpc].insert(load_.latency_ms[rpc].end(), v.begin(), v.end());
+    ++load_.workers_stopped;
+    load_.stopped.notify_all();
+  }
+
+  Load& load_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  std::mt19937 rng_;
+  std::unique_ptr<grpc::ClientContext> context_;  // of the one call in flight
+  double last_ms_ = 0;                            // that call's latency
+  std::map<std::string, std::vector<double>> mine_;
+  Clock::time_point first_ = Clock::time_point::max();
+  v1::RegisterWorkerRequest register_;
+  v1::RegisterWorkerResponse registered_;
+  v1::LeaseTrialRequest lease_;
+  v1::LeaseTrialResponse next_;  // the trial to run, from a lease or the last completion
+  v1::ReportProgressRequest progress_;
+  v1::ReportProgressResponse progressed_;
+  v1::CompleteTrialRequest complete_;
+  v1::CompleteTrialResponse completed_;
+};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,7 +417,8 @@ int main(int argc, char** argv) {
   const int trials = std::stoi(flags.count("--trials") ? flags["--trials"] : "2000");
   if (flags.count("--fill-store")) return FillStore(flags["--fill-store"], trials);
   if (!flags.count("--server")) {
-    std::cerr << "usage: load_generator --server HOST:PORT --workers N --trials T [--work-ms W]\n"
+    std::cerr << "usage: load_generator --server HOST:PORT --workers N --trials T [--lease-next 0] [--cpu-of "
+                 "NAME=PID,...]\n"
                  "       load_generator --fill-store URL --trials T\n"
                  "       load_generator --server HOST:PORT --submit T\n"
                  "       load_generator --server HOST:PORT --soak-worker LEDGER [--work-ms W]\n";
@@ -265,97 +450,42 @@ int main(int argc, char** argv) {
   const double submit_s = std::chrono::duration<double>(Clock::now() - s0).count();
   const int total = submitted.experiment().counts().total();
 
-  std::atomic<int> completed{0};
-  std::atomic<bool> done{false};
-  std::mutex mu;
-  std::map<std::string, std::vector<double>> latency_ms;
-  Clock::time_point first_lease = Clock::time_point::max();
-  Clock::time_point last_completion;  // the run ends here, not when the last idle long poll returns
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      // A few channels shared by the simulated workers, as real workers on a few hosts would have.
-      auto ch = grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), [&] {
-        grpc::ChannelArguments a;
-        a.SetInt("load_generator_channel", w % 8);  // distinct args: distinct connections
-        return a;
-      }());
-      auto stub = v1::WorkerService::NewStub(ch);
-      std::mt19937 rng(w);
-      std::map<std::string, std::vector<double>> mine;
-      Clock::time_point my_first = Clock::time_point::max();
-      auto timed = [&](const char* rpc, auto&& call) {
-        const auto t0 = Clock::now();
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        const grpc::Status s = call(ctx);
-        mine[rpc].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        return s;
-      };
-      v1::RegisterWorkerRequest reg;
-      reg.set_host("sim-" + std::to_string(w));
-      reg.set_device("cpu");
-      v1::RegisterWorkerResponse registered;
-      timed("RegisterWorker",
-            [&](grpc::ClientContext& c) { return stub->RegisterWorker(&c, reg, &registered); });
-      v1::LeaseTrialResponse leased;  // the next trial, when the last completion brought one
-      while (!done) {
-        if (!leased.has_trial()) {
-          v1::LeaseTrialRequest lease;
-          lease.set_worker_id(registered.worker_id());
-          lease.set_wait_ms(200);
-          // Leases that returned a trial apart from empty long polls (which wait up to wait_ms by design).
-          const auto t0 = Clock::now();
-          grpc::ClientContext lease_ctx;
-          lease_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-          const grpc::Status leased_status = stub->LeaseTrial(&lease_ctx, lease, &leased);
-          mine[leased.has_trial() ? "LeaseTrial" : "LeaseTrial(empty)"].push_back(
-              std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-          if (!leased_status.ok() || !leased.has_trial()) continue;
-        }
-        my_first = std::min(my_first, Clock::now());
-        v1::ReportProgressRequest progress;
-        progress.set_worker_id(registered.worker_id());
-        progress.set_trial_id(leased.trial_id());
-        progress.set_attempt(leased.attempt());
-        progress.set_event_json(R"({"event":"progress","step":1,"loss":1.0})");
-        v1::ReportProgressResponse progressed;
-        timed("ReportProgress",
-              [&](grpc::ClientContext& c) { return stub->ReportProgress(&c, progress, &progressed); });
-        if (work_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
-        v1::CompleteTrialRequest complete;
-        complete.set_worker_id(registered.worker_id());
-        complete.set_trial_id(leased.trial_id());
-        complete.set_attempt(leased.attempt());
-        complete.set_result_json(FakeResult(rng));
-        complete.set_lease_next(lease_next);  // as the worker agent does
-        v1::CompleteTrialResponse completed_reply;
-        const char* rpc = lease_next ? "CompleteTrial+lease" : "CompleteTrial";
-        if (timed(rpc,
-                  [&](grpc::ClientContext& c) { return stub->CompleteTrial(&c, complete, &completed_reply); })
-                .ok() &&
-            completed_reply.accepted()) {
-          const int now_completed = ++completed;
-          if (now_completed == total) {
-            std::lock_guard<std::mutex> lock(mu);
-            last_completion = Clock::now();
-          }
-          if (now_completed >= total) done = true;
-        }
-        leased = completed_reply.next();
-        // A lease that came with the completion took as long as that call.
-        if (leased.has_trial()) mine["LeaseTrial"].push_back(mine[rpc].back());
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      first_lease = std::min(first_lease, my_first);
-      for (auto& [rpc, v] : mine) latency_ms[rpc].insert(latency_ms[rpc].end(), v.begin(), v.end());
-    });
+  Load load(total, lease_next);
+  // A few channels shared by the simulated workers, as real workers on a few hosts would have.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int c = 0; c < std::min(workers, 8); ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("load_generator_channel", c);  // distinct args: distinct connections
+    channels.push_back(grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
   }
-  for (auto& t : threads) t.join();
+  std::vector<std::unique_ptr<SimulatedWorker>> simulated;
+  for (int w = 0; w < workers; ++w) {
+    simulated.push_back(std::make_unique<SimulatedWorker>(
+        load, v1::WorkerService::NewStub(channels[w % channels.size()]), w));
+  }
+  // CPU per trial over the run (submission apart): what each part costs when all share the cores, a
+  // steadier figure than trials/s on a machine whose speed drifts.
+  const auto cpu_of = ParseCpuOf(flags.count("--cpu-of") ? flags["--cpu-of"] : "");
+  std::vector<double> cpu0;
+  for (const auto& [name, pid] : cpu_of) cpu0.push_back(CpuSecondsOf(pid));
+  const double own0 = OwnCpuSeconds();
+  for (auto& worker : simulated) worker->Start();
+  load.WaitForWorkers(workers);
+  nlohmann::json cpu_ms = {{"simulated_workers", (OwnCpuSeconds() - own0) * 1000 / total}};
+  for (size_t i = 0; i < cpu_of.size(); ++i) {
+    cpu_ms[cpu_of[i].first] = (CpuSecondsOf(cpu_of[i].second) - cpu0[i]) * 1000 / total;
+  }
+  const auto& latency_ms = load.latency_ms;
+  const auto first_lease = load.first_lease;
+  const auto last_completion = load.last_completion;
   const double run_s = std::chrono::duration<double>(last_completion - first_lease).count();
 
-  nlohmann::json out = {{"workers", workers},   {"trials", total}, {"work_ms", work_ms},
-                        {"submit_s", submit_s}, {"run_s", run_s},  {"trials_per_s", total / run_s}};
+  nlohmann::json out = {{"workers", workers},
+                        {"trials", total},
+                        {"submit_s", submit_s},
+                        {"run_s", run_s},
+                        {"trials_per_s", total / run_s}};
+  out["cpu_ms_per_trial"] = cpu_ms;
   for (const auto& [rpc, v] : latency_ms) {
     out["latency_ms"][rpc] = {{"n", v.size()}, {"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}};
   }

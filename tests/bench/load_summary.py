@@ -2,7 +2,8 @@
 
 LeaseTrial is the leases that returned a trial, by LeaseTrial or with a
 completion (CompleteTrial+lease, whose latency it then takes); LeaseTrial(empty)
-the long polls that found the queue empty (they wait up to 200 ms by design)."""
+the long polls that found the queue empty (they wait up to 200 ms by design).
+Then the CPU milliseconds per trial of each part, when the line has them."""
 import json
 import sys
 
@@ -12,4 +13,7 @@ for rpc in ("LeaseTrial", "ReportProgress", "CompleteTrial", "CompleteTrial+leas
     l = r["latency_ms"].get(rpc)
     if l:
         parts.append(f"{rpc} p50 {l['p50']:.1f} ms p99 {l['p99']:.1f} ms (n {l['n']})")
+cpu = r.get("cpu_ms_per_trial")
+if cpu:
+    parts.append("CPU per trial: " + ", ".join(f"{name} {ms:.3f} ms" for name, ms in cpu.items()))
 print("; ".join(parts))

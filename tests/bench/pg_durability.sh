@@ -9,7 +9,7 @@ pg_start() {
   local fsync=off
   [[ $PG_DURABILITY == durable ]] && fsync=on
   pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w \
-    -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=$fsync -c synchronous_commit=on -c max_connections=300" \
+    -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=$fsync -c synchronous_commit=on -c max_connections=300 ${PG_OPTIONS:-}" \
     start > /dev/null
 }
 # pg_durability MODE: restarts the server with MODE (fast or durable).
