@@ -92,12 +92,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseTrial(grpc::CallbackServerCont
 
 template <typename Body>
 grpc::ServerUnaryReactor* WorkerServiceImpl::Answer(grpc::CallbackServerContext* ctx, const char* rpc,
-                                                    const std::string& worker_id, Body&& body) {
+                                                    const std::string& worker_id, Body&& body,
+                                                    CallPool* pool) {
   if (Status denied = Authorize(*ctx, security_, Role::kWorker); !denied.ok()) return Respond(ctx, denied);
   metrics_.WorkerSeen(worker_id);
   auto* reactor = ctx->DefaultReactor();
-  calls_.Run(
-      [reactor, rpc, body = std::forward<Body>(body)]() mutable { reactor->Finish(Guarded(rpc, body)); });
+  (pool != nullptr ? *pool : calls_).Run([reactor, rpc, body = std::forward<Body>(body)]() mutable {
+    reactor->Finish(Guarded(rpc, body));
+  });
   return reactor;
 }
 
@@ -115,15 +117,18 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportProgress(grpc::CallbackServerContext* ctx,
                                                             const v1::ReportProgressRequest* req,
                                                             v1::ReportProgressResponse* resp) {
-  return Answer(ctx, "ReportProgress", req->worker_id(), [=] {  // runs on calls_: copies, no references
-    const std::string problem = ReportedJsonProblem("event_json", req->event_json());
-    if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
-    const ProgressReply r =
-        scheduler_.Progress(req->worker_id(), req->trial_id(), req->attempt(), req->event_json());
-    resp->set_stop(r.stop);
-    resp->set_reason(r.reason);
-    return Status::OK;
-  });
+  return Answer(
+      ctx, "ReportProgress", req->worker_id(),
+      [=] {  // runs on progress_calls_: copies, no references
+        const std::string problem = ReportedJsonProblem("event_json", req->event_json());
+        if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
+        const ProgressReply r =
+            scheduler_.Progress(req->worker_id(), req->trial_id(), req->attempt(), req->event_json());
+        resp->set_stop(r.stop);
+        resp->set_reason(r.reason);
+        return Status::OK;
+      },
+      &progress_calls_);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteTrial(grpc::CallbackServerContext* ctx,

@@ -76,7 +76,8 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // the call with the status `body` returns (rpc_status.h's Guarded).
   template <typename Body>
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const char* rpc,
-                                   const std::string& worker_id, Body&& body);
+                                   const std::string& worker_id, Body&& body,
+                                   CallPool* pool = nullptr);  // null: calls_
   // Leases the next pending trial into `resp`; false (has_trial unset) when none is pending.
   bool TryLease(const std::string& worker_id, v1::LeaseTrialResponse* resp);
   // Fills `resp` with `trial`, leased to `worker_id`; false when there is none.
@@ -93,7 +94,11 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   bool closed_ = false;  // ServeWaiters(true) ran: polls that find nothing are answered at once
   // Threads for the bodies: as many commits in flight as the PostgreSQL store has connections.
   static constexpr int kCallThreads = 16;
-  CallPool calls_{kCallThreads};  // last: joined first, while the rest still stands
+  // ReportProgress's own threads: progress events never wait behind completions' synchronous
+  // commits for a thread, and as many as wait here are recorded together (PostgresStore::RecordProgress).
+  static constexpr int kProgressThreads = 32;
+  CallPool progress_calls_{kProgressThreads};  // last two: joined first, while the rest still stands
+  CallPool calls_{kCallThreads};
 };
 
 }  // namespace frontier

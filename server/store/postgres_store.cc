@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <pqxx/pqxx>
 
+#include <exception>
+
 #include <nlohmann/json.hpp>
 
 #include "server/store/result_views.h"
@@ -256,6 +258,9 @@ std::string LeaseSql(const char* worker, const char* until, const char* now) {
          kTrialColumns;
 }
 
+// The trials table's fillfactor (percent of each page filled at insert).
+constexpr int kTrialsFillfactor = 50;
+
 // Ends trial $5's running attempt $6: state $1, result $2, error $3, at $4.
 constexpr const char* kFinishTrial =
     "UPDATE trials SET state = $1, result_json = $2, error = $3, finished_ms = $4, lease_expires_ms = 0 "
@@ -284,6 +289,23 @@ void PrepareStatements(pqxx::connection& c) {
             "WHERE trials.id = held.id AND held.lease_expires_ms < $8 AND trials.lease_expires_ms < $1) "
             "INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
             "SELECT id, $3, $5, $6, $7 FROM held");
+  // The same for a batch of events, given as a JSON array (RecordProgress): the
+  // held rows share-locked in id order (two batches, or a batch and the lease
+  // expiry, never wait on each other in opposite orders); answers the indices
+  // of the events recorded.
+  c.prepare(
+      "record_progress_batch",
+      "WITH input AS (SELECT * FROM json_to_recordset($1::json) AS i(i INT, trial_id TEXT, attempt INT, "
+      "worker_id TEXT, step INT, event_json TEXT, at_ms BIGINT, lease_until BIGINT, renew_before BIGINT)), "
+      "held AS (SELECT input.*, t.lease_expires_ms FROM input JOIN trials t ON t.id = input.trial_id "
+      "AND t.attempt = input.attempt AND t.worker_id = input.worker_id AND t.state = 'running' "
+      "ORDER BY t.id FOR SHARE OF t), "
+      "renewed AS (UPDATE trials SET lease_expires_ms = held.lease_until FROM held "
+      "WHERE trials.id = held.trial_id AND held.lease_expires_ms < held.renew_before "
+      "AND trials.lease_expires_ms < held.lease_until), "
+      "recorded AS (INSERT INTO progress (trial_id, attempt, step, event_json, at_ms) "
+      "SELECT trial_id, attempt, step, event_json, at_ms FROM held ORDER BY i) "
+      "SELECT i FROM held");
   c.prepare("finish_trial", kFinishTrial);
   // Both in one statement (its two updates touch different rows: the leased
   // one was pending): the trial's columns, NULL without a lease, then the
@@ -396,11 +418,36 @@ auto PostgresStore::RelaxedStatement(const char* what, Body&& body) {
   return Run<pqxx::nontransaction>(*relaxed_, what, std::forward<Body>(body));
 }
 
+// Concurrent progress events share a statement. The first caller to find no
+// batch being recorded takes every event queued so far, records them in one
+// statement and answers each; the others wait for their answer (or, when it
+// finds theirs still queued, the next of them records the next batch). Alone,
+// an event is recorded at once, as before; under load one statement, round
+// trip and commit record many events instead of one each (docs/deploy.md).
+struct PostgresStore::QueuedProgress {
+  const ProgressRow& row;
+  const std::string& worker_id;
+  int64_t lease_expires_ms;
+  int64_t renew_before_ms;
+  bool held = false;  // the answer: this attempt holds the lease, the event is recorded
+  std::exception_ptr error;
+  bool answered = false;
+};
+
+struct PostgresStore::ProgressBatch {
+  std::mutex mu;  // guards what follows
+  std::condition_variable answered;
+  std::vector<QueuedProgress*> queued;  // events of callers that wait
+  bool recording = false;
+  ProgressBatching counts;
+};
+
 PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mode)
     : url_(url),
       pool_(std::make_unique<Pool>(url, pool_size, /*synchronous=*/true, mode == OpenMode::kReadOnly)),
       relaxed_(std::make_unique<Pool>(url, std::max(1, pool_size / 4), /*synchronous=*/false,
-                                      mode == OpenMode::kReadOnly)) {
+                                      mode == OpenMode::kReadOnly)),
+      progress_(std::make_unique<ProgressBatch>()) {
   if (mode == OpenMode::kReadOnly) {
     const int version = InTransaction("schema check", [&](pqxx::work& w) {
       if (w.exec1("SELECT to_regclass('schema_version') IS NULL")[0].as<bool>()) return -1;
@@ -430,6 +477,15 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mod
     if (stamp.empty() || stamp[0][0].is_null() ||
         stamp[0][0].as<std::string>() != ResultViewsStamp(SqlDialect::kPostgres)) {
       w.exec(ResultViewsSql(SqlDialect::kPostgres));
+    }
+    // A trial's row is rewritten two or three times (leased, finished, a lease renewed): half of each
+    // page stays free at insert, so that the new versions land on their own page instead of extending
+    // the table, which a backend does under the table's extension lock (docs/deploy.md). Pages written
+    // from now on; unless set already.
+    if (!w.exec1("SELECT COALESCE('fillfactor=" + std::to_string(kTrialsFillfactor) +
+                 "' = ANY(reloptions), false) FROM pg_class WHERE oid = 'trials'::regclass")[0]
+             .as<bool>()) {
+      w.exec("ALTER TABLE trials SET (fillfactor = " + std::to_string(kTrialsFillfactor) + ")");
     }
     return 0;
   });
@@ -738,12 +794,82 @@ void PostgresStore::AddProgress(const ProgressRow& row) {
 
 bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
                                    int64_t lease_expires_ms, int64_t renew_before_ms) {
-  // One statement: the lease update and the insert commit together or not at all.
-  return RelaxedStatement("RecordProgress", [&](pqxx::nontransaction& w) {
-    return w.exec_prepared("record_progress", lease_expires_ms, row.trial_id, row.attempt, worker_id,
-                           row.step, row.event_json, row.at_ms, renew_before_ms)
-               .affected_rows() == 1;
-  });
+  QueuedProgress event{row, worker_id, lease_expires_ms, renew_before_ms, false, nullptr, false};
+  ProgressBatch& batch = *progress_;
+  std::unique_lock<std::mutex> lock(batch.mu);
+  batch.queued.push_back(&event);
+  while (!event.answered) {
+    if (batch.recording) {
+      batch.answered.wait(lock);
+      continue;
+    }
+    batch.recording = true;
+    std::vector<QueuedProgress*> events;
+    events.swap(batch.queued);
+    lock.unlock();
+    RecordQueuedProgress(events);
+    lock.lock();
+    for (QueuedProgress* e : events) e->answered = true;
+    batch.recording = false;
+    batch.answered.notify_all();
+  }
+  if (event.error) std::rethrow_exception(event.error);
+  return event.held;
+}
+
+void PostgresStore::RecordQueuedProgress(const std::vector<QueuedProgress*>& events) {
+  // One event: the lease update and the insert commit together or not at all.
+  const auto one = [this](QueuedProgress& e) {
+    try {
+      e.held = RelaxedStatement("RecordProgress", [&](pqxx::nontransaction& w) {
+        return w.exec_prepared("record_progress", e.lease_expires_ms, e.row.trial_id, e.row.attempt,
+                               e.worker_id, e.row.step, e.row.event_json, e.row.at_ms, e.renew_before_ms)
+                   .affected_rows() == 1;
+      });
+    } catch (...) {
+      e.error = std::current_exception();
+    }
+  };
+  if (events.size() == 1) return one(*events[0]);
+  nlohmann::json input = nlohmann::json::array();
+  for (size_t i = 0; i < events.size(); ++i) {
+    const QueuedProgress& e = *events[i];
+    input.push_back({{"i", i},
+                     {"trial_id", e.row.trial_id},
+                     {"attempt", e.row.attempt},
+                     {"worker_id", e.worker_id},
+                     {"step", e.row.step},
+                     {"event_json", e.row.event_json},
+                     {"at_ms", e.row.at_ms},
+                     {"lease_until", e.lease_expires_ms},
+                     {"renew_before", e.renew_before_ms}});
+  }
+  {
+    std::lock_guard<std::mutex> lock(progress_->mu);
+    ++progress_->counts.statements;
+    progress_->counts.events += static_cast<int64_t>(events.size());
+  }
+  try {
+    const pqxx::result held = RelaxedStatement("RecordProgress", [&](pqxx::nontransaction& w) {
+      return w.exec_prepared("record_progress_batch", input.dump());
+    });
+    for (const auto& r : held) events.at(r[0].as<size_t>())->held = true;
+  } catch (const StoreError& e) {
+    {
+      std::lock_guard<std::mutex> lock(progress_->mu);
+      ++progress_->counts.fallbacks;
+    }
+    // The statement recorded nothing (unless its commit was in doubt, when an event may be recorded
+    // twice, as when a worker retries): each event on its own, so that one event's problem is its own.
+    spdlog::warn("recording {} progress events together failed ({}); recording them one by one",
+                 events.size(), e.what());
+    for (QueuedProgress* event : events) one(*event);
+  }
+}
+
+PostgresStore::ProgressBatching PostgresStore::progress_batching() {
+  std::lock_guard<std::mutex> lock(progress_->mu);
+  return progress_->counts;
 }
 
 std::vector<ProgressRow> PostgresStore::ListProgress(const std::string& trial_id) {

@@ -45,6 +45,14 @@ class PostgresStore final : public Store {
   ~PostgresStore() override;
 
   int schema_version();
+  // Progress events recorded together so far (RecordProgress): the statements that recorded more
+  // than one, their events, and those of them that failed and were recorded one by one.
+  struct ProgressBatching {
+    int64_t statements = 0;
+    int64_t events = 0;
+    int64_t fallbacks = 0;
+  };
+  ProgressBatching progress_batching();
 
   std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
                                int64_t now_ms) override;
@@ -103,10 +111,16 @@ class PostgresStore final : public Store {
   Transition Classify(const std::string& trial_id, int attempt, const std::string& state,
                       const std::string& error);
   void AnalyzeAfterInsert(size_t inserted);
+  struct ProgressBatch;
+  struct QueuedProgress;
+  // Records `events` (RecordProgress's queue) in one statement, or one by one when
+  // that statement fails; sets each event's answer. Never throws.
+  void RecordQueuedProgress(const std::vector<QueuedProgress*>& events);
 
   std::string url_;
-  std::unique_ptr<Pool> pool_;     // synchronous commits
-  std::unique_ptr<Pool> relaxed_;  // synchronous_commit off
+  std::unique_ptr<Pool> pool_;               // synchronous commits
+  std::unique_ptr<Pool> relaxed_;            // synchronous_commit off
+  std::unique_ptr<ProgressBatch> progress_;  // concurrent RecordProgress calls, recorded together
 };
 
 }  // namespace frontier

@@ -2,6 +2,11 @@
 // store_conformance.h, the instantiations in each store's test file).
 #include "tests/server/store_conformance.h"
 
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
 namespace frontier {
 
 TEST_P(StoreConformanceTest, CreatesExperimentsWithTrials) {
@@ -33,6 +38,50 @@ TEST_P(StoreConformanceTest, NamesAreStoredVerbatim) {
   const std::string id = store_->CreateExperiment(e, {Trial(1)}, 5);
   EXPECT_EQ(store_->GetExperiment(id)->name, e.name);
   EXPECT_EQ(store_->ListTrials(id).size(), 1u);
+}
+
+// Progress events arriving together (the PostgreSQL store records them in one
+// statement): each caller gets its own answer, every held event is recorded
+// verbatim once, each lease renewed as its own event says, none of the others.
+TEST_P(StoreConformanceTest, ConcurrentProgressEventsEachGetTheirOwnAnswer) {
+  constexpr int kTrials = 16;
+  const std::string id = NewExperiment(kTrials);
+  std::vector<TrialRow> leased;
+  for (int i = 0; i < kTrials; ++i)
+    leased.push_back(*store_->LeaseNextTrial("w" + std::to_string(i), 2000, 500));
+  // Per trial: its holder renewing (its lease ends at 2500, before renew_before), the same event from
+  // another worker, and one for another attempt. The payload needs escaping in any batch encoding.
+  const auto event = [](int i) {
+    return R"({"event":"progress","step":)" + std::to_string(i) + R"(,"note":"a \"q\" \\ é,{}"})";
+  };
+  std::atomic<int> ready{0};
+  std::vector<int> answers(3 * kTrials, -1);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 3 * kTrials; ++k) {
+    threads.emplace_back([&, k] {
+      const int i = k % kTrials, kind = k / kTrials;
+      const TrialRow& t = leased[i];
+      ++ready;
+      while (ready < 3 * kTrials) std::this_thread::yield();  // all at once
+      const std::string worker = kind == 1 ? "intruder" : t.worker_id;
+      answers[k] = store_->RecordProgress(
+          {t.id, kind == 2 ? t.attempt + 1 : t.attempt, i, event(i), 2100 + i}, worker, 9000 + i, 3000);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int i = 0; i < kTrials; ++i) {
+    SCOPED_TRACE("trial " + std::to_string(i));
+    EXPECT_EQ(answers[i], 1);                // the holder
+    EXPECT_EQ(answers[kTrials + i], 0);      // another worker
+    EXPECT_EQ(answers[2 * kTrials + i], 0);  // another attempt
+    const std::vector<ProgressRow> recorded = store_->ListProgress(leased[i].id);
+    ASSERT_EQ(recorded.size(), 1u);
+    EXPECT_EQ(recorded[0].event_json, event(i));
+    EXPECT_EQ(recorded[0].step, i);
+    EXPECT_EQ(recorded[0].at_ms, 2100 + i);
+    EXPECT_EQ(store_->GetTrial(leased[i].id)->lease_expires_ms, 9000 + i);
+  }
+  EXPECT_EQ(store_->CountTrials(id).running, kTrials);
 }
 
 TEST_P(StoreConformanceTest, RecordsWhoSubmitted) {
