@@ -1,12 +1,17 @@
 #include "server/rpc/call_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace frontier {
 
-CallPool::CallPool(int threads) {
+CallPool::CallPool(int threads, int niceness) {
   for (int i = 0; i < std::max(1, threads); ++i) {
-    threads_.emplace_back([this] {
+    threads_.emplace_back([this, niceness] {
+      if (niceness != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), niceness);
       for (;;) {
         std::function<void()> task;
         {

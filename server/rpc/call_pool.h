@@ -6,7 +6,8 @@
 // the bodies on this pool, as many commits wait at once as the pool has
 // threads (and the store connections), and PostgreSQL flushes them together
 // (group commit). Tasks run in the order given; the destructor runs what is
-// queued, then joins.
+// queued, then joins. `niceness` > 0 lowers the threads' CPU priority (a pool
+// whose work may wait while the others' runs first).
 #pragma once
 
 #include <condition_variable>
@@ -20,7 +21,7 @@ namespace frontier {
 
 class CallPool {
  public:
-  explicit CallPool(int threads);
+  explicit CallPool(int threads, int niceness = 0);
   ~CallPool();
   CallPool(const CallPool&) = delete;
   CallPool& operator=(const CallPool&) = delete;

@@ -96,8 +96,12 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   static constexpr int kCallThreads = 16;
   // ReportProgress's own threads: progress events never wait behind completions' synchronous
   // commits for a thread, and as many as wait here are recorded together (PostgresStore::RecordProgress).
+  // At a lower CPU priority (nice +10): when the coordinator's cores are busy, the completions and
+  // leases a worker waits on run first; a trial does not wait on its progress reports.
   static constexpr int kProgressThreads = 32;
-  CallPool progress_calls_{kProgressThreads};  // last two: joined first, while the rest still stands
+  static constexpr int kProgressNiceness = 10;
+  CallPool progress_calls_{kProgressThreads,
+                           kProgressNiceness};  // last two: joined first, while the rest still stands
   CallPool calls_{kCallThreads};
 };
 

@@ -4,15 +4,34 @@
 // stale attempts rejected after a lease expired. Scheduler time is a fake
 // clock; the only waits are long-poll deadlines of a fraction of a second.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
+#include "server/rpc/call_pool.h"
 #include "tests/server/rpc/coordinator_harness.h"
 
 namespace frontier {
 namespace {
+
+// ReportProgress's pool runs at a lower CPU priority than the completions' (worker_service.h): its tasks
+// see their thread's niceness raised by the pool's, the default pool's see it unchanged.
+TEST(CallPoolTest, RunsTasksAtItsNiceness) {
+  const auto niceness_in = [](CallPool& pool) {
+    std::promise<int> seen;
+    pool.Run([&] { seen.set_value(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)))); });
+    return seen.get_future().get();
+  };
+  const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  CallPool plain(1), lower(2, 10);
+  EXPECT_EQ(niceness_in(plain), mine);
+  EXPECT_EQ(niceness_in(lower), std::min(mine + 10, 19));
+}
 
 class WorkerServiceTest : public ::testing::Test {
  protected:
