@@ -16,7 +16,10 @@
 // lose the last of these (a lease then ends a little earlier, a progress
 // line is missing); never a lease handed out, a completion, a failure, an
 // experiment or its trials. Any later synchronous commit also makes every
-// earlier relaxed one durable (the WAL is flushed in order). docs/deploy.md.
+// earlier relaxed one durable (the WAL is flushed in order). Concurrent
+// RecordProgress calls share one statement (progress_batching()). The trials
+// table is kept at fillfactor 50 (its rows are rewritten two or three times).
+// docs/deploy.md.
 #pragma once
 
 #include <condition_variable>
