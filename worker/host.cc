@@ -1,6 +1,7 @@
 #include "worker/host.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,10 +9,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <string>
 
 namespace frontier {
 
@@ -46,6 +48,35 @@ std::string TrialFolderName(const std::string& trial_id) {
     name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
   if (name.empty() || name == "." || name == "..") name = "trial";
   return name;
+}
+
+std::string OpenBlasCoreFor(const std::string& detected, bool avx512, bool avx2_fma) {
+  std::string name = detected;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (name != "prescott") return "";
+  if (avx512) return "SkylakeX";
+  if (avx2_fma) return "Haswell";
+  return "";
+}
+
+void UseTheCpusBlasKernels(char** argv) {
+#if defined(__x86_64__)
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  using CoreName = char* (*)();
+  const auto corename = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* detected = corename != nullptr ? corename() : nullptr;
+  if (detected == nullptr) return;
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const std::string core = OpenBlasCoreFor(detected, avx512, avx2_fma);
+  if (core.empty()) return;
+  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  execv("/proc/self/exe", argv);  // returns only when it failed
+#else
+  (void)argv;
+#endif
 }
 
 int FreeTcpPort(const std::string& host) {

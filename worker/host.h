@@ -22,6 +22,25 @@ std::string FindOnPath(const std::string& program);
 // agent looks there (docs/profiling.md).
 std::string TrialFolderName(const std::string& trial_id);
 
+// OpenBLAS (LibTorch's BLAS on Debian) picks its kernels by the CPU's model,
+// and a model it does not know gets its generic "Prescott" kernels: seen on an
+// Intel Xeon of model 207 with AVX-512, an fp32 GEMM at 31 GFLOP/s instead of
+// 149 on one thread, slower than the same machine's oneDNN convolutions (an
+// MFU above 1 against that peak). The OPENBLAS_CORETYPE that gives a CPU its
+// kernels when OpenBLAS detected `detected`: "SkylakeX" with AVX-512 (F, BW,
+// VL, DQ), "Haswell" with AVX2 and FMA; "" when the detection stands (any
+// other name than Prescott, or a CPU without either).
+std::string OpenBlasCoreFor(const std::string& detected, bool avx512, bool avx2_fma);
+
+// Re-executes this program (argv) with OPENBLAS_CORETYPE set when the loaded
+// OpenBLAS fell back to its generic kernels on a CPU that has better ones
+// (OpenBlasCoreFor; OpenBLAS reads the variable only when it is loaded).
+// Returns when there is nothing to do: no OpenBLAS, OPENBLAS_CORETYPE set
+// already (by the user, or by the exec before), a CPU it knows; or when the
+// exec failed (the trial then runs on the generic kernels). frontier-trial's
+// first step.
+void UseTheCpusBlasKernels(char** argv);
+
 // A TCP port on `host` (an IPv4 address; "0.0.0.0": every interface) that
 // was free a moment ago (bound to port 0 and closed): what a launcher passes
 // to a data-parallel trial's ranks as their TCPStore's port. Throws

@@ -7,9 +7,11 @@
 #include <CLI/CLI.hpp>
 
 #include "worker/flags.h"
+#include "worker/host.h"
 #include "worker/trial/trial_command.h"
 
 int main(int argc, char** argv) {
+  frontier::UseTheCpusBlasKernels(argv);  // before any GEMM: OpenBLAS reads its setting when loaded
   namespace help = frontier::trial_help;
   std::string spec_path;
   frontier::TrialOptions options;
@@ -19,12 +21,16 @@ int main(int argc, char** argv) {
   bool calibrating = false, op_bench = false;
   int rounds = 15;
   app.add_option("--spec", spec_path, help::kSpec)->option_text("FILE");
-  app.add_option("--peak-flops", options.peak_flops_json, help::kPeakFlops)->option_text("JSON")->envname("FRONTIER_PEAK_FLOPS");
+  app.add_option("--peak-flops", options.peak_flops_json, help::kPeakFlops)
+      ->option_text("JSON")
+      ->envname("FRONTIER_PEAK_FLOPS");
   app.add_flag("--calibrate", calibrating, help::kCalibrate);
   app.add_flag("--op-bench", op_bench, help::kOpBench);
   app.add_option("--rounds", rounds, help::kRounds)->option_text("N")->check(frontier::AtLeast(1));
   app.add_option("--device", calibrate.device, help::kDevice)->option_text("cpu|cuda");
-  app.add_option("--threads", calibrate.threads, help::kThreads)->option_text("N")->check(frontier::AtLeast(1));
+  app.add_option("--threads", calibrate.threads, help::kThreads)
+      ->option_text("N")
+      ->check(frontier::AtLeast(1));
   app.add_option("--dtypes", calibrate.dtypes, help::kDtypes)->option_text("LIST")->delimiter(',');
   app.add_option("--progress-every", options.progress_every, help::kProgressEvery)
       ->option_text("N")

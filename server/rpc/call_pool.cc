@@ -11,7 +11,10 @@ namespace frontier {
 CallPool::CallPool(int threads, int niceness) {
   for (int i = 0; i < std::max(1, threads); ++i) {
     threads_.emplace_back([this, niceness] {
-      if (niceness != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), niceness);
+      if (niceness != 0) {  // relative to the thread that made the pool (setpriority sets an absolute value)
+        const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+        setpriority(PRIO_PROCESS, tid, std::clamp(getpriority(PRIO_PROCESS, tid) + niceness, -20, 19));
+      }
       for (;;) {
         std::function<void()> task;
         {

@@ -33,9 +33,20 @@
 #include "proto/clock.h"
 #include "worker/agent/placement.h"
 #include "worker/agent/trial_process.h"
+#include "worker/host.h"
 
 namespace frontier {
 namespace {
+
+// OpenBLAS's generic kernels on a CPU it does not know are replaced by the CPU's own (host.h).
+TEST(HostTest, OpenBlasCoreForACpuOpenBlasDoesNotKnow) {
+  EXPECT_EQ(OpenBlasCoreFor("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreFor("prescott", false, true), "Haswell");
+  EXPECT_EQ(OpenBlasCoreFor("Prescott", false, false), "");  // nothing better to choose
+  EXPECT_EQ(OpenBlasCoreFor("Haswell", true, true), "");     // a detection that stands
+  EXPECT_EQ(OpenBlasCoreFor("SkylakeX", true, true), "");
+  EXPECT_EQ(OpenBlasCoreFor("", true, true), "");
+}
 
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
