@@ -22,12 +22,13 @@ const std::vector<MetricInfo>& MetricCatalog() {
       {"params",           "",          false, "params",                   true,  false, false, false, 9,  "params",              SqlType::kBigInteger, 10, true,  false},
       {"time_to_target_s", "s",         false, "time_to_target_s",         true,  false, false, false, 10, "",                    SqlType::kReal,       -1, false, false},
       // Inference latency (docs/trial-output.md, Latency): eval-mode forward at the latency batch (default
-      // the training batch) and at batch 1; median and p99. Not in the SQL views (their columns are fixed
-      // by migrations; one would add them there).
-      {"latency_ms",       "ms",        false, "latency_ms",               true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
-      {"latency_p99_ms",   "ms",        false, "latency_p99_ms",           true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
-      {"latency_b1_ms",    "ms",        false, "latency_b1_ms",            true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
-      {"latency_b1_p99_ms", "ms",       false, "latency_b1_p99_ms",        true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
+      // the training batch) and at batch 1; median and p99. SQL columns after `threads` (per trial; mean and
+      // spread per config; config_front's goals): PostgreSQL's migration 9 dropped the views to add them, as
+      // CREATE OR REPLACE VIEW cannot insert columns before existing ones (server/store/result_views.h).
+      {"latency_ms",       "ms",        false, "latency_ms",               true,  false, false, false, -1, "latency_ms",          SqlType::kReal,       12, true,  true},
+      {"latency_p99_ms",   "ms",        false, "latency_p99_ms",           true,  false, false, false, -1, "latency_p99_ms",      SqlType::kReal,       13, true,  true},
+      {"latency_b1_ms",    "ms",        false, "latency_b1_ms",            true,  false, false, false, -1, "latency_b1_ms",       SqlType::kReal,       14, true,  true},
+      {"latency_b1_p99_ms", "ms",       false, "latency_b1_p99_ms",        true,  false, false, false, -1, "latency_b1_p99_ms",   SqlType::kReal,       15, true,  true},
       // Data-parallel trials (docs/distributed.md): the largest rank's median all-reduce time and the part
       // of it the step waited for after backward, that part's share of the slowest rank's step (0 with one
       // rank), global rows per step over the ranks. scaling_efficiency is the report's (per-rank throughput

@@ -11,8 +11,12 @@
 // reaches every database at its next open. On PostgreSQL the views are
 // replaced in place (CREATE OR REPLACE VIEW), which keeps views that users
 // built on them but needs the columns to keep their names, order and types: a
-// catalog change that alters existing columns needs a migration that drops
-// the three views first.
+// catalog change that alters existing columns (or adds one anywhere but at the
+// end: `results` ends with finished_ms, config_front with its own three) needs
+// a migration that drops the three views first, as PostgreSQL's migration 9
+// did for the latency columns. SQLite drops and recreates them at every
+// change: its views do not bind to the views they read, so a user's view on
+// them keeps working.
 #pragma once
 
 #include <string>

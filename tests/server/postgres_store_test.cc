@@ -1,6 +1,9 @@
 #include "server/store/postgres_store.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -35,7 +38,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
   std::string id;
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 8);
+    EXPECT_EQ(store.schema_version(), 9);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -43,7 +46,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   PostgresStore again(url);
-  EXPECT_EQ(again.schema_version(), 8);
+  EXPECT_EQ(again.schema_version(), 9);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
 }
 
@@ -129,14 +132,10 @@ TEST(PostgresStoreTest, ResultsViewExtractsMetrics) {
   EXPECT_STREQ(line, "0.875|12.5|1024\n");
 }
 
-TEST(PostgresStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
-  const std::string url = FreshDatabase();
-  PostgresStore store(url);
-  const std::string id = testing::FillConfigFrontFixture(store);
-  EXPECT_NE(store.GetExperiment(id)->goals_json.find("peak_memory_mb"), std::string::npos);
-  // Through psql, as a user would: unaligned, tuples only, '|' between columns.
+// The rows psql prints for `sql`, columns split at '|'.
+std::vector<std::vector<std::string>> PsqlRows(const std::string& url, const std::string& sql) {
   std::vector<std::vector<std::string>> rows;
-  for (const std::string& text : Psql(url, testing::ConfigFrontQuery(id))) {
+  for (const std::string& text : Psql(url, sql)) {
     std::vector<std::string> row;
     size_t start = 0;
     for (size_t bar = text.find('|'); bar != std::string::npos; bar = text.find('|', start)) {
@@ -146,7 +145,24 @@ TEST(PostgresStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
     row.push_back(text.substr(start));
     rows.push_back(row);
   }
-  testing::CheckConfigFront(rows);
+  return rows;
+}
+
+TEST(PostgresStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
+  const std::string url = FreshDatabase();
+  PostgresStore store(url);
+  const std::string id = testing::FillConfigFrontFixture(store);
+  EXPECT_NE(store.GetExperiment(id)->goals_json.find("peak_memory_mb"), std::string::npos);
+  // Through psql, as a user would: unaligned, tuples only, '|' between columns.
+  testing::CheckConfigFront(PsqlRows(url, testing::ConfigFrontQuery(id)));
+}
+
+TEST(PostgresStoreTest, LatencyMetricsAreViewColumnsAndObjectives) {
+  const std::string url = FreshDatabase();
+  PostgresStore store(url);
+  const std::string id = testing::FillLatencyFixture(store);
+  testing::CheckLatencyViews(PsqlRows(url, testing::LatencyResultsQuery(id)),
+                             PsqlRows(url, testing::LatencyFrontQuery(id)));
 }
 
 // The current views are the catalog's (result_views.h); a database whose
@@ -172,9 +188,102 @@ TEST(PostgresStoreTest, ResultViewsFollowTheMetricCatalog) {
   EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{""});
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 8);
+    EXPECT_EQ(store.schema_version(), 9);
   }
   EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{stamp});
+}
+
+// Runs the statements of `sql` with psql from a file, stopping at the first error; true when all ran.
+bool PsqlScript(const std::string& url, const std::string& sql) {
+  char path[] = "/tmp/frontier-psql-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return false;
+  const bool written = write(fd, sql.data(), sql.size()) == static_cast<ssize_t>(sql.size());
+  close(fd);
+  const int rc = std::system(
+      ("/usr/bin/psql -q -v ON_ERROR_STOP=1 '" + url + "' -f " + std::string(path) + " > /dev/null").c_str());
+  unlink(path);
+  return written && rc == 0;
+}
+
+// The results view as migration 3 created it and config_results as migration
+// 4 did: the views' columns at schema version 8, before the latency metrics.
+constexpr const char* kVersion8Views = R"sql(
+CREATE VIEW results AS
+SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, worker_id,
+       (result_json::jsonb ->> 'val_accuracy')::float8 AS val_accuracy,
+       (result_json::jsonb ->> 'test_accuracy')::float8 AS test_accuracy,
+       (result_json::jsonb ->> 'val_loss')::float8 AS val_loss,
+       (result_json::jsonb ->> 'val_iou')::float8 AS val_iou,
+       (result_json::jsonb ->> 'test_iou')::float8 AS test_iou,
+       (result_json::jsonb ->> 'test_loss')::float8 AS test_loss,
+       (result_json::jsonb -> 'step_time_ms' ->> 'median')::float8 AS median_step_time_ms,
+       (result_json::jsonb -> 'throughput' ->> 'samples_per_s')::float8 AS throughput,
+       (result_json::jsonb ->> 'mfu')::float8 AS mfu,
+       (result_json::jsonb ->> 'peak_memory_mb')::float8 AS peak_memory_mb,
+       (result_json::jsonb ->> 'params')::bigint AS params,
+       (result_json::jsonb ->> 'threads')::int AS threads,
+       finished_ms
+FROM trials WHERE result_json <> '';
+CREATE VIEW config_results AS
+SELECT t.experiment_id, t.config_json, bool_or(t.is_baseline) AS is_baseline, COUNT(*) AS trials,
+       COUNT(*) FILTER (WHERE t.state = 'completed') AS seeds_completed,
+       COUNT(*) FILTER (WHERE t.state IN ('failed', 'diverged')) AS trials_failed,
+       AVG(r.val_accuracy) AS val_accuracy, stddev_samp(r.val_accuracy) AS val_accuracy_std,
+       AVG(r.test_accuracy) AS test_accuracy, stddev_samp(r.test_accuracy) AS test_accuracy_std,
+       AVG(r.val_loss) AS val_loss, stddev_samp(r.val_loss) AS val_loss_std,
+       AVG(r.val_iou) AS val_iou, stddev_samp(r.val_iou) AS val_iou_std,
+       AVG(r.test_iou) AS test_iou, stddev_samp(r.test_iou) AS test_iou_std,
+       AVG(r.test_loss) AS test_loss, stddev_samp(r.test_loss) AS test_loss_std,
+       AVG(r.median_step_time_ms) AS median_step_time_ms, stddev_samp(r.median_step_time_ms) AS median_step_time_ms_std,
+       AVG(r.throughput) AS throughput, stddev_samp(r.throughput) AS throughput_std,
+       AVG(r.mfu) AS mfu, stddev_samp(r.mfu) AS mfu_std,
+       AVG(r.peak_memory_mb) AS peak_memory_mb, stddev_samp(r.peak_memory_mb) AS peak_memory_mb_std,
+       AVG(r.params) AS params
+FROM trials t LEFT JOIN results r ON r.trial_id = t.id AND t.state = 'completed'
+GROUP BY t.experiment_id, t.config_json;
+)sql";
+
+// A store that schema version 8 left, its views without the latency columns
+// (results stored then may carry the figures already), reaches the current
+// views at its next open: CREATE OR REPLACE cannot put columns before
+// finished_ms, so migration 9 drops the views first. A view a user built on
+// them stops that migration and leaves the store as it was.
+TEST(PostgresStoreTest, MigrationNineGivesAVersion8StoreTheLatencyColumns) {
+  const std::string url = FreshDatabase();
+  std::string id;
+  {
+    PostgresStore store(url);
+    id = testing::FillLatencyFixture(store);
+  }
+  ASSERT_TRUE(PsqlScript(url, "DROP VIEW config_front; DROP VIEW config_results; DROP VIEW results;\n" +
+                                  std::string(kVersion8Views) +
+                                  Migration4ConfigFrontView(SqlDialect::kPostgres) +
+                                  "UPDATE schema_version SET version = 8;\n"));
+  const std::string has_latency =
+      "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'results' AND column_name = "
+      "'latency_ms' AND table_schema = current_schema()";
+  ASSERT_EQ(Psql(url, has_latency), std::vector<std::string>{"0"});
+
+  ASSERT_TRUE(PsqlScript(url, "CREATE VIEW mine AS SELECT trial_id, throughput FROM results;\n"));
+  try {
+    PostgresStore store(url);
+    ADD_FAILURE() << "migration 9 dropped a view another view depends on";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("depend"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Psql(url, "SELECT version FROM schema_version"), std::vector<std::string>{"8"});
+  EXPECT_EQ(Psql(url, has_latency), std::vector<std::string>{"0"});
+
+  ASSERT_TRUE(PsqlScript(url, "DROP VIEW mine;\n"));
+  {
+    PostgresStore store(url);
+    EXPECT_EQ(store.schema_version(), 9);
+  }
+  EXPECT_EQ(Psql(url, "SELECT obj_description('config_front'::regclass, 'pg_class')"),
+            std::vector<std::string>{ResultViewsStamp(SqlDialect::kPostgres)});
+  testing::CheckLatencyViews(PsqlRows(url, testing::LatencyResultsQuery(id)),
+                             PsqlRows(url, testing::LatencyFrontQuery(id)));
 }
 
 TEST(PostgresStoreTest, ConnectionLossIsAStoreErrorAndRecovers) {

@@ -79,9 +79,41 @@ TEST(SqliteStoreTest, ConfigViewsAggregateSeedsAndPlaceTheFront) {
   std::filesystem::remove(path);
 }
 
+TEST(SqliteStoreTest, LatencyMetricsAreViewColumnsAndObjectives) {
+  const auto path = std::filesystem::temp_directory_path() / "frontier_latency_views_test.db";
+  std::filesystem::remove(path);
+  std::string id;
+  {
+    SqliteStore store(path.string());
+    id = testing::FillLatencyFixture(store);
+  }
+  testing::CheckLatencyViews(Query(path.string(), testing::LatencyResultsQuery(id), SQLITE_OPEN_READONLY),
+                             Query(path.string(), testing::LatencyFrontQuery(id), SQLITE_OPEN_READONLY));
+  std::filesystem::remove(path);
+}
+
+// The results view as migration 3 created it: the metric columns before the latency metrics.
+constexpr const char* kMigration3ResultsView = R"sql(CREATE VIEW results AS
+SELECT id AS trial_id, experiment_id, config_json, is_baseline, seed, steps, state, attempt, worker_id,
+       json_extract(result_json, '$.val_accuracy') AS val_accuracy,
+       json_extract(result_json, '$.test_accuracy') AS test_accuracy,
+       json_extract(result_json, '$.val_loss') AS val_loss,
+       json_extract(result_json, '$.val_iou') AS val_iou,
+       json_extract(result_json, '$.test_iou') AS test_iou,
+       json_extract(result_json, '$.test_loss') AS test_loss,
+       json_extract(result_json, '$.step_time_ms.median') AS median_step_time_ms,
+       json_extract(result_json, '$.throughput.samples_per_s') AS throughput,
+       json_extract(result_json, '$.mfu') AS mfu,
+       json_extract(result_json, '$.peak_memory_mb') AS peak_memory_mb,
+       json_extract(result_json, '$.params') AS params,
+       json_extract(result_json, '$.threads') AS threads,
+       finished_ms
+FROM trials WHERE result_json <> '')sql";
+
 // The current views are the catalog's (result_views.h); a database whose
-// views predate them (migration 4's config_front, no stamp) gets them at its
-// next open, at the same schema version.
+// views predate them (migration 3's results, without the latency columns;
+// migration 4's config_front, no stamp) gets them at its next open, at the
+// same schema version.
 TEST(SqliteStoreTest, ResultViewsFollowTheMetricCatalog) {
   const auto path = std::filesystem::temp_directory_path() / "frontier_catalog_views_test.db";
   std::filesystem::remove(path);
@@ -103,13 +135,23 @@ TEST(SqliteStoreTest, ResultViewsFollowTheMetricCatalog) {
 
   Query(path.string(), "DROP VIEW config_front");
   Query(path.string(), Migration4ConfigFrontView(SqlDialect::kSqlite));
+  Query(path.string(), "DROP VIEW results");
+  Query(path.string(), kMigration3ResultsView);
   ASSERT_EQ(Query(path.string(), front_sql).size(), 1u);
   EXPECT_EQ(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
+  const std::string latency_column =
+      "SELECT name FROM pragma_table_info('results') WHERE name = 'latency_ms'";
+  EXPECT_EQ(Query(path.string(), latency_column).size(), 0u);
   {
     SqliteStore store(path.string());
     EXPECT_EQ(store.schema_version(), 8);
   }
   EXPECT_NE(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
+  columns.clear();
+  for (const auto& row : Query(path.string(), "SELECT name FROM pragma_table_info('results')")) {
+    columns.push_back(row[0]);
+  }
+  EXPECT_EQ(columns, expected);
   std::filesystem::remove(path);
 }
 
