@@ -65,6 +65,19 @@ def trial_flops(spec):
     return start["train_flops_per_step"]
 
 
+class BlasKernels(unittest.TestCase):
+    """OpenBLAS's generic kernels on a CPU it does not know are replaced by the CPU's own."""
+
+    def test_core_for_a_cpu_openblas_does_not_know(self):
+        from frontier_trial.blas import openblas_core_for
+        avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma"}
+        self.assertEqual(openblas_core_for("Prescott", avx512), "SkylakeX")
+        self.assertEqual(openblas_core_for("prescott", {"avx2", "fma"}), "Haswell")
+        self.assertEqual(openblas_core_for("Prescott", {"sse3"}), "")
+        self.assertEqual(openblas_core_for("Haswell", avx512), "")
+        self.assertEqual(openblas_core_for("", avx512), "")
+
+
 class FlopCrossCheck(unittest.TestCase):
     """The SDK's dispatcher-level count equals frontier-trial's for the same network."""
 

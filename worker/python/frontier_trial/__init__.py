@@ -20,8 +20,12 @@
 The protocol it speaks is docs/trial-protocol.md; the measurement definitions
 are frontier-trial's (docs/worker.md, Measurement).
 """
-from .flops import FlopCounter, count_model_flops
-from .trial import EXIT_COMPLETED, EXIT_DIVERGED, EXIT_FAILED, SCHEMA, Step, Trial, start
+from .blas import use_the_cpus_blas_kernels
+
+use_the_cpus_blas_kernels()  # before any GEMM (docs/worker.md, The CPU's own BLAS kernels)
+
+from .flops import FlopCounter, count_model_flops  # noqa: E402
+from .trial import EXIT_COMPLETED, EXIT_DIVERGED, EXIT_FAILED, SCHEMA, Step, Trial, start  # noqa: E402
 
 __all__ = ["start", "Trial", "Step", "FlopCounter", "count_model_flops", "SCHEMA", "EXIT_COMPLETED",
            "EXIT_FAILED", "EXIT_DIVERGED"]
