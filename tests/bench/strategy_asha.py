@@ -9,14 +9,21 @@ orders (tests/bench/strategy_replay.cc): compute is the summed step time
 the trials ran, quality the report's hypervolume. Trial outputs are kept in
 --runs, so a rerun only runs what is missing.
 
+With --cores, one trial at a time runs on each of those cores, pinned
+(taskset) at 1 intra-op thread, with the fp32 and bf16 peaks calibrated once
+per core first: as `frontier run` runs its local workers (a trial's default
+thread count is every core of the machine; pinned to one core, its OpenMP
+threads would take turns on it, which slowed bf16 trials 10x).
+
     /usr/bin/python3 tests/bench/strategy_asha.py --replay build/tests/bench/strategy_replay \\
-        --trial build/worker/frontier-trial --runs runs/asha-bench
+        --trial build/worker/frontier-trial --runs runs/asha-bench --cores 0,1
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -27,12 +34,64 @@ def has_result(path):
         return any('"event":"result"' in line.replace(" ", "") for line in f)
 
 
+def calibrate(trial, core):
+    line = subprocess.run(["taskset", "-c", str(core), trial, "--calibrate", "--threads", "1", "--dtypes",
+                           "fp32,bf16"], check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    c = json.loads(line)
+    return dict(c["peaks"], source="calibrated:cpu-gemm", measured_at=c["measured_at"], threads=1, device="cpu")
+
+
+def run_trials(args, index):
+    """Every trial without a result, one at a time on each core of --cores (or unpinned when none)."""
+    cores = [int(c) for c in args.cores.split(",")] if args.cores else [None]
+    peaks = {core: calibrate(args.trial, core) for core in cores if core is not None}
+    for core, peak in peaks.items():
+        print(f"core {core}: fp32 {peak['fp32'] / 1e9:.1f}, bf16 {peak.get('bf16', 0) / 1e9:.1f} GFLOP/s",
+              file=sys.stderr, flush=True)
+    todo = [(i, e) for i, e in enumerate(index) if not has_result(os.path.join(args.runs, e["file"][:-5] + ".jsonl"))]
+    lock = threading.Lock()
+
+    def slot(core):
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i, entry = todo.pop(0)
+            spec_path = os.path.join(args.runs, entry["file"])
+            command = [args.trial, "--spec", spec_path, "--progress-every", "10"]
+            if core is not None:
+                with open(spec_path) as f:
+                    spec = json.load(f)
+                spec["runtime"]["threads"] = 1
+                spec_path = os.path.join(args.runs, entry["file"][:-5] + ".pinned.json")
+                with open(spec_path, "w") as f:
+                    json.dump(spec, f, indent=2)
+                command = ["taskset", "-c", str(core), args.trial, "--spec", spec_path, "--progress-every", "10",
+                           "--peak-flops", json.dumps(peaks[core])]
+            output = os.path.join(args.runs, entry["file"][:-5] + ".jsonl")
+            started = time.time()
+            with open(output + ".tmp", "w") as out:
+                subprocess.run(command, stdout=out, check=False)
+            os.replace(output + ".tmp", output)
+            where = "" if core is None else f" core {core}"
+            print(f"[{i + 1}/{len(index)}]{where} {entry['config']} seed {entry['seed']}: "
+                  f"{time.time() - started:.0f} s", file=sys.stderr, flush=True)
+
+    threads = [threading.Thread(target=slot, args=(core,)) for core in cores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replay", default="build/tests/bench/strategy_replay")
     parser.add_argument("--trial", default="build/worker/frontier-trial")
     parser.add_argument("--space", default=os.path.join(os.path.dirname(__file__), "strategy_quickstart.yaml"))
     parser.add_argument("--runs", default="runs/asha-bench", help="trial specs and outputs")
+    parser.add_argument("--cores", help="one trial at a time on each of these cores (e.g. 0,1), 1 thread each; "
+                        "default: one trial at a time, unpinned, at the spec's thread count")
     parser.add_argument("--strategy", default="{name: asha, min_steps: 20, eta: 3}")
     parser.add_argument("--workers", type=int, default=2, help="simulated workers in the replay")
     parser.add_argument("--orders", type=int, default=100,
@@ -44,17 +103,7 @@ def main():
     subprocess.run([args.replay, "specs", args.space, args.runs], check=True)
     with open(os.path.join(args.runs, "index.json")) as f:
         index = json.load(f)
-    for i, entry in enumerate(index):
-        output = os.path.join(args.runs, entry["file"][:-5] + ".jsonl")
-        if has_result(output):
-            continue
-        started = time.time()
-        with open(output + ".tmp", "w") as out:
-            subprocess.run([args.trial, "--spec", os.path.join(args.runs, entry["file"]), "--progress-every", "10"],
-                           stdout=out, check=False)
-        os.replace(output + ".tmp", output)
-        print(f"[{i + 1}/{len(index)}] {entry['config']} seed {entry['seed']}: {time.time() - started:.0f} s",
-              file=sys.stderr, flush=True)
+    run_trials(args, index)
     subprocess.run([args.replay, "compare", args.space, args.runs, args.strategy, "--workers", str(args.workers),
                     "--orders", str(args.orders)], check=True)
     return 0

@@ -13,9 +13,13 @@
 //       every runnable configuration at seeds 1..repeats), and
 //       OUTDIR/index.json: [{"file", "config", "seed"}]
 //   strategy_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] [--verbose]
+//                           [--target HYPERVOLUME/COMPUTE]
 //       RUNDIR holds NNN.jsonl, the output of NNN.json; STRATEGY is the asha
 //       strategy's YAML mapping without its seed, e.g. "{name: asha, min_steps: 20}";
 //       ASHA runs once per seed 0..orders-1 (the seed orders the queue);
+//       the last line counts the orders on target: at least HYPERVOLUME of the
+//       grid's hypervolume for at most COMPUTE of its compute (default
+//       0.95/0.15, the quickstart target of docs/strategies.md);
 //       --verbose lists, per order, how each configuration's trials ended
 //       (done, or sSTEP: stopped at STEP).
 //   strategy_replay table TABLE.json.gz [--strategies "S1;S2;..."] [--seeds N] [--workers N]
@@ -48,16 +52,16 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <zlib.h>
+#include <nlohmann/json.hpp>
 
-#include "search_spaces/search_space.h"
 #include "proto/clock.h"
+#include "search_spaces/search_space.h"
 #include "server/report/report.h"
 #include "server/scheduler/scheduler.h"
-#include "server/store/sqlite_store.h"
 #include "server/search/screen.h"
 #include "server/search/strategy.h"
+#include "server/store/sqlite_store.h"
 
 namespace frontier {
 namespace {
@@ -118,7 +122,8 @@ std::string SpecKey(const std::string& config_key, int64_t seed) {
 }
 
 void Add(Table& table, Recording r) {
-  if (!r.result.is_object()) throw std::runtime_error(r.config_key + " seed " + std::to_string(r.seed) + ": no result");
+  if (!r.result.is_object())
+    throw std::runtime_error(r.config_key + " seed " + std::to_string(r.seed) + ": no result");
   r.train_time_s = r.result.value("train_time_s", 0.0);
   if (std::find(table.configs.begin(), table.configs.end(), r.config_key) == table.configs.end()) {
     table.configs.push_back(r.config_key);
@@ -191,7 +196,8 @@ json ScreenedAt(const Recording& r, int steps) {
     result["throughput"]["per_rank_samples_per_s"] = rows / result.value("ranks", 1) * 1000 / median_ms;
     result["step_time_ms"] = {{"median", median_ms}};
     if (result.contains("mfu") && r.result.contains("step_time_ms")) {
-      result["mfu"] = result["mfu"].get<double>() * r.result["step_time_ms"].value("median", median_ms) / median_ms;
+      result["mfu"] =
+          result["mfu"].get<double>() * r.result["step_time_ms"].value("median", median_ms) / median_ms;
     }
     result["steps_run"] = steps;
     return result;
@@ -246,13 +252,13 @@ std::set<std::string> FrontOf(const Report& report) {
 struct Checkpoints {
   std::vector<size_t> configs;
   std::vector<double> compute_s;
-  std::vector<double> at_configs, at_compute;  // hypervolumes, filled by the replay
+  std::vector<double> at_configs, at_compute;         // hypervolumes, filled by the replay
   double final_compute_s = 0, final_hypervolume = 0;  // at the run's end
 };
 
 struct Outcome {
-  double compute_s = 0;         // screening included
-  double screening_s = 0;       // the screening trials' share of it
+  double compute_s = 0;           // screening included
+  double screening_s = 0;         // the screening trials' share of it
   int screened = 0, dropped = 0;  // screening trials, configurations screening dropped
   double hypervolume = 0;
   int completed = 0, stopped = 0;
@@ -326,8 +332,8 @@ Outcome Simulate(const std::string& yaml, const std::map<std::string, Recording>
         run.screening = true;
         run.next = run.recording->events.size();
         run.screening_result = ScreenedAt(*run.recording, trial->steps);
-        run.screening_s =
-            run.recording->train_time_s * trial->steps / std::max(1, run.recording->result.value("steps_run", 1));
+        run.screening_s = run.recording->train_time_s * trial->steps /
+                          std::max(1, run.recording->result.value("steps_run", 1));
       }
       slots[w] = std::move(run);
     }
@@ -337,9 +343,10 @@ Outcome Simulate(const std::string& yaml, const std::map<std::string, Recording>
     for (int w = 0; w < workers; ++w) {
       if (!slots[w]) continue;
       const Running& r = *slots[w];
-      const double t = r.start + (r.screening                          ? r.screening_s
-                                  : r.next < r.recording->events.size() ? EventTime(*r.recording, r.recording->events[r.next])
-                                                                        : r.recording->train_time_s);
+      const double t = r.start + (r.screening ? r.screening_s
+                                  : r.next < r.recording->events.size()
+                                      ? EventTime(*r.recording, r.recording->events[r.next])
+                                      : r.recording->train_time_s);
       if (earliest < 0 || t < at) {
         earliest = w;
         at = t;
@@ -442,7 +449,7 @@ int Specs(const std::string& space_path, const std::string& out_dir) {
 }
 
 int Compare(const std::string& space_path, const std::string& run_dir, const std::string& strategy,
-            int workers, int orders, bool verbose) {
+            int workers, int orders, bool verbose, double target_hypervolume, double target_compute) {
   const Table table = LoadRunDir(space_path, run_dir);
   const std::string& yaml = table.space_yaml;
   const std::map<std::string, Recording>& recordings = table.recordings;
@@ -466,17 +473,17 @@ int Compare(const std::string& space_path, const std::string& run_dir, const std
     }
     computes.push_back(compute);
     hvs.push_back(hv);
-    on_target += hv >= 0.95 && compute <= 0.35;
+    on_target += hv >= target_hypervolume && compute <= target_compute;
   }
   const auto c = Stats(computes), h = Stats(hvs);
   std::printf(
       "\n%s over %d queue orders, %d workers: compute / grid mean %.3f (sd %.3f, max %.3f), "
-      "hypervolume / grid mean %.3f (sd %.3f, min %.3f); %d of %d orders at >= 0.95 hypervolume "
-      "and <= 0.35 compute\n",
-      strategy.c_str(), orders, workers, c[0], c[1], c[3], h[0], h[1], h[2], on_target, orders);
+      "hypervolume / grid mean %.3f (sd %.3f, min %.3f); %d of %d orders at >= %.2f hypervolume "
+      "and <= %.2f compute\n",
+      strategy.c_str(), orders, workers, c[0], c[1], c[3], h[0], h[1], h[2], on_target, orders,
+      target_hypervolume, target_compute);
   return 0;
 }
-
 
 // The trials of the configurations of `sequence` (the baseline first, then
 // each configuration's seeds in order) as the rows a store would hold, all
@@ -522,8 +529,8 @@ void ScoreSequence(const SearchSpace& space, const Table& table, std::vector<std
 
 constexpr std::array<double, 3> kShares = {0.10, 0.25, 0.50};
 
-int TableCommand(const std::string& table_path, const std::vector<std::string>& strategies, int seeds, int workers,
-                 const std::vector<std::string>& sequence_files) {
+int TableCommand(const std::string& table_path, const std::vector<std::string>& strategies, int seeds,
+                 int workers, const std::vector<std::string>& sequence_files) {
   const Table table = LoadTable(table_path);
   const SearchSpace space = ParseSearchSpace(table.space_yaml, table_path);
   const Outcome grid = Simulate(WithStrategy(table.space_yaml, "{name: grid}"), table.recordings, workers);
@@ -536,7 +543,8 @@ int TableCommand(const std::string& table_path, const std::vector<std::string>& 
               table.configs.size(), grid.completed, grid.compute_s, grid.hypervolume, grid.front.size());
   std::printf("hypervolume of the front found / the grid's (mean +- sd over seeds)\n\n");
   std::printf("| strategy | seeds |");
-  for (size_t i = 0; i < kShares.size(); ++i) std::printf(" %zu configs (%.0f%%) |", budgets.configs[i], 100 * kShares[i]);
+  for (size_t i = 0; i < kShares.size(); ++i)
+    std::printf(" %zu configs (%.0f%%) |", budgets.configs[i], 100 * kShares[i]);
   for (double share : kShares) std::printf(" %.0f%% compute |", 100 * share);
   std::printf(" whole run: compute | whole run: hypervolume |");
   std::printf("\n| --- | --- |");
@@ -625,7 +633,8 @@ int Check(const std::string& table_path) {
     if (config != "{}") measured.push_back(measure(config));
   }
   int dropped = 0, front_dropped = 0;
-  for (const ScreenVerdict& v : ScreenOut(space.objectives, space.constraints, screen, measure("{}"), measured)) {
+  for (const ScreenVerdict& v :
+       ScreenOut(space.objectives, space.constraints, screen, measure("{}"), measured)) {
     if (v.kept) continue;
     ++dropped;
     if (front.count(v.config_key)) {
@@ -633,8 +642,9 @@ int Check(const std::string& table_path) {
       std::printf("MISMATCH: screening drops %s of the front: %s\n", v.config_key.c_str(), v.reason.c_str());
     }
   }
-  std::printf("screening (%d steps, margin %.2f, noise %.2f) drops %d of %zu configurations, %d of the front\n",
-              screen.steps, screen.margin, screen.noise, dropped, measured.size(), front_dropped);
+  std::printf(
+      "screening (%d steps, margin %.2f, noise %.2f) drops %d of %zu configurations, %d of the front\n",
+      screen.steps, screen.margin, screen.noise, dropped, measured.size(), front_dropped);
   return front_dropped == 0 ? 0 : 1;
 }
 
@@ -668,6 +678,7 @@ int Main(int argc, char** argv) {
   }
   if (args.size() >= 4 && args[0] == "compare") {
     int workers = 2, orders = 10;
+    double target_hypervolume = 0.95, target_compute = 0.15;
     bool verbose = false;
     for (size_t i = 4; i < args.size(); ++i) {
       if (args[i] == "--verbose") {
@@ -675,16 +686,23 @@ int Main(int argc, char** argv) {
       } else if (i + 1 < args.size()) {
         if (args[i] == "--workers") workers = std::atoi(args[i + 1].c_str());
         if (args[i] == "--orders") orders = std::atoi(args[i + 1].c_str());
+        if (args[i] == "--target" &&
+            std::sscanf(args[i + 1].c_str(), "%lf/%lf", &target_hypervolume, &target_compute) != 2) {
+          std::cerr << "strategy_replay: --target takes HYPERVOLUME/COMPUTE, e.g. 0.95/0.15\n";
+          return 64;
+        }
         ++i;
       }
     }
-    return Compare(args[1], args[2], args[3], workers, orders, verbose);
+    return Compare(args[1], args[2], args[3], workers, orders, verbose, target_hypervolume, target_compute);
   }
-  std::cerr << "usage: strategy_replay specs SPACE.yaml OUTDIR\n"
-               "       strategy_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] [--verbose]\n"
-               "       strategy_replay table TABLE.json.gz [--strategies \"S1;S2\"] [--seeds N] [--workers N] "
-               "[--sequences FILE]...\n"
-               "       strategy_replay check TABLE.json.gz\n";
+  std::cerr
+      << "usage: strategy_replay specs SPACE.yaml OUTDIR\n"
+         "       strategy_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] [--verbose] "
+         "[--target HV/COMPUTE]\n"
+         "       strategy_replay table TABLE.json.gz [--strategies \"S1;S2\"] [--seeds N] [--workers N] "
+         "[--sequences FILE]...\n"
+         "       strategy_replay check TABLE.json.gz\n";
   return 64;
 }
 
