@@ -1,7 +1,10 @@
 // worker/trial/measure/device.h: the datasheet table matches names exactly,
 // a calibrated peak given by the worker is the trial's peak, the CPU
-// calibration measures, and allocation failures are recognised.
+// calibration measures, a trial's default thread count is its affinity
+// mask's, and allocation failures are recognised.
 #include "worker/trial/measure/device.h"
+
+#include <sched.h>
 
 #include <new>
 #include <stdexcept>
@@ -65,7 +68,8 @@ TEST(GivenPeaksTest, ParsesTheWorkersCalibration) {
 }
 
 TEST(GivenPeaksTest, BadInputNamesTheProblem) {
-  for (const char* bad : {"", "[1]", "not json", R"({"fp32": -1})", R"({"fp32": "fast"})", R"({"bf16": 0})"}) {
+  for (const char* bad :
+       {"", "[1]", "not json", R"({"fp32": -1})", R"({"fp32": "fast"})", R"({"bf16": 0})"}) {
     SCOPED_TRACE(bad);
     try {
       ParseGivenPeaks(bad);
@@ -118,6 +122,22 @@ TEST(CalibrateTest, MeasuresEachDtypeOnTheCpuWithItsThreadCount) {
   EXPECT_FALSE(line["peaks"].contains("fp16")) << "fp16 does not run on the CPU";
   EXPECT_NE(line["errors"]["fp16"].get<std::string>().find("not supported on the CPU"), std::string::npos);
   EXPECT_EQ(line["measured_at"].get<std::string>().size(), std::string("2026-12-01T15:00:00Z").size());
+}
+
+TEST(DefaultCpuThreadsTest, CountsTheCpusThisProcessMayRunOn) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(DefaultCpuThreads(), CPU_COUNT(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // as `taskset -c N` or a one-core cpuset
+  const int pinned = DefaultCpuThreads();
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(pinned, 1);
 }
 
 TEST(IsOutOfMemoryTest, RecognisesAllocationFailures) {

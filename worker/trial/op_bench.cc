@@ -222,9 +222,8 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
 }
 
 json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
-  const int threads = spec.runtime.threads > 0 ? spec.runtime.threads
-                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+  const int threads = spec.runtime.threads > 0 ? spec.runtime.threads : DefaultCpuThreads();
+  SetCpuThreads(threads);
   torch::manual_seed(spec.seed);
   LoadPlugins(spec.runtime.plugins);
   const DeviceInfo dev = SelectDevice(spec.runtime.device);

@@ -702,10 +702,8 @@ int ExitCodeFor(const json& result) {
 
 json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
   const auto wall_start = Clock::now();
-  const int threads = spec.runtime.threads > 0
-                          ? spec.runtime.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+  const int threads = spec.runtime.threads > 0 ? spec.runtime.threads : DefaultCpuThreads();
+  SetCpuThreads(threads);
   const std::string allocator = ConfigureHostAllocator();
 
   json result = {{"event", "result"},

@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <dlfcn.h>
 #include <malloc.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #ifdef FRONTIER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -54,6 +57,20 @@ std::string CpuModelName() {
     }
   }
   return "unknown";
+}
+
+int DefaultCpuThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void SetCpuThreads(int threads) {
+  at::set_num_threads(threads);
+  using SetThreads = void (*)(int);
+  const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set != nullptr) set(threads);
 }
 
 DeviceInfo SelectDevice(const std::string& requested) {
@@ -287,7 +304,7 @@ PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device
 json Calibrate(const DeviceInfo& device, const std::vector<std::string>& dtypes, int threads,
                const GemmBudget& budget) {
   const auto start = std::chrono::steady_clock::now();
-  if (!device.is_cuda() && threads > 0) at::set_num_threads(threads);
+  if (!device.is_cuda() && threads > 0) SetCpuThreads(threads);
   json peaks = json::object(), sources = json::object(), errors = json::object(), table = json::object(),
        largest = json::object();
   for (const std::string& dtype : dtypes) {

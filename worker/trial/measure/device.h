@@ -26,6 +26,19 @@ struct DeviceInfo {
   bool is_cuda() const { return device.is_cuda(); }
 };
 
+// The intra-op thread count of a trial whose spec leaves it at 0: the CPUs
+// this process may run on (its affinity mask: taskset, a cpuset, the
+// worker's --cpus), not every CPU of the machine: more threads than cores
+// take turns on them, and OpenMP's barriers then wait a time slice each
+// (a bf16 trial pinned to one core ran 10x slower at 2 threads).
+int DefaultCpuThreads();
+
+// Sets the CPU thread count of LibTorch's intra-op pool and of OpenBLAS's
+// own pool (which otherwise sizes itself from the affinity mask when it is
+// loaded, whatever LibTorch's count): the GEMM of a 1-thread trial then runs
+// on 1 thread too.
+void SetCpuThreads(int threads);
+
 // "auto" picks CUDA device 0 when available, else the CPU. "cuda" without a
 // CUDA build or device is an error.
 DeviceInfo SelectDevice(const std::string& requested);
@@ -59,7 +72,7 @@ double MeasureCopyBandwidth(const DeviceInfo& device);
 
 struct PeakFlops {
   double flops_per_s = 0;
-  std::string dtype;   // fp32 | bf16 | fp16
+  std::string dtype;  // fp32 | bf16 | fp16
   // "calibrated:<method>" (measured by the worker at its start, given to the
   // trial), "table:<entry>" (GPU datasheet) or "measured:cpu-gemm" /
   // "measured:cuda-gemm" (measured inside this trial: the fallback).
