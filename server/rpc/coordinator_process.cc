@@ -13,7 +13,7 @@ CoordinatorProcess::CoordinatorProcess(const std::string& store_url, Coordinator
   CoordinatorMetricsOptions metrics_options;
   metrics_options.worker_connected_within = std::chrono::milliseconds(options.scheduler.lease_timeout_ms);
   metrics_ = std::make_unique<CoordinatorMetrics>(metrics_options);
-  store_ = std::make_unique<MeasuredStore>(OpenStore(store_url), *metrics_);
+  store_ = std::make_unique<MeasuredStore>(OpenStore(store_url, OpenMode::kServe), *metrics_);
   coordinator_ = std::make_unique<Coordinator>(*store_, clock_, *metrics_, std::move(options));
 }
 

@@ -784,8 +784,8 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
   return t;
 }
 
-void Scheduler::CompleteFinishedExperiments() {
-  for (const std::string& id : store_.ExperimentsReadyToComplete()) {
+void Scheduler::CompleteFinishedExperiments(const std::vector<std::string>& ready) {
+  for (const std::string& id : ready) {
     // A search loaded now (after a restart) may still propose: then it goes on.
     const Search* search = SearchOf(id);
     if (search && (!search->open.empty() || !search->Settled())) continue;
@@ -835,16 +835,20 @@ bool Scheduler::PollProposers() {
 }
 
 void Scheduler::Tick() {
-  std::vector<TrialRow> expired;
+  // The store's statements run before the lock, as Complete's update does
+  // (the expiry applies once; a ready experiment is checked again under the
+  // lock): completions and progress events, which need the lock to tell their
+  // search, never wait for them.
+  const std::vector<TrialRow> expired = store_.ExpireLeases(clock_.NowMs());
+  const std::vector<std::string> ready = store_.ExperimentsReadyToComplete();
   bool polled = false;
   {
     std::lock_guard<std::mutex> lock(search_mu_);
-    expired = store_.ExpireLeases(clock_.NowMs());
     for (const TrialRow& trial : expired) {
       if (trial_state::IsFinal(trial.state)) TrialEnded(trial.id, OutcomeOf(trial));
     }
     polled = PollProposers();
-    CompleteFinishedExperiments();
+    CompleteFinishedExperiments(ready);
   }
   if (!expired.empty() || polled) Changed();
 }

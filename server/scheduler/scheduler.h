@@ -139,7 +139,9 @@ class Scheduler {
   // trial that is to run; tells the dispatcher when anything was leased.
   std::optional<TrialRow> ToRun(const std::string& worker_id, std::optional<TrialRow> trial);
   // The following require search_mu_.
-  void CompleteFinishedExperiments();
+  // Completes those of `ready` (Store::ExperimentsReadyToComplete, read
+  // before the lock) that are still done under it.
+  void CompleteFinishedExperiments(const std::vector<std::string>& ready);
   Search* SearchOf(const std::string& experiment_id);
   void TrialEnded(const std::string& trial_id, TrialOutcome outcome);
   void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);

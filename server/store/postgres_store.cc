@@ -347,6 +347,13 @@ class PostgresStore::Pool {
     for (size_t i = 0; i < slots_.size(); ++i) free_.push_back(i);
   }
 
+  // Opens every connection now (OpenMode::kServe), before any other use.
+  void OpenAll() {
+    for (auto& conn : slots_) {
+      if (!conn) Connect(conn);
+    }
+  }
+
   // Runs `body(connection)` on a free connection; a broken connection is
   // dropped so that the next use reconnects.
   template <typename Body>
@@ -371,12 +378,7 @@ class PostgresStore::Pool {
     } release{this, slot};
     auto& conn = slots_[slot];
     try {
-      if (!conn || !conn->is_open()) {
-        conn = std::make_unique<pqxx::connection>(url_);
-        if (!synchronous_) conn->set_variable("synchronous_commit", "off");
-        if (read_only_) conn->set_variable("default_transaction_read_only", "on");
-        PrepareStatements(*conn);
-      }
+      if (!conn || !conn->is_open()) Connect(conn);
       return body(*conn);
     } catch (const pqxx::broken_connection&) {
       conn.reset();
@@ -385,6 +387,13 @@ class PostgresStore::Pool {
   }
 
  private:
+  void Connect(std::unique_ptr<pqxx::connection>& conn) {
+    conn = std::make_unique<pqxx::connection>(url_);
+    if (!synchronous_) conn->set_variable("synchronous_commit", "off");
+    if (read_only_) conn->set_variable("default_transaction_read_only", "on");
+    PrepareStatements(*conn);
+  }
+
   std::string url_;
   bool synchronous_;
   bool read_only_;  // every transaction read-only
@@ -498,6 +507,14 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mod
     }
     return 0;
   });
+  if (mode == OpenMode::kServe) {
+    try {
+      pool_->OpenAll();
+      relaxed_->OpenAll();
+    } catch (const pqxx::failure& e) {
+      throw StoreError(std::string("PostgreSQL: opening the coordinator's connections: ") + e.what());
+    }
+  }
 }
 
 PostgresStore::~PostgresStore() = default;

@@ -41,7 +41,8 @@ class PostgresStore final : public Store {
   // server) and a quarter as many for the relaxed ones, lazily; connects
   // and migrates now. With OpenMode::kReadOnly every session is read-only
   // (default_transaction_read_only), nothing is migrated, and a schema other
-  // than this build's is refused (store.h OpenMode). Throws StoreError.
+  // than this build's is refused (store.h OpenMode); with OpenMode::kServe
+  // every connection is opened now. Throws StoreError.
   explicit PostgresStore(const std::string& url, int pool_size = kDefaultPoolSize,
                          OpenMode mode = OpenMode::kMigrate);
   static constexpr int kDefaultPoolSize = 16;  // as many as WorkerServiceImpl has call threads

@@ -377,7 +377,7 @@ bool WalReadable(sqlite3* db) {
 }  // namespace
 
 SqliteStore::SqliteStore(const std::string& path, OpenMode mode) {
-  if (mode == OpenMode::kMigrate) {
+  if (mode != OpenMode::kReadOnly) {
     db_ = OpenSqlite(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, path);
     Exec(db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
     Migrate();

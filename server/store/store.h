@@ -23,13 +23,17 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How a store is opened. kMigrate (the coordinator, `frontier run`): a SQLite
+// How a store is opened. kMigrate (`frontier-server migrate`, tests): a SQLite
 // file is created when missing, and the schema is migrated to this build's.
+// kServe (the coordinator, `frontier run`): kMigrate, and a PostgreSQL store
+// opens every connection of its pools now, with their prepared statements,
+// instead of on first use (the first calls a coordinator serves, 64 workers'
+// at once, then do not wait for connections being opened).
 // kReadOnly (the read commands' --db/--store): nothing is ever written (a
 // SQLite file is opened read-only, PostgreSQL sessions run read-only
 // transactions); a store whose schema is not this build's is refused with
 // SchemaMismatch's message, a write throws StoreError.
-enum class OpenMode { kMigrate, kReadOnly };
+enum class OpenMode { kMigrate, kServe, kReadOnly };
 
 // Why a read-only open of `store` (its URL, for the message) refuses its
 // schema `version` when this build's is `latest`: older names the command

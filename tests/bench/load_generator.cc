@@ -7,8 +7,12 @@
 // on an empty queue.
 //
 //   load_generator --server HOST:PORT --workers N --trials T [--lease-next 0] [--cpu-of NAME=PID,...]
+//                  [--trace FILE]
 //       (--cpu-of: also the CPU milliseconds per trial those processes, with their children, and the
-//       simulated workers used during the run)
+//       simulated workers used during the run; --trace: every call as a line "END_MS RPC LATENCY_MS",
+//       END_MS from the load's start, to see whether slow calls come together or one by one.
+//       LeaseTrial(steady) is LeaseTrial without each worker's first lease: the 64 first leases
+//       arrive at once when the run starts)
 //   load_generator --fill-store URL --trials T   (creates an experiment of T
 //       pending trials directly through the Store; coordinator_load.sh then
 //       finishes them all in one SQL statement, for the report query at scale)
@@ -46,6 +50,8 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -291,6 +297,8 @@ struct Load {
   std::condition_variable stopped;
   int workers_stopped = 0;
   std::map<std::string, std::vector<double>> latency_ms;
+  std::vector<std::tuple<double, const char*, double>> trace;  // (end ms, rpc, ms) of every call
+  Clock::time_point start = Clock::now();
   Clock::time_point first_lease = Clock::time_point::max();
   Clock::time_point last_completion;  // the run ends here, not when the last idle long poll returns
 
@@ -334,6 +342,8 @@ class SimulatedWorker {
             const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
             if (rpc != nullptr) mine_[rpc].push_back(ms);
             last_ms_ = ms;
+            trace_.emplace_back(std::chrono::duration<double, std::milli>(Clock::now() - load_.start).count(),
+                                rpc != nullptr ? rpc : "LeaseTrial", ms);
             then(status);
           });
   }
@@ -346,6 +356,8 @@ class SimulatedWorker {
     Call(nullptr, Rpc(LeaseTrial), lease_, next_, [this](const grpc::Status& status) {
       // Leases that returned a trial apart from empty long polls (which wait up to wait_ms by design).
       mine_[next_.has_trial() ? "LeaseTrial" : "LeaseTrial(empty)"].push_back(last_ms_);
+      if (next_.has_trial() && leased_before_) mine_["LeaseTrial(steady)"].push_back(last_ms_);
+      leased_before_ = leased_before_ || next_.has_trial();
       if (!status.ok()) next_.Clear();
       Next();
     });
@@ -379,7 +391,11 @@ class SimulatedWorker {
       }
       next_ = status.ok() ? completed_.next() : v1::LeaseTrialResponse();
       // A lease that came with the completion took as long as that call.
-      if (next_.has_trial()) mine_["LeaseTrial"].push_back(last_ms_);
+      if (next_.has_trial()) {
+        mine_["LeaseTrial"].push_back(last_ms_);
+        if (leased_before_) mine_["LeaseTrial(steady)"].push_back(last_ms_);
+        leased_before_ = true;
+      }
       Next();
     });
   }
@@ -389,6 +405,7 @@ class SimulatedWorker {
     load_.first_lease = std::min(load_.first_lease, first_);
     for (auto& [rpc, v] : mine_)
       load_.latency_ms[rpc].insert(load_.latency_ms[rpc].end(), v.begin(), v.end());
+    load_.trace.insert(load_.trace.end(), trace_.begin(), trace_.end());
     ++load_.workers_stopped;
     load_.stopped.notify_all();
   }
@@ -398,6 +415,8 @@ class SimulatedWorker {
   std::mt19937 rng_;
   std::unique_ptr<grpc::ClientContext> context_;  // of the one call in flight
   double last_ms_ = 0;                            // that call's latency
+  bool leased_before_ = false;                    // this worker had a lease: the next is steady state
+  std::vector<std::tuple<double, const char*, double>> trace_;
   std::map<std::string, std::vector<double>> mine_;
   Clock::time_point first_ = Clock::time_point::max();
   v1::RegisterWorkerRequest register_;
@@ -488,6 +507,12 @@ int main(int argc, char** argv) {
   out["cpu_ms_per_trial"] = cpu_ms;
   for (const auto& [rpc, v] : latency_ms) {
     out["latency_ms"][rpc] = {{"n", v.size()}, {"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}};
+  }
+  if (flags.count("--trace")) {
+    std::ofstream trace(flags["--trace"]);
+    auto calls = load.trace;
+    std::sort(calls.begin(), calls.end());
+    for (const auto& [end_ms, rpc, ms] : calls) trace << end_ms << " " << rpc << " " << ms << "\n";
   }
   std::cout << out.dump() << std::endl;
   return 0;

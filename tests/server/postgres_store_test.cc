@@ -105,6 +105,22 @@ TEST(PostgresStoreTest, ConcurrentProgressEventsShareStatements) {
             std::vector<std::string>{"fillfactor=50"});
 }
 
+// A coordinator's store (OpenMode::kServe) has every connection open when it
+// is constructed; any other opens them on first use.
+TEST(PostgresStoreTest, TheCoordinatorsStoreOpensEveryConnectionAtOnce) {
+  const auto sessions = [](const std::string& url) {
+    const std::string database = url.substr(url.rfind('/') + 1);
+    return std::stoi(Psql(url, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '" + database +
+                                   "' AND pid <> pg_backend_pid()")
+                         .at(0));
+  };
+  const std::string lazy_url = FreshDatabase(), serving_url = FreshDatabase();
+  PostgresStore lazy(lazy_url, 8, OpenMode::kMigrate);
+  EXPECT_EQ(sessions(lazy_url), 1);  // the migration's
+  PostgresStore serving(serving_url, 8, OpenMode::kServe);
+  EXPECT_EQ(sessions(serving_url), 8 + 2);  // the synchronous pool and the relaxed one (a quarter as many)
+}
+
 TEST(PostgresStoreTest, ResultsViewExtractsMetrics) {
   const std::string url = FreshDatabase();
   PostgresStore store(url);
