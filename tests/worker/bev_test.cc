@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "worker/trial/data/dataset.h"
 #include "worker/trial/measure/flop_counter.h"
 #include "worker/trial/ops/bev_pool.h"
+#include "worker/trial/ops/bev_sample.h"
 #include "worker/trial/tasks/bev_model.h"
 #include "worker/trial/trainer.h"
 
@@ -556,6 +558,115 @@ TEST(BevPoolPlanTest, Bf16FusedAccumulatesInFloat) {
 }
 
 // ---- network ----
+
+// ipm/mean_lift sampling (ops/bev_sample.h): random points seen by random
+// cameras at random pixels, the edges of the image included.
+struct SampleCase {
+  int64_t cameras = 3, image_width = 40, image_height = 20, feature_height = 5, feature_width = 10;
+  std::vector<std::vector<bev::PointPixel>> pixels;
+};
+
+SampleCase RandomSampleCase(int64_t points, uint64_t seed) {
+  SampleCase c;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0, 1);
+  c.pixels.resize(points);
+  for (auto& seen : c.pixels) {
+    for (int64_t cam = 0; cam < c.cameras; ++cam) {
+      if (unit(rng) < 0.5) continue;
+      double u = unit(rng) * c.image_width, v = unit(rng) * c.image_height;
+      if (unit(rng) < 0.2) u = unit(rng) < 0.5 ? 0.0 : std::nextafter(double(c.image_width), 0.0);
+      if (unit(rng) < 0.2) v = unit(rng) < 0.5 ? 0.0 : std::nextafter(double(c.image_height), 0.0);
+      seen.push_back({cam, u, v});
+    }
+  }
+  return c;
+}
+
+// What ipm/mean_lift computed before the sparse taps: every camera samples
+// every point with grid_sample, masked to the cameras that see it, averaged.
+// features (N, C, h, w) -> (P, C).
+torch::Tensor GridSampleMean(const torch::Tensor& features, const SampleCase& c) {
+  const int64_t points = static_cast<int64_t>(c.pixels.size());
+  torch::Tensor grid = torch::full({c.cameras, points, 1, 2}, -2.0, torch::kDouble);
+  torch::Tensor mask = torch::zeros({c.cameras, 1, points, 1}, torch::kDouble);
+  for (int64_t p = 0; p < points; ++p) {
+    for (const bev::PointPixel& px : c.pixels[p]) {
+      grid[px.camera][p][0][0] = 2 * px.u / c.image_width - 1;
+      grid[px.camera][p][0][1] = 2 * px.v / c.image_height - 1;
+      mask[px.camera][0][p][0] = 1;
+    }
+  }
+  namespace F = torch::nn::functional;
+  const torch::Tensor sampled = F::grid_sample(
+      features, grid.to(features.scalar_type()),
+      F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false));
+  const torch::Tensor m = mask.to(features.scalar_type());
+  return ((sampled * m).sum(0) / m.sum(0).clamp_min(1)).squeeze(-1).t();  // (P, C)
+}
+
+bev::SamplePlan PlanOf(const SampleCase& c) {
+  return bev::MakeSamplePlan(
+      static_cast<int64_t>(c.pixels.size()), c.cameras * c.feature_height * c.feature_width,
+      bev::MeanBilinearTaps(c.pixels, c.image_width, c.image_height, c.feature_height, c.feature_width));
+}
+
+// (N, C, h, w) -> (1, N*h*w, C), as BevNet feeds the sampling.
+torch::Tensor FeatureRows(const torch::Tensor& features) {
+  return features.permute({0, 2, 3, 1}).reshape({1, -1, features.size(1)});
+}
+
+TEST(BevSampleTest, MatchesTheGridSampleMeanForwardAndGradient) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const SampleCase c = RandomSampleCase(200, seed);
+    torch::manual_seed(seed);
+    const torch::Tensor features =
+        torch::randn({c.cameras, 7, c.feature_height, c.feature_width}, torch::kDouble).requires_grad_();
+    const torch::Tensor expected = GridSampleMean(features, c);
+    const torch::Tensor weights = torch::randn_like(expected);
+    const torch::Tensor expected_grad = torch::autograd::grad({(expected * weights).sum()}, {features})[0];
+
+    const torch::Tensor got = bev::SampleRows(FeatureRows(features), PlanOf(c)).squeeze(0);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_TRUE(torch::allclose(got, expected, 1e-9, 1e-12)) << (got - expected).abs().max().item<double>();
+    const torch::Tensor grad = torch::autograd::grad({(got * weights).sum()}, {features})[0];
+    EXPECT_TRUE(torch::allclose(grad, expected_grad, 1e-9, 1e-12))
+        << (grad - expected_grad).abs().max().item<double>();
+    EXPECT_GT(expected.abs().sum().item<double>(), 0);
+  }
+}
+
+TEST(BevSampleTest, KernelMatchesTheGenericOpsInEveryDtypeAndRepeatsExactly) {
+  const SampleCase c = RandomSampleCase(300, 7);
+  const bev::SamplePlan plan = PlanOf(c);
+  torch::manual_seed(7);
+  const torch::Tensor x = torch::randn({2, plan.sources, 16});
+  const torch::Tensor reference = bev::SampleRowsGeneric(x.to(torch::kDouble), plan);
+  at::set_num_threads(2);
+  for (const auto& [dtype, tolerance] : std::vector<std::pair<torch::ScalarType, double>>{
+           {torch::kDouble, 1e-12}, {torch::kFloat, 1e-5}, {torch::kBFloat16, 2e-2}}) {
+    const torch::Tensor in = x.to(dtype).requires_grad_();
+    const torch::Tensor got = bev::SampleRows(in, plan);
+    EXPECT_EQ(got.scalar_type(), dtype);
+    EXPECT_TRUE(torch::allclose(got.to(torch::kDouble), reference, tolerance, tolerance)) << dtype;
+    EXPECT_TRUE(torch::equal(bev::SampleRows(in, plan), got)) << dtype << ": the same twice";
+    const torch::Tensor g = torch::randn_like(got);
+    const torch::Tensor grad = torch::autograd::grad({(got * g).sum()}, {in})[0];
+    const torch::Tensor in_ref = x.to(torch::kDouble).requires_grad_();
+    const torch::Tensor ref_grad = torch::autograd::grad(
+        {(bev::SampleRowsGeneric(in_ref, plan) * g.to(torch::kDouble)).sum()}, {in_ref})[0];
+    EXPECT_TRUE(torch::allclose(grad.to(torch::kDouble), ref_grad, tolerance, tolerance)) << dtype;
+  }
+}
+
+TEST(BevSampleTest, RejectsTapsAndFeaturesThatDoNotFit) {
+  EXPECT_THROW(bev::MakeSamplePlan(4, 10, {{4, 0, 1.0}}), c10::Error);
+  EXPECT_THROW(bev::MakeSamplePlan(4, 10, {{0, 10, 1.0}}), c10::Error);
+  const bev::SamplePlan plan = bev::MakeSamplePlan(4, 10, {{0, 9, 0.5}, {3, 0, 1.0}});
+  EXPECT_THROW(bev::SampleRows(torch::zeros({1, 9, 2}), plan), c10::Error);
+  const torch::Tensor y = bev::SampleRows(torch::arange(20.0).view({1, 10, 2}), plan);
+  EXPECT_TRUE(torch::equal(y, torch::tensor({9.f, 9.5f, 0.f, 0.f, 0.f, 0.f, 0.f, 1.f}).view({1, 4, 2})));
+}
 
 TrialSpec BevSpec(const std::string& view_transform, const std::string& pooling) {
   nlohmann::json j = {{"schema", 1},

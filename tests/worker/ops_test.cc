@@ -218,6 +218,11 @@ TEST(PluginTest, LoadErrorsNameThePluginAndTheProblem) {
   EXPECT_NE(error_of(TestPlugin("test_plugin_not_plugin")).find("is not a Frontier plugin"), std::string::npos);
   const std::string old = error_of(TestPlugin("test_plugin_old_torch"));
   EXPECT_NE(old.find("built against LibTorch 1.12.1"), std::string::npos) << old;
+  const std::string old_api = error_of(TestPlugin("test_plugin_old_api"));
+  EXPECT_NE(old_api.find("was built for plugin API " + std::to_string(kPluginApiVersion - 1) +
+                         ", this frontier-trial has API " + std::to_string(kPluginApiVersion)),
+            std::string::npos)
+      << old_api;
   const std::string throws = error_of(TestPlugin("test_plugin_throws"));
   EXPECT_NE(throws.find("registration failed: this plugin's registration fails on purpose"), std::string::npos)
       << throws;
@@ -332,6 +337,10 @@ TEST(TrialGateTest, MhsaWithTheChunkedKernelTrainsAsWithTheNaiveOne) {
   EXPECT_EQ(chunked["correctness"]["variants"][0]["op"], "attention_kernel");
   EXPECT_EQ(chunked["op"]["variant"], "chunked");
   EXPECT_GT(chunked["op"]["speedup"].get<double>(), 0);
+  // The same model FLOPs: chunked computes naive's two matmuls block by block.
+  EXPECT_EQ(chunked["flops"]["train_per_step"], naive["flops"]["train_per_step"]);
+  EXPECT_TRUE(chunked["flops"]["forward_by_op"].contains("frontier::attention_chunked"))
+      << chunked["flops"].dump();
   // Four steps from the same seed: the losses agree up to float rounding.
   const double a = naive["final_train_loss"].get<double>(), b = chunked["final_train_loss"].get<double>();
   EXPECT_NEAR(a, b, 1e-4 * std::abs(a)) << a << " vs " << b;

@@ -24,8 +24,9 @@
 namespace frontier {
 
 // Bumped whenever a registry's entry type or a header a plugin may use
-// changes incompatibly.
-inline constexpr int kPluginApiVersion = 1;
+// changes incompatibly (2: AttentionImpl's constructor takes the attention
+// kernel; tests/worker/plugins/broken_plugins.cc states the current one).
+inline constexpr int kPluginApiVersion = 2;
 
 namespace plugin {
 

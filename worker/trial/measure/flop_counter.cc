@@ -97,6 +97,14 @@ int64_t OpFlops(const char* name, c10::ArrayRef<const c10::IValue> in) {
     // matmuls also compute are not the model's work and are not charged.
     return 2 * in[0].toInt() * (2 * in[1].toInt() * in[2].toInt());
   }
+  if (std::strcmp(name, "frontier::attention_chunked") == 0) {
+    // The chunked attention kernel (ops/attention_kernel.cc), q (B, h, L, d),
+    // k (B, h, S, d), v (B, h, S, dv): the work of naive's two matmuls,
+    // q k^T and p v, which it computes block by block.
+    const at::Tensor &q = TensorAt(in, 0), &k = TensorAt(in, 1), &v = TensorAt(in, 2);
+    const int64_t heads = q.size(0) * q.size(1), L = q.size(2), S = k.size(2);
+    return 2 * heads * L * S * (q.size(3) + v.size(3));
+  }
   if (std::strcmp(name, "aten::addmm") == 0 ||
       std::strcmp(name, "aten::baddbmm") == 0) {  // (self, a, b, ...)
     return MatmulFlops(TensorAt(in, 1).sizes(), TensorAt(in, 2).sizes());

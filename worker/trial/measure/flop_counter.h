@@ -3,7 +3,8 @@
 // convolutions, linear layers and matrix products (which covers the attention
 // matmuls QK^T and AV, and phi(K)^T V, phi(Q)(...) of linear attention);
 // a moe block's experts by the token assignments they kept (its
-// "frontier::moe_experts" scope), not by their padded capacity slots;
+// "frontier::moe_experts" scope), not by their padded capacity slots; the
+// chunked attention kernel as the two matmuls it computes block by block;
 // one multiply-add = 2 FLOPs; elementwise ops, norms, pooling and biases are
 // not counted. A training step counts 3 x forward. Every FLOP formula of the
 // project is in flop_counter.cc.

@@ -117,6 +117,7 @@ std::string OperatorClass(const std::string& op_name) {
                                                       "upsample_nearest2d",
                                                       "upsample_bilinear2d",
                                                       "grid_sampler_2d",
+                                                      "frontier::bev_sample",
                                                       "embedding",
                                                       "embedding_dense"};
   if (kDataMovement.count(base)) return "data_movement";

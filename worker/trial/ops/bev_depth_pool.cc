@@ -22,34 +22,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The inner loops run over channels, contiguous in every operand; `omp simd`
-// (with -fopenmp-simd, no OpenMP runtime) has them vectorized at -O2.
-template <typename scalar_t, typename acc_t>
-inline void AddScaledRow(acc_t* __restrict acc, const scalar_t* __restrict row, acc_t scale, int64_t n) {
-#pragma omp simd
-  for (int64_t c = 0; c < n; ++c) acc[c] += scale * static_cast<acc_t>(row[c]);
-}
-
-// acc += scale * g, and returns dot(g, f).
-template <typename scalar_t, typename acc_t>
-inline acc_t DotAndAddScaled(acc_t* __restrict acc, const scalar_t* __restrict g, const scalar_t* __restrict f,
-                             acc_t scale, int64_t n) {
-  acc_t dot = 0;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t c = 0; c < n; ++c) {
-    const acc_t gc = static_cast<acc_t>(g[c]);
-    dot += gc * static_cast<acc_t>(f[c]);
-    acc[c] += scale * gc;
-  }
-  return dot;
-}
-
-template <typename scalar_t, typename acc_t>
-inline void StoreRow(const acc_t* __restrict acc, scalar_t* __restrict dst, int64_t n) {
-#pragma omp simd
-  for (int64_t c = 0; c < n; ++c) dst[c] = static_cast<scalar_t>(acc[c]);
-}
-
 // out (B, cells, C), zeroed: one task per (sample, cell interval), which owns its cell.
 template <typename scalar_t>
 void ForwardCpu(const scalar_t* depth, const scalar_t* features, const PoolPlan& plan, int64_t batch,
@@ -191,7 +163,7 @@ class DepthPoolFunction : public torch::autograd::Function<DepthPoolFunction> {
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const tensor_list saved = ctx->get_saved_variables();
     // Backward is not recorded: double backward is not supported (not needed for training).
-    auto [grad_depth, grad_features] = Backward(grads[0], saved[0], saved[1], SavedPlanOf(ctx));
+    auto [grad_depth, grad_features] = Backward(grads[0], saved[0], saved[1], SavedPlanOf<PoolPlan>(ctx));
     return {grad_depth, grad_features, torch::Tensor()};
   }
 };

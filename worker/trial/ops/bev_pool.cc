@@ -128,7 +128,7 @@ class FusedPoolFunction : public torch::autograd::Function<FusedPoolFunction> {
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    const PoolPlan& plan = SavedPlanOf(ctx);
+    const PoolPlan& plan = SavedPlanOf<PoolPlan>(ctx);
     // FusedBackward is itself linear in the gradient but not recorded, so
     // double backward is not supported (not needed for training).
     return {FusedBackward(grads[0], plan, ctx->saved_data["batch"].toInt()), torch::Tensor()};

@@ -92,12 +92,11 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
   } else {
     const std::vector<double> heights = SampleHeights(spec);
     const int64_t z = static_cast<int64_t>(heights.size()), g = grid_;
-    torch::Tensor sample = torch::full({cameras_, z * g, g, 2}, -2.0f);
-    torch::Tensor mask = torch::zeros({1, cameras_, 1, z, g, g});
-    auto s = sample.accessor<float, 4>();
-    auto m = mask.accessor<float, 6>();
+    std::vector<std::vector<bev::PointPixel>> pixels(z * g * g);
     for (int c = 0; c < cameras_; ++c) {
       const bev::Camera& cam = rig.cameras[c];
+      TORCH_CHECK(cam.width == rig.cameras[0].width && cam.height == rig.cameras[0].height,
+                  "ipm/mean_lift need cameras of one image size");
       for (int64_t k = 0; k < z; ++k) {
         for (int r = 0; r < g; ++r) {
           for (int col = 0; col < g; ++col) {
@@ -105,16 +104,15 @@ BevNetImpl::BevNetImpl(const ResolvedArch& arch, const bev::Rig& rig)
             rig.CellCentre(r, col, &x, &y);
             if (!cam.Project({x, y, heights[k]}, &u, &v, &depth)) continue;
             if (u < 0 || v < 0 || u >= cam.width || v >= cam.height || depth < 0.1) continue;
-            s[c][k * g + r][col][0] = static_cast<float>(2 * u / cam.width - 1);
-            s[c][k * g + r][col][1] = static_cast<float>(2 * v / cam.height - 1);
-            m[0][c][0][k][r][col] = 1;
+            pixels[(k * g + r) * g + col].push_back({c, u, v});
           }
         }
       }
     }
-    sample_grid_ = register_buffer("sample_grid", sample);
-    sample_mask_ = register_buffer("sample_mask", mask);
-    sample_count_ = register_buffer("sample_count", mask.sum(1).clamp_min(1));
+    sample_heights_ = static_cast<int>(z);
+    const int64_t width = rig.cameras[0].width, height = rig.cameras[0].height;
+    sample_plan_ = bev::MakeSamplePlan(z * g * g, int64_t{cameras_} * fh * fw,
+                                       bev::MeanBilinearTaps(pixels, width, height, fh, fw));
     reduce_ = register_module(
         "reduce", ConvNormAct(style, static_cast<int>(features * z), spec.channels, 1, 1, 1, true));
   }
@@ -165,16 +163,15 @@ torch::Tensor BevNetImpl::DepthLoss(const torch::Tensor& depth) {
 }
 
 torch::Tensor BevNetImpl::Sample(const torch::Tensor& features, int64_t batch) {
-  const int64_t z = sample_mask_.size(3), g = grid_, f = features.size(1);
-  torch::Tensor grid = sample_grid_.unsqueeze(0)
-                           .expand({batch, cameras_, z * g, g, 2})
-                           .reshape({batch * cameras_, z * g, g, 2})
-                           .to(features.scalar_type());
-  torch::Tensor sampled = F::grid_sample(
-      features, grid,
-      F::GridSampleFuncOptions().mode(torch::kBilinear).padding_mode(torch::kZeros).align_corners(false));
-  sampled = sampled.view({batch, cameras_, f, z, g, g});
-  torch::Tensor mean = (sampled * sample_mask_).sum(1) / sample_count_;  // (B, F, Z, g, g)
+  const int64_t z = sample_heights_, g = grid_, f = features.size(1), h = features.size(2),
+                w = features.size(3);
+  if (sample_plan_.device() != features.device()) sample_plan_ = sample_plan_.To(features.device());
+  // (B*N, F, h, w) -> (B, N*h*w, F): a feature row per (camera, row, column).
+  const torch::Tensor rows = features.view({batch, cameras_, f, h, w})
+                                 .permute({0, 1, 3, 4, 2})
+                                 .reshape({batch, cameras_ * h * w, f});
+  torch::Tensor mean = bev::SampleRows(rows, sample_plan_);        // (B, Z*g*g, F)
+  mean = mean.view({batch, z, g, g, f}).permute({0, 4, 1, 2, 3});  // (B, F, Z, g, g)
   return reduce_(mean.reshape({batch, f * z, g, g}));
 }
 

@@ -10,13 +10,15 @@
 //        ipm:       every BEV cell centre on the ground (z = 0) projected into
 //                   every camera, features bilinearly sampled and averaged
 //                   over the cameras that see it, 1x1 conv to C channels
+//                   (only the cameras that see a point sample it: the taps
+//                   are a fixed sparse matrix, ops/bev_sample.h)
 //        mean_lift: the same at `heights` heights from 0 to max_height
 //                   (Simple-BEV's parameter-free lifting), heights stacked
 //                   into channels, 1x1 conv to C
 //   -> BEV encoder (block stages) -> head: 3x3 conv-norm-act, 1x1 conv to one
 //      occupancy logit per cell (bilinearly upsampled when the encoder
 //      downsampled) -> logits (B, grid, grid).
-// The geometry (frustum cells, sampling grids) depends only on the rig and
+// The geometry (frustum cells, sampling taps) depends only on the rig and
 // is computed once at construction; the pooling plan once per geometry in a
 // process (LssPoolPlan).
 #pragma once
@@ -31,6 +33,7 @@
 #include "worker/trial/model/model.h"
 #include "worker/trial/model/neck.h"
 #include "worker/trial/ops/bev_pool.h"
+#include "worker/trial/ops/bev_sample.h"
 
 namespace frontier::model {
 
@@ -80,10 +83,11 @@ class BevNetImpl : public NetworkImpl {
   torch::Tensor depth_logits_;       // lss, depth-supervised: of the last training forward
   std::shared_ptr<const bev::PoolPlan> plan_;  // lss: on the CPU, shared by networks of one geometry
   bev::PoolPlan device_plan_;                  // a copy on the features' device, made on first use there
-  // Buffers (they follow the module's device):
-  torch::Tensor sample_grid_;   // (N, Z*grid, grid, 2) normalized image coordinates
-  torch::Tensor sample_mask_;   // (1, N, 1, Z, grid, grid): 1 where the camera sees the point
-  torch::Tensor sample_count_;  // (1, 1, Z, grid, grid): cameras that see the point, at least 1
+  // ipm, mean_lift: the bilinear taps of every (height, row, column) point of
+  // the grid into the (camera, row, column) feature rows of the cameras that
+  // see it; moved to the features' device on first use there.
+  int sample_heights_ = 0;
+  bev::SamplePlan sample_plan_;
 };
 TORCH_MODULE(BevNet);
 
