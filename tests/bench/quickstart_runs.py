@@ -19,8 +19,10 @@
   fixed run of `adaptive` is the first run of `ranking` when both share --dir)
 
 --fp32-only drops bf16 from the precision dimension (9 configs): on a CPU
-without AMX or avx512_bf16, bf16 trials run ~20x slower than fp32 ones and
-one quickstart run takes over an hour.
+without AMX or avx512_bf16 (the AMD EPYC of earlier measurements), bf16
+trials ran ~20x slower than fp32 ones and one quickstart run took over an
+hour. With avx512_bf16 (Intel Xeon model 207) bf16 runs as fast as fp32 and
+a whole quickstart run takes about 9 minutes.
 
 Prints JSON on stdout; the runs' own output goes to DIR/NAME.log.
 """
