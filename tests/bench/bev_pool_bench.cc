@@ -9,10 +9,10 @@
 //
 // Rounds interleave the variants (the order rotates each round), so a load
 // change on a shared machine hits all of them; the speed-ups are per-round
-// ratios (median, min, max). Memory: growth of the resident set's high-water
-// mark during one forward+backward (MemoryTracker, the trial runner's CPU
-// measure), the inputs allocated before. Bandwidth: the best of several
-// parallel copies of a 256 MiB buffer (read + write counted).
+// ratios (median, min, max). Memory: the peak of the tensor bytes LibTorch's
+// CPU allocator holds during one forward+backward above those held before
+// (MemoryTracker, the trial runner's CPU measure), the inputs allocated before. Bandwidth: the best of
+// several parallel copies of a 256 MiB buffer (read + write counted).
 //
 // Presets:
 //   small     the bev-synthetic default: 6 cameras, 24 depth bins, 8x22

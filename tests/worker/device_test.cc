@@ -1,7 +1,8 @@
 // worker/trial/measure/device.h: the datasheet table matches names exactly,
 // a calibrated peak given by the worker is the trial's peak, the CPU
 // calibration measures, a trial's default thread count is its affinity
-// mask's, and allocation failures are recognised.
+// mask's, allocation failures are recognised, and a CPU trial's peak memory
+// counts its tensors.
 #include "worker/trial/measure/device.h"
 
 #include <sched.h>
@@ -9,9 +10,12 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "worker/trial/measure/cpu_allocator.h"
 
 namespace frontier {
 namespace {
@@ -154,6 +158,40 @@ TEST(IsOutOfMemoryTest, RecognisesAllocationFailures) {
   } catch (const std::exception& e) {
     EXPECT_TRUE(IsOutOfMemory(e)) << e.what();
   }
+}
+
+TEST(MemoryTrackerTest, OnTheCpuCountsTheTensorsAllocatedWhileItTracks) {
+  const torch::Tensor before = torch::empty({1 << 20}, torch::kFloat);  // 4 MiB, held before Start
+  MemoryTracker memory(DeviceInfo{});
+  memory.Start();
+  EXPECT_EQ(memory.kind(), "cpu-allocated-growth");
+  { const torch::Tensor large = torch::empty({2 << 20}, torch::kFloat); }  // 8 MiB, freed at once
+  const torch::Tensor small = torch::empty({512 << 10}, torch::kFloat);    // 2 MiB, still held
+  EXPECT_EQ(memory.PeakBytes(), int64_t{8} << 20);
+  EXPECT_EQ(CountedCpuBytes().current - CountedCpuBytes().peak, (int64_t{2} << 20) - (int64_t{8} << 20));
+
+  MemoryTracker again(DeviceInfo{});
+  again.Start();  // the peak restarts from what is held now
+  EXPECT_EQ(again.PeakBytes(), 0);
+  { const torch::Tensor larger = torch::empty({3 << 20}, torch::kFloat); }
+  EXPECT_EQ(again.PeakBytes(), int64_t{12} << 20);
+}
+
+TEST(MemoryTrackerTest, TheSameTrainingStepHasTheSamePeakEveryTime) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(64, 256), torch::nn::ReLU(), torch::nn::Linear(256, 10));
+  const torch::Tensor input = torch::randn({32, 64});
+  std::vector<int64_t> peaks;
+  for (int round = 0; round < 3; ++round) {
+    MemoryTracker memory(DeviceInfo{});
+    memory.Start();
+    net->zero_grad();
+    net->forward(input).pow(2).mean().backward();
+    peaks.push_back(memory.PeakBytes());
+  }
+  EXPECT_GT(peaks[1], 32 * 256 * 4);  // at least the hidden activation
+  EXPECT_EQ(peaks[1], peaks[2]);
+  EXPECT_GE(peaks[0], peaks[1]);  // the first round may also allocate the gradients
 }
 
 }  // namespace

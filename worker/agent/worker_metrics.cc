@@ -86,8 +86,8 @@ WorkerMetrics::WorkerMetrics(int slots, const std::string& device, const std::st
                       "Running trial's share of time waiting for data: data wait / (step + data wait), "
                       "sampled steps after warm-up")),
       memory_(GaugeFamily(*registry_, "frontier_worker_device_memory_peak_bytes",
-                          "Peak device memory of the slot's last finished trial (kind: cuda-max-allocated or "
-                          "cpu-rss-growth)")),
+                          "Peak device memory of the slot's last finished trial (kind: cuda-max-allocated, "
+                          "cpu-allocated-growth or cpu-rss-growth)")),
       step_time_(
           HistogramFamily(*registry_, "frontier_worker_step_time_seconds",
                           "Optimizer step time (forward, backward, update), sampled at each progress event "

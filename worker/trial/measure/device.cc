@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "worker/trial/measure/cpu_allocator.h"
+
 #ifdef FRONTIER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -370,6 +372,11 @@ void MemoryTracker::Start() {
 #endif
     return;
   }
+  counted_ = InstallCountingCpuAllocator();
+  if (counted_) {
+    baseline_ = ResetCpuAllocatedPeak();
+    return;
+  }
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";  // resets VmHWM to the current RSS
   clear.close();
@@ -386,11 +393,13 @@ int64_t MemoryTracker::PeakBytes() const {
     return 0;
 #endif
   }
+  if (counted_) return std::max<int64_t>(0, CountedCpuBytes().peak - baseline_);
   return std::max<int64_t>(0, PeakResidentBytes() - baseline_);
 }
 
 std::string MemoryTracker::kind() const {
   if (device_.is_cuda()) return "cuda-max-allocated";
+  if (counted_) return "cpu-allocated-growth";
   return peak_reset_ ? "cpu-rss-growth" : "cpu-rss-growth(process-peak)";
 }
 

@@ -135,14 +135,16 @@ nlohmann::json Calibrate(const DeviceInfo& device, const std::vector<std::string
 bool IsOutOfMemory(const std::exception& e);
 
 // Peak memory of the training loop. CUDA: max allocated bytes since Start().
-// CPU: growth of the resident set's high-water mark above the RSS at Start()
-// (the kernel's peak is reset through /proc/self/clear_refs).
+// CPU: the peak of the bytes LibTorch's CPU allocator holds, above those it
+// held at Start() (cpu_allocator.h); where the allocator cannot be counted,
+// growth of the resident set's high-water mark above the RSS at Start() (the
+// kernel's peak is reset through /proc/self/clear_refs).
 class MemoryTracker {
  public:
   explicit MemoryTracker(const DeviceInfo& device) : device_(device) {}
   void Start();
   int64_t PeakBytes() const;
-  std::string kind() const;  // "cuda-max-allocated" | "cpu-rss-growth"
+  std::string kind() const;  // "cuda-max-allocated" | "cpu-allocated-growth" | "cpu-rss-growth"
 
   static int64_t ResidentBytes();      // VmRSS
   static int64_t PeakResidentBytes();  // VmHWM
@@ -150,6 +152,7 @@ class MemoryTracker {
  private:
   DeviceInfo device_;
   int64_t baseline_ = 0;
+  bool counted_ = false;
   bool peak_reset_ = false;
 };
 

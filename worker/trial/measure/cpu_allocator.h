@@ -1,0 +1,34 @@
+#pragma once
+
+// Counts the bytes LibTorch's CPU allocator holds, so that a CPU trial's peak
+// memory is the peak of its tensors' memory, as CUDA's max-allocated is on a
+// GPU. The resident set's high-water mark, used before, also moves with what
+// glibc already had resident from earlier work, so one trial measured 22, 27
+// and 60 MB in three runs.
+//
+// The counter wraps LibTorch's default CPU allocator: every allocation made
+// after InstallCountingCpuAllocator() is recorded with its size until its
+// deleter runs. Memory allocated before, and memory other libraries take
+// outside LibTorch's allocator (oneDNN and OpenBLAS workspaces, glibc's own
+// caches), is not counted.
+
+#include <cstdint>
+
+namespace frontier {
+
+// Installs the counter as LibTorch's CPU allocator, once per process. False
+// when the current CPU allocator is not LibTorch's default one (someone else
+// replaced it): then nothing is counted.
+bool InstallCountingCpuAllocator();
+
+struct CpuAllocatedBytes {
+  int64_t current = 0;  // held now by tensors allocated since the install
+  int64_t peak = 0;     // the most held at once since the last ResetCpuAllocatedPeak()
+};
+
+CpuAllocatedBytes CountedCpuBytes();
+
+// Sets the peak to the bytes held now; returns them.
+int64_t ResetCpuAllocatedPeak();
+
+}  // namespace frontier
