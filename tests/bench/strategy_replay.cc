@@ -327,7 +327,7 @@ Outcome Simulate(const std::string& yaml, const std::map<std::string, Recording>
       if (!trial) continue;
       const auto it = recordings.find(SpecKey(trial->config_json, trial->seed));
       if (it == recordings.end()) throw std::runtime_error("no recording of " + trial->config_json);
-      Running run{*trial, &it->second, now};
+      Running run{*trial, &it->second, now, 0, false, 0, json()};
       if (trial->proposer == kScreenProposer) {
         run.screening = true;
         run.next = run.recording->events.size();
@@ -581,7 +581,11 @@ int TableCommand(const std::string& table_path, const std::vector<std::string>& 
     const bool seeded = strategy.find("grid") == std::string::npos;
     for (int seed = 0; seed < (seeded ? seeds : 1); ++seed) {
       std::string s = strategy;
-      if (seeded) s.insert(s.substr(0, s.find('|')).rfind('}'), ", seed: " + std::to_string(seed));
+      const size_t close = s.substr(0, s.find('|')).rfind('}');
+      if (close == std::string::npos) {
+        throw std::runtime_error("strategy '" + strategy + "' is not a YAML mapping such as {name: tpe}");
+      }
+      if (seeded) s.insert(close, ", seed: " + std::to_string(seed));
       Checkpoints c = budgets;
       Simulate(WithStrategy(table.space_yaml, s), table.recordings, workers, &c);
       runs.push_back(std::move(c));
