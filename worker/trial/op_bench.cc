@@ -1,17 +1,16 @@
 #include "worker/trial/op_bench.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
 #include "worker/trial/data/dataset.h"
+#include "worker/trial/measure/cpu_allocator.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/ops/correctness.h"
@@ -61,59 +60,6 @@ double TimeCall(const ops::OpCall& call, const std::string& variant, const std::
   return MsSince(start);
 }
 
-// The CPU allocator while a call's peak memory is measured: the allocator it
-// replaces, with the bytes allocated through it and not yet freed counted.
-// Never destroyed: tensors allocated through it may be freed any time later.
-class CountingCpuAllocator final : public c10::Allocator {
- public:
-  static CountingCpuAllocator& Get() {
-    static auto* allocator = new CountingCpuAllocator;
-    return *allocator;
-  }
-
-  // Peak bytes live during `fn` above those live at its start, allocated by
-  // any thread through the CPU allocator.
-  int64_t PeakDuring(const std::function<void()>& fn) {
-    c10::Allocator* previous = c10::GetCPUAllocator();
-    base_ = previous;
-    peak_ = live_.load();
-    const int64_t start = peak_.load();
-    c10::SetCPUAllocator(this);
-    try {
-      fn();
-    } catch (...) {
-      c10::SetCPUAllocator(previous);
-      throw;
-    }
-    c10::SetCPUAllocator(previous);
-    return peak_.load() - start;
-  }
-
-  c10::DataPtr allocate(size_t n) const override {
-    auto* a = new Allocation{base_->allocate(n), static_cast<int64_t>(n), this};
-    const int64_t now = live_.fetch_add(a->bytes) + a->bytes;
-    int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
-    return {a->inner.get(), a, &Free, a->inner.device()};
-  }
-
- private:
-  struct Allocation {
-    c10::DataPtr inner;
-    int64_t bytes;
-    const CountingCpuAllocator* owner;
-  };
-  static void Free(void* context) {
-    auto* a = static_cast<Allocation*>(context);
-    a->owner->live_.fetch_sub(a->bytes);
-    delete a;  // frees `inner` with its own deleter
-  }
-
-  c10::Allocator* base_ = nullptr;
-  mutable std::atomic<int64_t> live_{0}, peak_{0};
-};
-
 // MiB allocated at the peak of one forward+backward call beyond its inputs
 // and upstream gradient (CPU only: the CPU allocator's bytes).
 double PeakMb(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
@@ -121,11 +67,12 @@ double PeakMb(const ops::OpCall& call, const std::string& variant, const std::ve
   std::vector<torch::Tensor> leaves;
   for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(t.is_floating_point()));
   const torch::Tensor grad = upstream.to(inputs.at(0).scalar_type());
-  const int64_t bytes = CountingCpuAllocator::Get().PeakDuring([&] {
+  const int64_t start = ResetCpuAllocatedPeak();
+  {
     const torch::Tensor out = call.run(variant, leaves);
     out.backward(grad);
-  });
-  return static_cast<double>(bytes) / (1 << 20);
+  }
+  return static_cast<double>(CountedCpuBytes().peak - start) / (1 << 20);
 }
 
 // Every variant of the call's op, checked by the gate (correct ones timed).
@@ -209,7 +156,8 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
     }
     v["speedup_forward"] = MedianInterval(forward_ratios);
     v["speedup"] = MedianInterval(ratios);
-    if (!dev.is_cuda()) v["peak_mb"] = PeakMb(call, variant, inputs, upstream);
+    if (!dev.is_cuda() && InstallCountingCpuAllocator())
+      v["peak_mb"] = PeakMb(call, variant, inputs, upstream);
     if (call.bytes_moved) {
       const double bytes = call.bytes_moved(true);
       v["bytes_moved_mb"] = bytes / (1 << 20);

@@ -2,9 +2,9 @@
 
 // Counts the bytes LibTorch's CPU allocator holds, so that a CPU trial's peak
 // memory is the peak of its tensors' memory, as CUDA's max-allocated is on a
-// GPU. The resident set's high-water mark, used before, also moves with what
-// glibc already had resident from earlier work, so one trial measured 22, 27
-// and 60 MB in three runs.
+// GPU (MemoryTracker), and the op benchmark's peak_mb the peak of one call's. The resident set's high-water
+// mark, used before, also moves with what glibc already had resident from earlier work, so one trial measured
+// 22, 27 and 60 MB in three runs.
 //
 // The counter wraps LibTorch's default CPU allocator: every allocation made
 // after InstallCountingCpuAllocator() is recorded with its size until its
