@@ -10,6 +10,6 @@ build="${FRONTIER_BUILD_DIR:-$root/build}"
 
 "$root/deploy/install-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target frontier frontier-worker frontier-trial
+cmake --build "$build" -j"$(nproc)" --target frontier frontier-worker frontier-trial frontier_cpu_memory
 cd "$root"
 exec "$build/server/frontier" run search_spaces/quickstart.yaml --runs-dir runs/quickstart "$@"

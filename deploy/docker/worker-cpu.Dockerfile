@@ -27,9 +27,10 @@ COPY server server
 COPY proposers proposers
 COPY worker worker
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DFRONTIER_WITH_TORCH=ON -DFRONTIER_BUILD_TESTS=OFF \
- && cmake --build /build -j"$(nproc)" --target frontier-worker frontier-trial \
+ && cmake --build /build -j"$(nproc)" --target frontier-worker frontier-trial frontier_cpu_memory \
  && install -D -m 0755 -s /build/worker/frontier-worker /out/bin/frontier-worker \
- && install -D -m 0755 -s /build/worker/frontier-trial /out/bin/frontier-trial
+ && install -D -m 0755 -s /build/worker/frontier-trial /out/bin/frontier-trial \
+ && install -D -m 0644 /build/worker/libfrontier_cpu_memory.so /out/lib/frontier/libfrontier_cpu_memory.so
 
 FROM ${DEBIAN_IMAGE} AS worker
 RUN apt-get update \
@@ -41,8 +42,10 @@ RUN apt-get update \
  && groupadd --system --gid 10001 frontier \
  && useradd --system --uid 10001 --gid frontier --home-dir /var/lib/frontier --shell /usr/sbin/nologin frontier \
  && install -d -o frontier -g frontier -m 0750 /var/lib/frontier /var/lib/frontier/work
-# frontier-worker finds frontier-trial next to itself.
+# frontier-worker finds frontier-trial next to itself, and the Python SDK's
+# CPU memory counter in ../lib/frontier/ from it (FRONTIER_CPU_MEMORY_LIB).
 COPY --from=build /out/bin/ /usr/local/bin/
+COPY --from=build /out/lib/ /usr/local/lib/
 COPY deploy/docker/http-health-check /usr/local/bin/http-health-check
 USER 10001:10001
 WORKDIR /var/lib/frontier

@@ -52,12 +52,14 @@ COPY worker worker
 RUN cmake -S . -B /build -DFRONTIER_RUNNER_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
       -DFRONTIER_NLOHMANN_INCLUDE=/opt/nlohmann/include \
- && cmake --build /build -j"$(nproc)" --target frontier-trial \
- && install -D -m 0755 /build/worker/frontier-trial /opt/frontier/bin/frontier-trial
+ && cmake --build /build -j"$(nproc)" --target frontier-trial frontier_cpu_memory \
+ && install -D -m 0755 /build/worker/frontier-trial /opt/frontier/bin/frontier-trial \
+ && install -D -m 0644 /build/worker/libfrontier_cpu_memory.so /opt/frontier/lib/frontier/libfrontier_cpu_memory.so
 
 FROM pytorch/pytorch:${PYTORCH_TAG}-runtime AS worker
 COPY --from=agent /opt/frontier/ /opt/frontier/
 COPY --from=trial /opt/frontier/bin/frontier-trial /opt/frontier/bin/frontier-trial
+COPY --from=trial /opt/frontier/lib/frontier/ /opt/frontier/lib/frontier/
 COPY --from=agent /usr/share/datasets/fashion-mnist/ /usr/share/datasets/fashion-mnist/
 COPY deploy/docker/http-health-check /usr/local/bin/http-health-check
 COPY deploy/frontier-trial-on-gpu /opt/frontier/bin/frontier-trial-on-gpu

@@ -818,6 +818,7 @@ TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
   coordinator_.AddTrial("t1", CommandSpec({"/bin/sh", train}, {{"workdir", dir_ + "/project"}}));
   AgentOptions options = Options();
   options.artifact_dir = dir_ + "/artifacts";
+  options.cpu_memory_library = dir_ + "/libfrontier_cpu_memory.so";
   auto agent = Start(options, dir_ + "/frontier-trial-is-not-used");
   ASSERT_TRUE(agent->Finished());
   ASSERT_THAT(coordinator_.Completions(), SizeIs(1)) << coordinator_.Failures()[0].error();
@@ -832,6 +833,7 @@ TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
   EXPECT_THAT(env, HasSubstr("FRONTIER_ARTIFACT_DIR=" + dir_ + "/artifacts/t1\n"));
   EXPECT_THAT(env, HasSubstr("FRONTIER_STOP_FILE=" + dir_ + "/work/"));
   EXPECT_THAT(env, HasSubstr("FRONTIER_TRIAL_SPEC=" + dir_ + "/work/"));
+  EXPECT_THAT(env, HasSubstr("FRONTIER_CPU_MEMORY_LIB=" + dir_ + "/libfrontier_cpu_memory.so\n"));
   const auto spec = nlohmann::json::parse(ReadFile("seen-spec.json"));
   EXPECT_EQ(spec["params"]["attention"], "linear");
   EXPECT_EQ(spec["runtime"]["threads"], 3);

@@ -206,5 +206,30 @@ TEST(TrialOutputBoundsTest, GarbageAndFloodsOfLinesPassThrough) {
   EXPECT_EQ(lines.back(), "last");
 }
 
+TEST(CpuMemoryLibraryBesideTest, BesideTheTrialBinaryOrInItsInstallFolder) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("cpu-memory-lib-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const auto touch = [](const fs::path& path, bool executable) {
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << "#!/bin/sh\n";
+    if (executable) chmod(path.c_str(), 0755);
+  };
+  // A build tree: the library next to frontier-trial.
+  touch(root / "build" / "frontier-trial", true);
+  EXPECT_EQ(CpuMemoryLibraryBeside((root / "build" / "frontier-trial").string()), "");
+  touch(root / "build" / "libfrontier_cpu_memory.so", false);
+  EXPECT_EQ(CpuMemoryLibraryBeside((root / "build" / "frontier-trial").string()),
+            (root / "build" / "libfrontier_cpu_memory.so").string());
+  // An install: bin/frontier-trial and lib/frontier/libfrontier_cpu_memory.so.
+  touch(root / "prefix" / "bin" / "frontier-trial", true);
+  touch(root / "prefix" / "lib" / "frontier" / "libfrontier_cpu_memory.so", false);
+  EXPECT_EQ(CpuMemoryLibraryBeside((root / "prefix" / "bin" / "frontier-trial").string()),
+            (root / "prefix" / "lib" / "frontier" / "libfrontier_cpu_memory.so").string());
+  // No such trial binary: nothing.
+  EXPECT_EQ(CpuMemoryLibraryBeside((root / "nowhere" / "frontier-trial").string()), "");
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace frontier

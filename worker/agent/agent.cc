@@ -688,6 +688,9 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
                          {"FRONTIER_STOP_FILE", launch.stop_file},
                          {"FRONTIER_PROGRESS_EVERY", std::to_string(options_.progress_every)}};
   if (!peak_flops_env_.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peak_flops_env_);
+  if (!options_.cpu_memory_library.empty()) {
+    command.environment.emplace_back("FRONTIER_CPU_MEMORY_LIB", options_.cpu_memory_library);
+  }
   command.cpus = cpus;
   command.memory_limit_mb = options_.memory_limit_mb;
   command.address_space_limit = options_.device != "cuda";

@@ -47,6 +47,10 @@ struct AgentOptions {
   // worker with the tool on its PATH, else unprofiled with the reason in the
   // result's "profile" (docs/profiling.md).
   std::string artifact_dir;
+  // Given to every trial as FRONTIER_CPU_MEMORY_LIB: the library the Python
+  // SDK counts a command trial's CPU memory with (CpuMemoryLibraryBeside
+  // frontier-trial); empty: not given, the SDK falls back to resident memory.
+  std::string cpu_memory_library;
   // After a trial's process ends (completed or failed, the lease still held),
   // every regular file of its artifact folder (symbolic links are not
   // followed) goes to the coordinator's artifact store in 1 MiB chunks

@@ -14,11 +14,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "worker/host.h"
 
 extern char** environ;
 
@@ -527,6 +530,18 @@ std::string DefaultTrialBinary() {
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "frontier-trial";
+}
+
+std::string CpuMemoryLibraryBeside(const std::string& trial_binary) {
+  const std::string found = FindOnPath(trial_binary);
+  if (found.empty()) return "";
+  const std::filesystem::path dir = std::filesystem::path(found).parent_path();
+  for (const std::filesystem::path& candidate :
+       {dir / "libfrontier_cpu_memory.so", dir / ".." / "lib" / "frontier" / "libfrontier_cpu_memory.so"}) {
+    if (access(candidate.c_str(), R_OK) == 0)
+      return std::filesystem::absolute(candidate).lexically_normal().string();
+  }
+  return "";
 }
 
 }  // namespace frontier

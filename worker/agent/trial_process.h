@@ -160,4 +160,10 @@ class ProcessTrialLauncher final : public TrialLauncher {
 // there, else the bare name "frontier-trial" for a PATH lookup.
 std::string DefaultTrialBinary();
 
+// libfrontier_cpu_memory.so (the counting CPU allocator with a C interface,
+// worker/trial/measure/cpu_memory_c.cc) beside `trial_binary` (a path or a
+// name on PATH), as a build tree has it, or in ../lib/frontier/ from it, as an
+// install does; empty when neither exists.
+std::string CpuMemoryLibraryBeside(const std::string& trial_binary);
+
 }  // namespace frontier

@@ -63,6 +63,7 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
   if (FindOnPath(*trial_binary).empty()) {
     return "frontier-trial not found or not executable: '" + *trial_binary + "' (use --trial-binary)";
   }
+  options->cpu_memory_library = CpuMemoryLibraryBeside(*trial_binary);
   options->slots = f.slots;
   options->device = f.device;
   options->trial_timeout = Milliseconds(f.trial_timeout_s);

@@ -302,6 +302,46 @@ class Failures(unittest.TestCase):
         self.assertEqual((result["status"], result["error_kind"], p.returncode), ("failed", "spec", 2))
 
 
+CPU_MEMORY_LIB = os.path.join(os.path.dirname(TRIAL), "libfrontier_cpu_memory.so")
+
+
+class Memory(unittest.TestCase):
+    """A command trial's CPU peak memory: LibTorch's CPU allocator counted through
+    the library the worker names (FRONTIER_CPU_MEMORY_LIB), as frontier-trial counts it."""
+
+    BODY = """
+        with trial.step(8) as s:
+            x = torch.empty(2 << 20)  # 8 MiB, freed within the step
+            del x
+            s.loss = 1.0
+        trial.eval(1, val_accuracy=0.5, val_loss=1.0)
+        trial.finish(test_accuracy=0.5, test_loss=1.0)
+    """
+    SPEC = {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}}
+
+    def result(self, env):
+        p = run_script(self.BODY, self.SPEC, env=env)
+        events, result = protocol.check_output(p.stdout, p.returncode)
+        self.assertEqual(result["status"], "completed", p.stderr[-2000:])
+        return result
+
+    def test_counted_as_frontier_trial_counts_it(self):
+        if not os.path.exists(CPU_MEMORY_LIB):
+            self.skipTest(f"no {CPU_MEMORY_LIB} (a runner-only build)")
+        r = self.result(dict(ENV, FRONTIER_CPU_MEMORY_LIB=CPU_MEMORY_LIB))
+        self.assertEqual(r["peak_memory_kind"], "cpu-allocated-growth")
+        self.assertGreaterEqual(r["peak_memory_mb"], 8.0)
+        self.assertLess(r["peak_memory_mb"], 8.5)  # the tensor, and the SDK's own few bytes
+
+    def test_without_the_library_resident_memory(self):
+        env = {k: v for k, v in ENV.items() if k != "FRONTIER_CPU_MEMORY_LIB"}
+        self.assertTrue(self.result(env)["peak_memory_kind"].startswith("cpu-rss-growth"))
+
+    def test_a_library_that_does_not_load_falls_back(self):
+        r = self.result(dict(ENV, FRONTIER_CPU_MEMORY_LIB="/nonexistent/libfrontier_cpu_memory.so"))
+        self.assertTrue(r["peak_memory_kind"].startswith("cpu-rss-growth"))
+
+
 LATENCY_METRICS = ("latency_ms", "latency_p99_ms", "latency_b1_ms", "latency_b1_p99_ms")
 
 

@@ -1,5 +1,6 @@
 """Step statistics, device synchronization, peak FLOP/s and peak memory,
 defined as frontier-trial defines them (docs/worker.md, Measurement)."""
+import ctypes
 import json
 import math
 import os
@@ -99,18 +100,51 @@ def _status_bytes(field):
     return 0
 
 
+class _CountedCpuMemory:
+    """LibTorch's CPU allocator counted by libfrontier_cpu_memory.so, which the
+    worker names in FRONTIER_CPU_MEMORY_LIB (frontier-trial's own counter,
+    worker/trial/measure/cpu_allocator.h, behind a C interface). None of its
+    functions is called unless the library loaded and installed the counter."""
+
+    _loaded = None  # the library once installed; False when it could not be
+
+    @classmethod
+    def library(cls):
+        if cls._loaded is None:
+            cls._loaded = False
+            path = os.environ.get("FRONTIER_CPU_MEMORY_LIB", "")
+            if path:
+                try:
+                    lib = ctypes.CDLL(path)
+                    for name in ("current", "peak", "reset_peak"):
+                        getattr(lib, "frontier_cpu_memory_" + name).restype = ctypes.c_longlong
+                    if lib.frontier_cpu_memory_install() == 1:
+                        cls._loaded = lib
+                except (OSError, AttributeError):
+                    pass
+        return cls._loaded or None
+
+
 class MemoryTracker:
-    """Peak memory during training: CUDA max allocated, or on the CPU the high-water
-    mark of resident memory above the resident memory when training began."""
+    """Peak memory during training: CUDA max allocated; on the CPU the peak of
+    the bytes LibTorch's CPU allocator holds above those it held when training
+    began, counted as frontier-trial counts them when the worker gave the
+    library (FRONTIER_CPU_MEMORY_LIB), else the high-water mark of resident
+    memory above the resident memory when training began."""
 
     def __init__(self, device):
         self.device = device
         self.baseline = 0
         self.peak_reset = False
+        self.counted = None
 
     def start(self):
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        self.counted = _CountedCpuMemory.library()
+        if self.counted:
+            self.baseline = self.counted.frontier_cpu_memory_reset_peak()
             return
         try:
             with open("/proc/self/clear_refs", "w") as f:
@@ -123,12 +157,16 @@ class MemoryTracker:
     def peak_bytes(self):
         if self.device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.device)
+        if self.counted:
+            return max(0, self.counted.frontier_cpu_memory_peak() - self.baseline)
         return max(0, _status_bytes("VmHWM") - self.baseline)
 
     @property
     def kind(self):
         if self.device.type == "cuda":
             return "cuda-max-allocated"
+        if self.counted:
+            return "cpu-allocated-growth"
         return "cpu-rss-growth" if self.peak_reset else "cpu-rss-growth(process-peak)"
 
     @staticmethod

@@ -2,7 +2,9 @@
 
 // Counts the bytes LibTorch's CPU allocator holds, so that a CPU trial's peak
 // memory is the peak of its tensors' memory, as CUDA's max-allocated is on a
-// GPU (MemoryTracker), and the op benchmark's peak_mb the peak of one call's. The resident set's high-water
+// GPU (MemoryTracker), and the op benchmark's peak_mb the peak of one call's.
+// libfrontier_cpu_memory.so gives the same counter to the Python SDK
+// (cpu_memory_c.cc). The resident set's high-water
 // mark, used before, also moves with what glibc already had resident from earlier work, so one trial measured
 // 22, 27 and 60 MB in three runs.
 //
