@@ -4,9 +4,9 @@
 // memory is the peak of its tensors' memory, as CUDA's max-allocated is on a
 // GPU (MemoryTracker), and the op benchmark's peak_mb the peak of one call's.
 // libfrontier_cpu_memory.so gives the same counter to the Python SDK
-// (cpu_memory_c.cc). The resident set's high-water
-// mark, used before, also moves with what glibc already had resident from earlier work, so one trial measured
-// 22, 27 and 60 MB in three runs.
+// (cpu_memory_c.cc). The resident set's high-water mark, used before, also
+// moves with what glibc already had resident from earlier work, so one trial
+// measured 22, 27 and 60 MB in three runs.
 //
 // The counter wraps LibTorch's default CPU allocator: every allocation made
 // after InstallCountingCpuAllocator() is recorded with its size until its
