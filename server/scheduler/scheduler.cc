@@ -738,9 +738,23 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
       TrialEnded(trial_id, std::move(outcome));
     }
     Changed();
+  } else if (t == Transition::kDuplicate) {
+    TellIfUnheard(trial_id);
   }
   if (next) *next = ToRun(worker_id, std::move(*next));
   return t;
+}
+
+void Scheduler::TellIfUnheard(const std::string& trial_id) {
+  const std::optional<TrialRow> row = store_.GetTrial(trial_id);
+  if (!row || !trial_state::IsFinal(row->state)) return;
+  {
+    std::lock_guard<std::mutex> lock(search_mu_);
+    Search* search = SearchOf(row->experiment_id);
+    if (!search || !search->open.count(trial_id)) return;
+    TrialEnded(trial_id, OutcomeOf(*row));
+  }
+  Changed();
 }
 
 Transition Scheduler::Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
@@ -780,6 +794,8 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
       TrialEnded(trial_id, OutcomeOf(*row));
     }
     Changed();
+  } else if (t == Transition::kDuplicate) {
+    TellIfUnheard(trial_id);
   }
   return t;
 }

@@ -3,11 +3,15 @@
 #include <spdlog/spdlog.h>
 #include <pqxx/pqxx>
 
+#include <condition_variable>
 #include <exception>
+#include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "server/store/result_views.h"
+#include "server/store/statement_batch.h"
 
 namespace frontier {
 namespace {
@@ -231,6 +235,19 @@ ExperimentRecord ReadExperiment(const pqxx::row& r) {
 
 std::string Sql(const char* a, const char* columns, const char* b) { return std::string(a) + columns + b; }
 
+// "id, state" as "t.id, t.state".
+std::string Qualified(const std::string& table, const std::string& columns) {
+  std::string out;
+  size_t from = 0;
+  while (from < columns.size()) {
+    size_t to = columns.find(", ", from);
+    if (to == std::string::npos) to = columns.size();
+    out += (out.empty() ? "" : ", ") + table + "." + columns.substr(from, to - from);
+    from = to + 2;
+  }
+  return out;
+}
+
 std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experiment_id,
                                       std::vector<TrialRow>& trials, int64_t now_ms) {
   // The experiment row lock serializes trial numbering per experiment.
@@ -323,6 +340,35 @@ void PrepareStatements(pqxx::connection& c) {
                                           " RETURNING 1), leased AS (" + LeaseSql("$7", "$8", "$9") +
                                           ") SELECT leased.*, (SELECT COUNT(*) FROM finished) "
                                           "FROM (SELECT 1) AS one LEFT JOIN leased ON true");
+  // The same for a batch of completions, given as a JSON array ($2 of them): each finish as
+  // finish_trial; the next pending trials (profile runs first, then in order) leased to the batch's
+  // workers in their order, as many as there are; answers one row per completion (FinishTrialsAndLease).
+  c.prepare(
+      "finish_trials_and_lease",
+      "WITH input AS (SELECT * FROM json_to_recordset($1::json) AS i(i INT, trial_id TEXT, attempt INT, "
+      "state TEXT, result_json TEXT, error TEXT, now_ms BIGINT, worker_id TEXT, lease_until BIGINT)), "
+      "finished AS (UPDATE trials SET state = input.state, result_json = input.result_json, "
+      "error = input.error, finished_ms = input.now_ms, lease_expires_ms = 0 FROM input "
+      "WHERE trials.id = input.trial_id AND trials.attempt = input.attempt AND trials.state = 'running' "
+      "RETURNING input.i), "
+      "profile_runs AS (SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' "
+      "ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), "
+      "open AS (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+      "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT $2 "
+      "FOR UPDATE OF t SKIP LOCKED), "
+      "picked AS (SELECT seq, row_number() OVER (ORDER BY rank, seq) AS k FROM "
+      "(SELECT seq, 0 AS rank FROM profile_runs UNION ALL SELECT seq, 1 FROM open) AS c), "
+      "wanted AS (SELECT i, worker_id, now_ms, lease_until, row_number() OVER (ORDER BY i) AS k FROM input), "
+      "leased AS (UPDATE trials SET state = 'running', attempt = trials.attempt + 1, "
+      "worker_id = wanted.worker_id, lease_expires_ms = wanted.lease_until, started_ms = wanted.now_ms "
+      "FROM picked JOIN wanted ON wanted.k = picked.k WHERE trials.seq = picked.seq "
+      "RETURNING wanted.i AS leased_for, " +
+          Qualified("trials", kTrialColumns) +
+          ") "
+          "SELECT " +
+          Qualified("leased", kTrialColumns) +
+          ", input.i, finished.i IS NOT NULL FROM input LEFT JOIN finished ON finished.i = input.i "
+          "LEFT JOIN leased ON leased.leased_for = input.i ORDER BY input.i");
   c.prepare("fail_attempt",
             "UPDATE trials SET "
             "state = CASE WHEN $1::boolean AND attempt < max_attempts THEN 'pending' ELSE 'failed' END, "
@@ -436,28 +482,51 @@ auto PostgresStore::RelaxedStatement(const char* what, Body&& body) {
   return Run<pqxx::nontransaction>(*relaxed_, what, std::forward<Body>(body));
 }
 
-// Concurrent progress events share a statement. The first caller to find no
-// batch being recorded takes every event queued so far, records them in one
-// statement and answers each; the others wait for their answer (or, when it
-// finds theirs still queued, the next of them records the next batch). Alone,
-// an event is recorded at once, as before; under load one statement, round
-// trip and commit record many events instead of one each (docs/deploy.md).
+// Concurrent progress events share a statement, and so do concurrent
+// completions (StatementBatch): under load one statement, round trip and
+// commit record many calls instead of one each (docs/deploy.md).
 struct PostgresStore::QueuedProgress {
   const ProgressRow& row;
   const std::string& worker_id;
   int64_t lease_expires_ms;
   int64_t renew_before_ms;
   bool held = false;  // the answer: this attempt holds the lease, the event is recorded
-  std::exception_ptr error;
-  bool answered = false;
+  std::exception_ptr failure;
 };
 
-struct PostgresStore::ProgressBatch {
-  std::mutex mu;  // guards what follows
-  std::condition_variable answered;
-  std::vector<QueuedProgress*> queued;  // events of callers that wait
-  bool recording = false;
-  ProgressBatching counts;
+// A FinishTrialAndLease call's inputs and its answer.
+struct PostgresStore::QueuedCompletion {
+  const std::string& trial_id;
+  int attempt;
+  const std::string& state;
+  const std::string& result_json;
+  const std::string& error;
+  int64_t now_ms;
+  const std::string& worker_id;
+  int64_t lease_until_ms;
+  bool finished = false;         // the finish applied (else the caller reads why not)
+  std::optional<TrialRow> next;  // the trial leased to worker_id, if any
+  std::exception_ptr failure;
+};
+
+template <typename Item>
+struct PostgresStore::Batched {
+  StatementBatch<Item> batch;
+  std::mutex mu;  // guards counts
+  Batching counts;
+  void Count(size_t calls) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counts.statements;
+    counts.calls += static_cast<int64_t>(calls);
+  }
+  void CountFallback() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counts.fallbacks;
+  }
+  Batching Counts() {
+    std::lock_guard<std::mutex> lock(mu);
+    return counts;
+  }
 };
 
 PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mode)
@@ -465,7 +534,8 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mod
       pool_(std::make_unique<Pool>(url, pool_size, /*synchronous=*/true, mode == OpenMode::kReadOnly)),
       relaxed_(std::make_unique<Pool>(url, std::max(1, pool_size / 4), /*synchronous=*/false,
                                       mode == OpenMode::kReadOnly)),
-      progress_(std::make_unique<ProgressBatch>()) {
+      progress_(std::make_unique<Batched<QueuedProgress>>()),
+      completions_(std::make_unique<Batched<QueuedCompletion>>()) {
   if (mode == OpenMode::kReadOnly) {
     const int version = InTransaction("schema check", [&](pqxx::work& w) {
       if (w.exec1("SELECT to_regclass('schema_version') IS NULL")[0].as<bool>()) return -1;
@@ -517,7 +587,16 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mod
   }
 }
 
-PostgresStore::~PostgresStore() = default;
+PostgresStore::~PostgresStore() {
+  const Batching progress = progress_->Counts(), completions = completions_->Counts();
+  if (progress.statements + completions.statements > 0) {
+    spdlog::info(
+        "PostgreSQL store: {} progress events in {} shared statements ({} recorded one by one after a "
+        "failure), {} completions in {} shared statements ({})",
+        progress.calls, progress.statements, progress.fallbacks, completions.calls, completions.statements,
+        completions.fallbacks);
+  }
+}
 
 int PostgresStore::schema_version() {
   return InTransaction("schema_version", [](pqxx::work& w) {
@@ -752,17 +831,74 @@ Store::FinishedAndLeased PostgresStore::FinishTrialAndLease(const std::string& t
                                                             const std::string& result_json,
                                                             const std::string& error, int64_t now_ms,
                                                             const std::string& worker_id, int64_t lease_ms) {
-  FinishedAndLeased r = Statement("FinishTrialAndLease", [&](pqxx::nontransaction& w) {
-    const pqxx::row row = w.exec_prepared1("finish_trial_and_lease", state, result_json, error, now_ms,
-                                           trial_id, attempt, worker_id, now_ms + lease_ms, now_ms);
-    FinishedAndLeased out{row[row.size() - 1].as<int64_t>() == 1 ? Transition::kApplied : Transition::kStale,
-                          std::nullopt};
-    if (!row[0].is_null()) out.next = ReadTrial(row);
-    return out;
-  });
+  QueuedCompletion c{trial_id,  attempt,           state, result_json,  error,  now_ms,
+                     worker_id, now_ms + lease_ms, false, std::nullopt, nullptr};
+  completions_->batch.Add(
+      c, [this](const std::vector<QueuedCompletion*>& completions) { RecordQueuedCompletions(completions); });
+  if (c.failure) std::rethrow_exception(c.failure);
+  FinishedAndLeased r{c.finished ? Transition::kApplied : Transition::kStale, std::move(c.next)};
   // Only when the finish did not apply is the trial read to say why.
-  if (r.finished != Transition::kApplied) r.finished = Classify(trial_id, attempt, state, "");
+  if (!c.finished) r.finished = Classify(trial_id, attempt, state, "");
   return r;
+}
+
+void PostgresStore::RecordQueuedCompletions(const std::vector<QueuedCompletion*>& completions) {
+  // One completion: its finish and its lease in one statement, as ever.
+  const auto one = [this](QueuedCompletion& c) {
+    try {
+      Statement("FinishTrialAndLease", [&](pqxx::nontransaction& w) {
+        const pqxx::row row =
+            w.exec_prepared1("finish_trial_and_lease", c.state, c.result_json, c.error, c.now_ms, c.trial_id,
+                             c.attempt, c.worker_id, c.lease_until_ms, c.now_ms);
+        c.finished = row[row.size() - 1].as<int64_t>() == 1;
+        if (!row[0].is_null()) c.next = ReadTrial(row);
+        return 0;
+      });
+    } catch (...) {
+      c.failure = std::current_exception();
+    }
+  };
+  if (completions.size() == 1) return one(*completions[0]);
+  try {
+    nlohmann::json input = nlohmann::json::array();
+    for (size_t i = 0; i < completions.size(); ++i) {
+      const QueuedCompletion& c = *completions[i];
+      input.push_back({{"i", i},
+                       {"trial_id", c.trial_id},
+                       {"attempt", c.attempt},
+                       {"state", c.state},
+                       {"result_json", c.result_json},
+                       {"error", c.error},
+                       {"now_ms", c.now_ms},
+                       {"worker_id", c.worker_id},
+                       {"lease_until", c.lease_until_ms}});
+    }
+    const std::string text = input.dump();  // throws on bytes that are not UTF-8
+    completions_->Count(completions.size());
+    // Each row: the leased trial's columns (NULL without a lease), the completion's index, whether its
+    // finish applied.
+    const pqxx::result rows = Statement("FinishTrialsAndLease", [&](pqxx::nontransaction& w) {
+      return w.exec_prepared("finish_trials_and_lease", text, static_cast<int64_t>(completions.size()));
+    });
+    const auto columns = static_cast<pqxx::row::size_type>(rows.columns());
+    for (const auto& row : rows) {
+      QueuedCompletion& c = *completions.at(row[columns - 2].as<size_t>());
+      c.finished = row[columns - 1].as<bool>();
+      if (!row[0].is_null()) c.next = ReadTrial(row);
+    }
+  } catch (const std::exception& e) {
+    completions_->CountFallback();
+    // The statement recorded nothing, unless its commit was in doubt: then a finish it applied reads
+    // as a duplicate below, and a trial it leased is never answered and expires as any unanswered
+    // lease does. Each completion on its own, so that one completion's problem is its own.
+    spdlog::warn("recording {} completions together failed ({}); recording them one by one",
+                 completions.size(), e.what());
+    for (QueuedCompletion* c : completions) {
+      c->finished = false;
+      c->next.reset();
+      one(*c);
+    }
+  }
 }
 
 Transition PostgresStore::FailAttempt(const std::string& trial_id, int attempt, const std::string& error,
@@ -820,26 +956,10 @@ void PostgresStore::AddProgress(const ProgressRow& row) {
 
 bool PostgresStore::RecordProgress(const ProgressRow& row, const std::string& worker_id,
                                    int64_t lease_expires_ms, int64_t renew_before_ms) {
-  QueuedProgress event{row, worker_id, lease_expires_ms, renew_before_ms, false, nullptr, false};
-  ProgressBatch& batch = *progress_;
-  std::unique_lock<std::mutex> lock(batch.mu);
-  batch.queued.push_back(&event);
-  while (!event.answered) {
-    if (batch.recording) {
-      batch.answered.wait(lock);
-      continue;
-    }
-    batch.recording = true;
-    std::vector<QueuedProgress*> events;
-    events.swap(batch.queued);
-    lock.unlock();
-    RecordQueuedProgress(events);
-    lock.lock();
-    for (QueuedProgress* e : events) e->answered = true;
-    batch.recording = false;
-    batch.answered.notify_all();
-  }
-  if (event.error) std::rethrow_exception(event.error);
+  QueuedProgress event{row, worker_id, lease_expires_ms, renew_before_ms, false, nullptr};
+  progress_->batch.Add(event,
+                       [this](const std::vector<QueuedProgress*>& events) { RecordQueuedProgress(events); });
+  if (event.failure) std::rethrow_exception(event.failure);
   return event.held;
 }
 
@@ -853,7 +973,7 @@ void PostgresStore::RecordQueuedProgress(const std::vector<QueuedProgress*>& eve
                    .affected_rows() == 1;
       });
     } catch (...) {
-      e.error = std::current_exception();
+      e.failure = std::current_exception();
     }
   };
   if (events.size() == 1) return one(*events[0]);
@@ -870,21 +990,14 @@ void PostgresStore::RecordQueuedProgress(const std::vector<QueuedProgress*>& eve
                      {"lease_until", e.lease_expires_ms},
                      {"renew_before", e.renew_before_ms}});
   }
-  {
-    std::lock_guard<std::mutex> lock(progress_->mu);
-    ++progress_->counts.statements;
-    progress_->counts.events += static_cast<int64_t>(events.size());
-  }
+  progress_->Count(events.size());
   try {
     const pqxx::result held = RelaxedStatement("RecordProgress", [&](pqxx::nontransaction& w) {
       return w.exec_prepared("record_progress_batch", input.dump());
     });
     for (const auto& r : held) events.at(r[0].as<size_t>())->held = true;
-  } catch (const StoreError& e) {
-    {
-      std::lock_guard<std::mutex> lock(progress_->mu);
-      ++progress_->counts.fallbacks;
-    }
+  } catch (const std::exception& e) {  // a StoreError, or bytes that are not UTF-8 (json's dump)
+    progress_->CountFallback();
     // The statement recorded nothing (unless its commit was in doubt, when an event may be recorded
     // twice, as when a worker retries): each event on its own, so that one event's problem is its own.
     spdlog::warn("recording {} progress events together failed ({}); recording them one by one",
@@ -893,10 +1006,9 @@ void PostgresStore::RecordQueuedProgress(const std::vector<QueuedProgress*>& eve
   }
 }
 
-PostgresStore::ProgressBatching PostgresStore::progress_batching() {
-  std::lock_guard<std::mutex> lock(progress_->mu);
-  return progress_->counts;
-}
+PostgresStore::Batching PostgresStore::progress_batching() { return progress_->Counts(); }
+
+PostgresStore::Batching PostgresStore::completion_batching() { return completions_->Counts(); }
 
 std::vector<ProgressRow> PostgresStore::ListProgress(const std::string& trial_id) {
   return InTransaction("ListProgress", [&](pqxx::work& w) {

@@ -17,14 +17,14 @@
 // line is missing); never a lease handed out, a completion, a failure, an
 // experiment or its trials. Any later synchronous commit also makes every
 // earlier relaxed one durable (the WAL is flushed in order). Concurrent
-// RecordProgress calls share one statement (progress_batching()). The trials
-// table is kept at fillfactor 50 (its rows are rewritten two or three times).
-// docs/deploy.md.
+// RecordProgress calls share one statement (progress_batching()), and so do
+// concurrent FinishTrialAndLease calls, with one synchronous commit
+// (completion_batching(); a completion is still acknowledged only after the
+// commit that holds it). The trials table is kept at fillfactor 50 (its rows
+// are rewritten two or three times). docs/deploy.md.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,14 +49,15 @@ class PostgresStore final : public Store {
   ~PostgresStore() override;
 
   int schema_version();
-  // Progress events recorded together so far (RecordProgress): the statements that recorded more
-  // than one, their events, and those of them that failed and were recorded one by one.
-  struct ProgressBatching {
+  // Calls recorded together so far (RecordProgress, FinishTrialAndLease): the statements that
+  // recorded more than one, their calls, and those of them that failed and were recorded one by one.
+  struct Batching {
     int64_t statements = 0;
-    int64_t events = 0;
+    int64_t calls = 0;
     int64_t fallbacks = 0;
   };
-  ProgressBatching progress_batching();
+  Batching progress_batching();
+  Batching completion_batching();
 
   std::string CreateExperiment(ExperimentRecord experiment, std::vector<TrialRow> trials,
                                int64_t now_ms) override;
@@ -81,7 +82,7 @@ class PostgresStore final : public Store {
                    int64_t expires_ms) override;
   Transition FinishTrial(const std::string& trial_id, int attempt, const std::string& state,
                          const std::string& result_json, const std::string& error, int64_t now_ms) override;
-  // One statement, one commit (the base class makes two).
+  // One statement, one commit (the base class makes two); concurrent calls share them.
   FinishedAndLeased FinishTrialAndLease(const std::string& trial_id, int attempt, const std::string& state,
                                         const std::string& result_json, const std::string& error,
                                         int64_t now_ms, const std::string& worker_id,
@@ -115,16 +116,21 @@ class PostgresStore final : public Store {
   Transition Classify(const std::string& trial_id, int attempt, const std::string& state,
                       const std::string& error);
   void AnalyzeAfterInsert(size_t inserted);
-  struct ProgressBatch;
   struct QueuedProgress;
+  struct QueuedCompletion;
+  template <typename Item>
+  struct Batched;
   // Records `events` (RecordProgress's queue) in one statement, or one by one when
   // that statement fails; sets each event's answer. Never throws.
   void RecordQueuedProgress(const std::vector<QueuedProgress*>& events);
+  // The same for FinishTrialAndLease's queue: one statement and one synchronous commit.
+  void RecordQueuedCompletions(const std::vector<QueuedCompletion*>& completions);
 
   std::string url_;
   std::unique_ptr<Pool> pool_;               // synchronous commits
   std::unique_ptr<Pool> relaxed_;            // synchronous_commit off
-  std::unique_ptr<ProgressBatch> progress_;  // concurrent RecordProgress calls, recorded together
+  std::unique_ptr<Batched<QueuedProgress>> progress_;       // concurrent RecordProgress calls
+  std::unique_ptr<Batched<QueuedCompletion>> completions_;  // concurrent FinishTrialAndLease calls
 };
 
 }  // namespace frontier

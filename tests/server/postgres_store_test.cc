@@ -96,13 +96,71 @@ TEST(PostgresStoreTest, ConcurrentProgressEventsShareStatements) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(held, 32);
-  const PostgresStore::ProgressBatching batching = store.progress_batching();
-  EXPECT_GT(batching.events, batching.statements);  // some statement recorded several events
+  const PostgresStore::Batching batching = store.progress_batching();
+  EXPECT_GT(batching.calls, batching.statements);   // some statement recorded several events
   EXPECT_EQ(batching.fallbacks, 0);                 // and none failed
   // Reopening does not set the fillfactor again (nor fail).
   PostgresStore again(url);
   EXPECT_EQ(Psql(url, "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'trials'"),
             std::vector<std::string>{"fillfactor=50"});
+}
+
+// Concurrent completions go in shared statements (the conformance suite
+// checks each caller's answer); here, that they did, and that a completion
+// the shared statement cannot take (a result that is not UTF-8) fails alone:
+// the batch is recorded one by one, and every other completion applies.
+TEST(PostgresStoreTest, ConcurrentCompletionsShareStatementsAndABadOneFailsAlone) {
+  PostgresStore store(FreshDatabase());
+  constexpr int kWorkers = 8;
+  // Rounds with the bad result until a batch held it, then without until a batch held several.
+  const auto done = [&store] {
+    const PostgresStore::Batching b = store.completion_batching();
+    return b.fallbacks > 0 && b.calls > b.statements;
+  };
+  for (int round = 0; round < 40 && !done(); ++round) {
+    SCOPED_TRACE(round);
+    const bool bad = store.completion_batching().fallbacks == 0;
+    ExperimentRecord e;
+    e.name = "batched";
+    std::vector<TrialRow> rows(2 * kWorkers);
+    for (TrialRow& t : rows) t.spec_json = "{}";
+    const std::string id = store.CreateExperiment(e, rows, 1);
+    std::vector<TrialRow> held;
+    for (int i = 0; i < kWorkers; ++i)
+      held.push_back(*store.LeaseNextTrial("w" + std::to_string(i), 2000, 500));
+    std::atomic<int> ready{0};
+    std::vector<Store::FinishedAndLeased> answers(kWorkers);
+    std::string refused;
+    std::vector<std::thread> threads;
+    for (int k = 0; k < kWorkers; ++k) {
+      threads.emplace_back([&, k] {
+        ++ready;
+        while (ready < kWorkers) std::this_thread::yield();
+        const std::string result = bad && k == 0 ? "{\"note\":\"\xff\"}" : "{}";
+        try {
+          answers[k] =
+              store.FinishTrialAndLease(held[k].id, 1, "completed", result, "", 3000, held[k].worker_id, 500);
+        } catch (const StoreError& error) {
+          refused = error.what();
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    if (bad) EXPECT_NE(refused.find("UTF8"), std::string::npos) << refused;
+    for (int k = bad ? 1 : 0; k < kWorkers; ++k) {
+      EXPECT_EQ(answers[k].finished, Transition::kApplied);
+      ASSERT_TRUE(answers[k].next.has_value());
+      EXPECT_EQ(answers[k].next->worker_id, held[k].worker_id);
+    }
+    const TrialCountsRow counts = store.CountTrials(id);
+    const int refused_calls = bad ? 1 : 0;  // the refused one still runs, without a next trial
+    EXPECT_EQ(counts.completed, kWorkers - refused_calls);
+    EXPECT_EQ(counts.running, refused_calls + kWorkers - refused_calls);
+    store.SetExperimentState(id, "cancelled");  // the next round leases its own trials
+  }
+  const PostgresStore::Batching batching = store.completion_batching();
+  EXPECT_GT(batching.calls, batching.statements);  // some statement finished several
+  EXPECT_GT(batching.fallbacks, 0);                // and one with the bad result was recorded one by one
 }
 
 // A coordinator's store (OpenMode::kServe) has every connection open when it

@@ -257,6 +257,29 @@ TEST_F(SchedulerTest, Nsga2AddsGenerationsAsOutcomesArriveAtEverySeed) {
   for (const auto& [config, seeds] : configs) EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
 }
 
+// A completion the store recorded whose call never returned (a commit in
+// doubt: the worker sends it again and hears "duplicate") still reaches the
+// search: the last outcome of a generation brings the next one.
+TEST_F(SchedulerTest, ACompletionRecordedButNeverAnsweredStillReachesTheSearch) {
+  const std::string id =
+      scheduler_
+          .Submit(SearchSpaceWith("{name: nsga2, population: 4, generations: 3, seed: 5}"), "search.yaml")
+          .id;
+  EXPECT_EQ(CompleteAll(scheduler_, clock_, 9), 9);
+  const std::optional<TrialRow> last = scheduler_.Lease("w1");
+  ASSERT_TRUE(last.has_value());
+  ASSERT_EQ(store_.FinishTrial(last->id, last->attempt, "completed", Result("completed"), "", clock_.NowMs()),
+            Transition::kApplied);  // recorded, the scheduler not told
+  EXPECT_EQ(store_.ListTrials(id).size(), 10u);
+  EXPECT_EQ(scheduler_.Complete("w1", last->id, last->attempt, Result("completed")), Transition::kDuplicate);
+  EXPECT_EQ(store_.ListTrials(id).size(), 18u);  // the second generation
+  // Told once: the same report again changes nothing.
+  EXPECT_EQ(scheduler_.Complete("w1", last->id, last->attempt, Result("completed")), Transition::kDuplicate);
+  EXPECT_EQ(store_.ListTrials(id).size(), 18u);
+  CompleteAll(scheduler_, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+}
+
 TEST_F(SchedulerTest, ARestartedCoordinatorContinuesTheSameSearch) {
   const std::string yaml = SearchSpaceWith("{name: nsga2, population: 4, generations: 4, seed: 7}");
   // Uninterrupted.

@@ -2,6 +2,7 @@
 // store_conformance.h, the instantiations in each store's test file).
 #include "tests/server/store_conformance.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -210,6 +211,66 @@ TEST_P(StoreConformanceTest, FinishAndLeaseEndsOneTrialAndLeasesTheNext) {
   const TrialCountsRow counts = store_->CountTrials(first->experiment_id);
   EXPECT_EQ(counts.completed, 1);
   EXPECT_EQ(counts.running, 2);
+  EXPECT_EQ(counts.pending, 0);
+}
+
+// Completions arriving together (the PostgreSQL store finishes and leases
+// them in one statement): each finish applies once with its own result, each
+// caller gets its own answer, and the pending trials are leased to distinct
+// callers in trial order, each with its own worker and lease, none twice.
+TEST_P(StoreConformanceTest, ConcurrentFinishAndLeaseCallsEachGetTheirOwnAnswer) {
+  constexpr int kRunning = 12, kPending = 8;
+  const std::string id = NewExperiment(kRunning + kPending);
+  std::vector<TrialRow> held;
+  for (int i = 0; i < kRunning; ++i)
+    held.push_back(*store_->LeaseNextTrial("w" + std::to_string(i), 2000, 500));
+  // Per running trial its holder's completion (the result needs escaping in any batch encoding),
+  // and for two of them a stale one (another attempt) from another worker.
+  const auto result = [](int i) {
+    return R"({"status":"completed","n":)" + std::to_string(i) + R"(,"q":""é\"})";
+  };
+  constexpr int kCalls = kRunning + 2;
+  std::atomic<int> ready{0};
+  std::vector<Store::FinishedAndLeased> answers(kCalls);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kCalls; ++k) {
+    threads.emplace_back([&, k] {
+      const TrialRow& t = held[k % kRunning];
+      const bool stale = k >= kRunning;
+      const std::string worker = stale ? "late" + std::to_string(k) : t.worker_id;
+      ++ready;
+      while (ready < kCalls) std::this_thread::yield();
+      answers[k] = store_->FinishTrialAndLease(t.id, stale ? 2 : 1, "completed", result(k), "", 3000 + k,
+                                               worker, 100 + k);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::vector<std::string> leased;
+  for (int k = 0; k < kCalls; ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(answers[k].finished, k < kRunning ? Transition::kApplied : Transition::kStale);
+    if (!answers[k].next) continue;
+    const TrialRow& next = *answers[k].next;
+    EXPECT_EQ(next.worker_id, k < kRunning ? held[k].worker_id : "late" + std::to_string(k));
+    EXPECT_EQ(next.state, "running");
+    EXPECT_EQ(next.attempt, 1);
+    EXPECT_EQ(next.started_ms, 3000 + k);
+    EXPECT_EQ(next.lease_expires_ms, 3000 + k + 100 + k);
+    EXPECT_FALSE(next.spec_json.empty());
+    leased.push_back(next.id);
+  }
+  EXPECT_EQ(leased.size(), static_cast<size_t>(kPending));  // every pending trial, to one caller each
+  std::sort(leased.begin(), leased.end());
+  EXPECT_EQ(std::unique(leased.begin(), leased.end()), leased.end());
+  for (int i = 0; i < kRunning; ++i) {
+    const TrialRow done = *store_->GetTrial(held[i].id);
+    EXPECT_EQ(done.state, "completed");
+    EXPECT_EQ(done.result_json, result(i));
+    EXPECT_EQ(done.finished_ms, 3000 + i);
+  }
+  const TrialCountsRow counts = store_->CountTrials(id);
+  EXPECT_EQ(counts.completed, kRunning);
+  EXPECT_EQ(counts.running, kPending);
   EXPECT_EQ(counts.pending, 0);
 }
 
