@@ -529,11 +529,13 @@ void Scheduler::AddProposals(const std::string& experiment_id, Search& search,
 // Records that a trial ended; when it was the last of its group, tells the
 // strategy and adds what it proposes next. Then completes the experiment
 // when nothing is left open.
-void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
-  if (IsProfileRun(trial_id)) return;  // a re-run for its profile: nothing the search learns from
+bool Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
+  if (IsProfileRun(trial_id)) return false;  // a re-run for its profile: nothing the search learns from
   const std::string experiment_id = ExperimentOfTrial(trial_id);
   Search* search = SearchOf(experiment_id);
-  if (!search) return;
+  // Told once: a trial no longer open was final when the search was built, or told since (a
+  // repeated report of it, or one that raced with it).
+  if (!search || !search->open.count(trial_id)) return false;
   const auto key = search->group_of.find(trial_id);
   const std::string group_key = key != search->group_of.end() ? key->second : "";
   std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome));
@@ -547,6 +549,7 @@ void Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
     store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
     searches_.erase(experiment_id);
   }
+  return true;
 }
 
 bool Scheduler::Cancel(const std::string& experiment_id) {
@@ -748,13 +751,12 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
 void Scheduler::TellIfUnheard(const std::string& trial_id) {
   const std::optional<TrialRow> row = store_.GetTrial(trial_id);
   if (!row || !trial_state::IsFinal(row->state)) return;
+  bool told;
   {
     std::lock_guard<std::mutex> lock(search_mu_);
-    Search* search = SearchOf(row->experiment_id);
-    if (!search || !search->open.count(trial_id)) return;
-    TrialEnded(trial_id, OutcomeOf(*row));
+    told = TrialEnded(trial_id, OutcomeOf(*row));
   }
-  Changed();
+  if (told) Changed();
 }
 
 Transition Scheduler::Fail(const std::string& worker_id, const std::string& trial_id, int attempt,

@@ -147,7 +147,8 @@ class Scheduler {
   // before the lock) that are still done under it.
   void CompleteFinishedExperiments(const std::vector<std::string>& ready);
   Search* SearchOf(const std::string& experiment_id);
-  void TrialEnded(const std::string& trial_id, TrialOutcome outcome);
+  // Tells the trial's search that it ended, once; false when there was nothing to tell.
+  bool TrialEnded(const std::string& trial_id, TrialOutcome outcome);
   void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);
   // Adds the later seeds of a configuration that ASHA held back, once due (Search::DueSeeds).
   void AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key);

@@ -341,20 +341,24 @@ void PrepareStatements(pqxx::connection& c) {
                                           ") SELECT leased.*, (SELECT COUNT(*) FROM finished) "
                                           "FROM (SELECT 1) AS one LEFT JOIN leased ON true");
   // The same for a batch of completions, given as a JSON array ($2 of them): each finish as
-  // finish_trial; the next pending trials (profile runs first, then in order) leased to the batch's
-  // workers in their order, as many as there are; answers one row per completion (FinishTrialsAndLease).
+  // finish_trial, the rows locked in id order first (as record_progress_batch's, so the two never
+  // wait on each other in opposite orders); the next pending trials (profile runs first, then the
+  // others in order; a profile run is in one list only) leased to the batch's workers in their
+  // order, as many as there are; answers one row per completion (FinishTrialsAndLease).
   c.prepare(
       "finish_trials_and_lease",
       "WITH input AS (SELECT * FROM json_to_recordset($1::json) AS i(i INT, trial_id TEXT, attempt INT, "
       "state TEXT, result_json TEXT, error TEXT, now_ms BIGINT, worker_id TEXT, lease_until BIGINT)), "
-      "finished AS (UPDATE trials SET state = input.state, result_json = input.result_json, "
-      "error = input.error, finished_ms = input.now_ms, lease_expires_ms = 0 FROM input "
-      "WHERE trials.id = input.trial_id AND trials.attempt = input.attempt AND trials.state = 'running' "
-      "RETURNING input.i), "
+      "held AS (SELECT t.id, input.i, input.state, input.result_json, input.error, input.now_ms "
+      "FROM trials t JOIN input ON t.id = input.trial_id AND t.attempt = input.attempt "
+      "AND t.state = 'running' ORDER BY t.id FOR UPDATE OF t), "
+      "finished AS (UPDATE trials SET state = held.state, result_json = held.result_json, "
+      "error = held.error, finished_ms = held.now_ms, lease_expires_ms = 0 FROM held "
+      "WHERE trials.id = held.id AND trials.state = 'running' RETURNING held.i), "
       "profile_runs AS (SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' "
       "ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), "
       "open AS (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-      "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT $2 "
+      "WHERE t.state = 'pending' AND t.profile_of = '' AND e.state = 'running' ORDER BY t.seq LIMIT $2 "
       "FOR UPDATE OF t SKIP LOCKED), "
       "picked AS (SELECT seq, row_number() OVER (ORDER BY rank, seq) AS k FROM "
       "(SELECT seq, 0 AS rank FROM profile_runs UNION ALL SELECT seq, 1 FROM open) AS c), "
@@ -859,6 +863,7 @@ void PostgresStore::RecordQueuedCompletions(const std::vector<QueuedCompletion*>
     }
   };
   if (completions.size() == 1) return one(*completions[0]);
+  pqxx::result rows;
   try {
     nlohmann::json input = nlohmann::json::array();
     for (size_t i = 0; i < completions.size(); ++i) {
@@ -875,29 +880,29 @@ void PostgresStore::RecordQueuedCompletions(const std::vector<QueuedCompletion*>
     }
     const std::string text = input.dump();  // throws on bytes that are not UTF-8
     completions_->Count(completions.size());
-    // Each row: the leased trial's columns (NULL without a lease), the completion's index, whether its
-    // finish applied.
-    const pqxx::result rows = Statement("FinishTrialsAndLease", [&](pqxx::nontransaction& w) {
+    rows = Statement("FinishTrialsAndLease", [&](pqxx::nontransaction& w) {
       return w.exec_prepared("finish_trials_and_lease", text, static_cast<int64_t>(completions.size()));
     });
-    const auto columns = static_cast<pqxx::row::size_type>(rows.columns());
-    for (const auto& row : rows) {
-      QueuedCompletion& c = *completions.at(row[columns - 2].as<size_t>());
-      c.finished = row[columns - 1].as<bool>();
-      if (!row[0].is_null()) c.next = ReadTrial(row);
-    }
   } catch (const std::exception& e) {
     completions_->CountFallback();
-    // The statement recorded nothing, unless its commit was in doubt: then a finish it applied reads
-    // as a duplicate below, and a trial it leased is never answered and expires as any unanswered
-    // lease does. Each completion on its own, so that one completion's problem is its own.
+    // The statement recorded nothing, unless its commit was in doubt (the connection broke during it):
+    // then a finish it applied reads as a duplicate below, and the trials it leased are never
+    // answered and run again once their leases expire (an attempt each), as when a single
+    // completion's commit is in doubt. Each completion on its own, so that one completion's problem
+    // is its own.
     spdlog::warn("recording {} completions together failed ({}); recording them one by one",
                  completions.size(), e.what());
-    for (QueuedCompletion* c : completions) {
-      c->finished = false;
-      c->next.reset();
-      one(*c);
-    }
+    for (QueuedCompletion* c : completions) one(*c);
+    return;
+  }
+  // Committed: each row is the leased trial's columns (NULL without a lease), the completion's index,
+  // whether its finish applied. (A row that cannot be read fails every completion of the batch, through
+  // StatementBatch, and is not recorded again.)
+  const auto columns = static_cast<pqxx::row::size_type>(rows.columns());
+  for (const auto& row : rows) {
+    QueuedCompletion& c = *completions.at(row[columns - 2].as<size_t>());
+    c.finished = row[columns - 1].as<bool>();
+    if (!row[0].is_null()) c.next = ReadTrial(row);
   }
 }
 

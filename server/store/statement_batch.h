@@ -36,13 +36,13 @@ class StatementBatch {
       std::vector<Waiting*> batch;
       batch.swap(queued_);
       lock.unlock();
-      std::vector<Item*> items;
-      items.reserve(batch.size());
-      for (Waiting* w : batch) items.push_back(w->item);
       try {
+        std::vector<Item*> items;
+        items.reserve(batch.size());
+        for (Waiting* w : batch) items.push_back(w->item);
         record(items);
       } catch (...) {
-        for (Item* i : items) i->failure = std::current_exception();
+        for (Waiting* w : batch) w->item->failure = std::current_exception();
       }
       lock.lock();
       for (Waiting* w : batch) w->answered = true;

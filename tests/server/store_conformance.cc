@@ -216,18 +216,28 @@ TEST_P(StoreConformanceTest, FinishAndLeaseEndsOneTrialAndLeasesTheNext) {
 
 // Completions arriving together (the PostgreSQL store finishes and leases
 // them in one statement): each finish applies once with its own result, each
-// caller gets its own answer, and the pending trials are leased to distinct
-// callers in trial order, each with its own worker and lease, none twice.
+// caller gets its own answer, and every pending trial is leased to one
+// caller, with that caller's worker and lease, none twice; a pending profile
+// run of a trial of the running experiment (a candidate twice over: as a
+// profile run and as a pending trial) too, before the others.
 TEST_P(StoreConformanceTest, ConcurrentFinishAndLeaseCallsEachGetTheirOwnAnswer) {
-  constexpr int kRunning = 12, kPending = 8;
-  const std::string id = NewExperiment(kRunning + kPending);
+  constexpr int kRunning = 12, kProfileRuns = 3, kPending = 20;
+  const std::string id = NewExperiment(kRunning);
   std::vector<TrialRow> held;
   for (int i = 0; i < kRunning; ++i)
     held.push_back(*store_->LeaseNextTrial("w" + std::to_string(i), 2000, 500));
+  // Profile runs (the first caller, alone, may take one by itself), then more pending trials than
+  // callers: in trial order the profile runs come first also among the experiment's pending trials.
+  std::vector<std::string> profile_runs;
+  for (int i = 0; i < kProfileRuns; ++i)
+    profile_runs.push_back(store_->AddProfileRun(held[i].id, Trial(1), 2500));
+  std::vector<TrialRow> more;
+  for (int i = 0; i < kPending; ++i) more.push_back(Trial(2));
+  store_->AddTrials(id, more, 2600);
   // Per running trial its holder's completion (the result needs escaping in any batch encoding),
   // and for two of them a stale one (another attempt) from another worker.
   const auto result = [](int i) {
-    return R"({"status":"completed","n":)" + std::to_string(i) + R"(,"q":""é\"})";
+    return R"({"status":"completed","n":)" + std::to_string(i) + R"(,"q":"\"é\\"})";
   };
   constexpr int kCalls = kRunning + 2;
   std::atomic<int> ready{0};
@@ -249,7 +259,7 @@ TEST_P(StoreConformanceTest, ConcurrentFinishAndLeaseCallsEachGetTheirOwnAnswer)
   for (int k = 0; k < kCalls; ++k) {
     SCOPED_TRACE(k);
     EXPECT_EQ(answers[k].finished, k < kRunning ? Transition::kApplied : Transition::kStale);
-    if (!answers[k].next) continue;
+    ASSERT_TRUE(answers[k].next.has_value());  // more pending trials than callers: one each
     const TrialRow& next = *answers[k].next;
     EXPECT_EQ(next.worker_id, k < kRunning ? held[k].worker_id : "late" + std::to_string(k));
     EXPECT_EQ(next.state, "running");
@@ -259,7 +269,10 @@ TEST_P(StoreConformanceTest, ConcurrentFinishAndLeaseCallsEachGetTheirOwnAnswer)
     EXPECT_FALSE(next.spec_json.empty());
     leased.push_back(next.id);
   }
-  EXPECT_EQ(leased.size(), static_cast<size_t>(kPending));  // every pending trial, to one caller each
+  for (const std::string& run : profile_runs) {
+    EXPECT_NE(std::find(leased.begin(), leased.end(), run), leased.end()) << run;
+    EXPECT_EQ(store_->GetTrial(run)->state, "running");
+  }
   std::sort(leased.begin(), leased.end());
   EXPECT_EQ(std::unique(leased.begin(), leased.end()), leased.end());
   for (int i = 0; i < kRunning; ++i) {
@@ -268,10 +281,10 @@ TEST_P(StoreConformanceTest, ConcurrentFinishAndLeaseCallsEachGetTheirOwnAnswer)
     EXPECT_EQ(done.result_json, result(i));
     EXPECT_EQ(done.finished_ms, 3000 + i);
   }
-  const TrialCountsRow counts = store_->CountTrials(id);
+  const TrialCountsRow counts = store_->CountTrials(id);  // profile runs apart
   EXPECT_EQ(counts.completed, kRunning);
-  EXPECT_EQ(counts.running, kPending);
-  EXPECT_EQ(counts.pending, 0);
+  EXPECT_EQ(counts.running, kCalls - kProfileRuns);
+  EXPECT_EQ(counts.pending, kPending - (kCalls - kProfileRuns));
 }
 
 TEST_P(StoreConformanceTest, ExpiredLeasesRequeueUntilMaxAttempts) {
