@@ -741,22 +741,18 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
       TrialEnded(trial_id, std::move(outcome));
     }
     Changed();
-  } else if (t == Transition::kDuplicate) {
-    TellIfUnheard(trial_id);
+  } else if (t == Transition::kDuplicate && TellStoredEnd(trial_id)) {
+    Changed();
   }
   if (next) *next = ToRun(worker_id, std::move(*next));
   return t;
 }
 
-void Scheduler::TellIfUnheard(const std::string& trial_id) {
+bool Scheduler::TellStoredEnd(const std::string& trial_id) {
   const std::optional<TrialRow> row = store_.GetTrial(trial_id);
-  if (!row || !trial_state::IsFinal(row->state)) return;
-  bool told;
-  {
-    std::lock_guard<std::mutex> lock(search_mu_);
-    told = TrialEnded(trial_id, OutcomeOf(*row));
-  }
-  if (told) Changed();
+  if (!row || !trial_state::IsFinal(row->state)) return false;
+  std::lock_guard<std::mutex> lock(search_mu_);
+  return TrialEnded(trial_id, OutcomeOf(*row));
 }
 
 Transition Scheduler::Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
@@ -789,15 +785,10 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
     t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
   }
   if (t == Transition::kApplied) {
-    // Failed for good, stopped, or pending again (then nothing is told).
-    const std::optional<TrialRow> row = store_.GetTrial(trial_id);
-    if (row && trial_state::IsFinal(row->state)) {
-      std::lock_guard<std::mutex> lock(search_mu_);
-      TrialEnded(trial_id, OutcomeOf(*row));
-    }
+    TellStoredEnd(trial_id);  // failed for good or stopped; pending again: nothing to tell
     Changed();
-  } else if (t == Transition::kDuplicate) {
-    TellIfUnheard(trial_id);
+  } else if (t == Transition::kDuplicate && TellStoredEnd(trial_id)) {
+    Changed();
   }
   return t;
 }

@@ -138,10 +138,11 @@ class Scheduler {
   // `trial` (just leased) or, when a search ended it unrun, the next leased
   // trial that is to run; tells the dispatcher when anything was leased.
   std::optional<TrialRow> ToRun(const std::string& worker_id, std::optional<TrialRow> trial);
-  // A completion found already recorded (Transition::kDuplicate): when the call that recorded it
-  // never returned (a commit in doubt), its search has not heard of it; tells it now, from the store.
-  // Takes search_mu_.
-  void TellIfUnheard(const std::string& trial_id);
+  // Tells the trial's search that it ended, from the stored row, when it is final and the search
+  // has not heard: after a failure was recorded, and after a report found already recorded
+  // (Transition::kDuplicate: the call that recorded it may never have returned, a commit in doubt).
+  // True when told. Takes search_mu_.
+  bool TellStoredEnd(const std::string& trial_id);
   // The following require search_mu_.
   // Completes those of `ready` (Store::ExperimentsReadyToComplete, read
   // before the lock) that are still done under it.

@@ -268,20 +268,31 @@ std::vector<std::string> InsertTrials(pqxx::work& w, const std::string& experime
   return ids;
 }
 
+// The pending trials a lease may take, `limit` of each list, locked (SKIP
+// LOCKED: one another lease holds is passed over), in the order a lease takes
+// them: the profile runs first, whatever their experiment's state, then the
+// other pending trials of running experiments, in trial order. A profile run
+// is in the first list only. LeaseSql takes one; finish_trials_and_lease one
+// per completion of its batch.
+std::string PendingProfileRunsSql(const char* limit) {
+  return std::string(
+             "SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT ") +
+         limit + " FOR UPDATE SKIP LOCKED";
+}
+std::string PendingTrialsSql(const char* limit) {
+  return std::string(
+             "SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+             "WHERE t.state = 'pending' AND t.profile_of = '' AND e.state = 'running' ORDER BY t.seq "
+             "LIMIT ") +
+         limit + " FOR UPDATE OF t SKIP LOCKED";
+}
+
 // Leases the next pending trial to worker `worker` until `until`, started at
 // `now` (parameter names), returning it.
 std::string LeaseSql(const char* worker, const char* until, const char* now) {
   return std::string("UPDATE trials SET state = 'running', attempt = attempt + 1, worker_id = ") + worker +
-         ", lease_expires_ms = " + until + ", started_ms = " + now +
-         " WHERE seq = COALESCE("
-         // profile runs first, whatever their experiment's state (COALESCE stops at the first)
-         "(SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' ORDER BY seq LIMIT 1 "
-         "FOR UPDATE SKIP LOCKED), "
-         "(SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-         "WHERE t.state = 'pending' AND e.state = 'running' ORDER BY t.seq LIMIT 1 FOR "
-         "UPDATE OF t SKIP LOCKED)) "
-         "RETURNING " +
-         kTrialColumns;
+         ", lease_expires_ms = " + until + ", started_ms = " + now + " WHERE seq = COALESCE((" +
+         PendingProfileRunsSql("1") + "), (" + PendingTrialsSql("1") + ")) RETURNING " + kTrialColumns;
 }
 
 // The trials table's fillfactor (percent of each page filled at insert).
@@ -342,9 +353,9 @@ void PrepareStatements(pqxx::connection& c) {
                                           "FROM (SELECT 1) AS one LEFT JOIN leased ON true");
   // The same for a batch of completions, given as a JSON array ($2 of them): each finish as
   // finish_trial, the rows locked in id order first (as record_progress_batch's, so the two never
-  // wait on each other in opposite orders); the next pending trials (profile runs first, then the
-  // others in order; a profile run is in one list only) leased to the batch's workers in their
-  // order, as many as there are; answers one row per completion (FinishTrialsAndLease).
+  // wait on each other in opposite orders); the next pending trials, in the order LeaseSql takes
+  // them, leased to the batch's workers in their order, as many as there are; answers one row per
+  // completion (FinishTrialsAndLease).
   c.prepare(
       "finish_trials_and_lease",
       "WITH input AS (SELECT * FROM json_to_recordset($1::json) AS i(i INT, trial_id TEXT, attempt INT, "
@@ -355,18 +366,17 @@ void PrepareStatements(pqxx::connection& c) {
       "finished AS (UPDATE trials SET state = held.state, result_json = held.result_json, "
       "error = held.error, finished_ms = held.now_ms, lease_expires_ms = 0 FROM held "
       "WHERE trials.id = held.id AND trials.state = 'running' RETURNING held.i), "
-      "profile_runs AS (SELECT seq FROM trials WHERE state = 'pending' AND profile_of <> '' "
-      "ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED), "
-      "open AS (SELECT t.seq FROM trials t JOIN experiments e ON e.id = t.experiment_id "
-      "WHERE t.state = 'pending' AND t.profile_of = '' AND e.state = 'running' ORDER BY t.seq LIMIT $2 "
-      "FOR UPDATE OF t SKIP LOCKED), "
-      "picked AS (SELECT seq, row_number() OVER (ORDER BY rank, seq) AS k FROM "
-      "(SELECT seq, 0 AS rank FROM profile_runs UNION ALL SELECT seq, 1 FROM open) AS c), "
-      "wanted AS (SELECT i, worker_id, now_ms, lease_until, row_number() OVER (ORDER BY i) AS k FROM input), "
-      "leased AS (UPDATE trials SET state = 'running', attempt = trials.attempt + 1, "
-      "worker_id = wanted.worker_id, lease_expires_ms = wanted.lease_until, started_ms = wanted.now_ms "
-      "FROM picked JOIN wanted ON wanted.k = picked.k WHERE trials.seq = picked.seq "
-      "RETURNING wanted.i AS leased_for, " +
+      "profile_runs AS (" +
+          PendingProfileRunsSql("$2") + "), open AS (" + PendingTrialsSql("$2") +
+          "), "
+          "picked AS (SELECT seq, row_number() OVER (ORDER BY rank, seq) AS k FROM "
+          "(SELECT seq, 0 AS rank FROM profile_runs UNION ALL SELECT seq, 1 FROM open) AS c), "
+          "wanted AS (SELECT i, worker_id, now_ms, lease_until, row_number() OVER (ORDER BY i) AS k FROM "
+          "input), "
+          "leased AS (UPDATE trials SET state = 'running', attempt = trials.attempt + 1, "
+          "worker_id = wanted.worker_id, lease_expires_ms = wanted.lease_until, started_ms = wanted.now_ms "
+          "FROM picked JOIN wanted ON wanted.k = picked.k WHERE trials.seq = picked.seq "
+          "RETURNING wanted.i AS leased_for, " +
           Qualified("trials", kTrialColumns) +
           ") "
           "SELECT " +

@@ -150,7 +150,9 @@ TEST(PostgresStoreTest, ConcurrentCompletionsShareStatementsAndABadOneFailsAlone
     }
     for (auto& thread : threads) thread.join();
     ASSERT_EQ(refused.size(), bad ? 1u : 0u);
-    if (bad) EXPECT_NE(refused[0].find("UTF8"), std::string::npos) << refused[0];
+    if (bad) {
+      EXPECT_NE(refused[0].find("UTF8"), std::string::npos) << refused[0];
+    }
     for (int k = bad ? 1 : 0; k < kWorkers; ++k) {
       EXPECT_EQ(answers[k].finished, Transition::kApplied);
       ASSERT_TRUE(answers[k].next.has_value());
