@@ -837,9 +837,9 @@ const std::map<std::string, std::vector<std::string>>& StrategyFields() {
   return fields;
 }
 
-// `screen: {steps, margin, noise}` (docs/search-space.md, docs/strategies.md#screening).
+// `screen: {steps, margin, noise, in_trial}` (docs/search-space.md, docs/strategies.md#screening).
 void SpaceParser::ParseScreen(const YAML::Node& node, SearchSpace& space) const {
-  Fields fields(*this, node, "screen", {"steps", "margin", "noise"});
+  Fields fields(*this, node, "screen", {"steps", "margin", "noise", "in_trial"});
   fields.Required("steps");
   if (space.base.contains("command")) {
     Fail("screen", "a command trial cannot be screened: screening times frontier-trial's networks for a few steps");
@@ -858,6 +858,19 @@ void SpaceParser::ParseScreen(const YAML::Node& node, SearchSpace& space) const 
   if (std::optional<double> noise = fields.Number("noise")) {
     if (!(*noise >= 0 && *noise < 1)) Fail(fields.Field("noise"), "must be in [0, 1)");
     screen.noise = *noise;
+  }
+  if (fields.Has("in_trial")) {
+    const json in_trial = fields.Value("in_trial");
+    if (!in_trial.is_boolean())
+      Fail(fields.Field("in_trial"), "expected true or false, got " + Describe(in_trial));
+    screen.in_trial = in_trial.get<bool>();
+    if (screen.in_trial && space.strategy.name != "asha") {
+      Fail(fields.Field("in_trial"),
+           "screening inside the trials needs strategy asha, whose trials report their "
+           "step times as they run; strategy " +
+               space.strategy.name + " screens with screening trials first (leave in_trial out)");
+    }
+    if (screen.in_trial) return;  // nothing is enumerated: the strategy proposes as without screening
   }
   if (GridSize(space) > kMaxScreenedConfigs) {
     Fail("screen", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +

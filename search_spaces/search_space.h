@@ -97,7 +97,13 @@ struct ScreenSpec {
   int steps = 0;         // 0: no screening
   double margin = 0.9;   // dropped when worse than the baseline by more than this on every speed objective
   double noise = 0.05;   // relative measurement noise allowed on constraints and objectives
+  // Strategy asha only: no screening trials; each configuration is screened
+  // inside its first seed's trial, on the step times it reports by step N
+  // (server/search/strategy.h, EarlyStopping).
+  bool in_trial = false;
   bool enabled() const { return steps > 0; }
+  // Screening trials first (server/search/screen.h): screening, not inside the trials.
+  bool by_trials() const { return enabled() && !in_trial; }
 };
 
 // How a screening trial is recognized wherever trials are read (the

@@ -88,7 +88,16 @@ std::string RenderCsv(const Report& report) {
     row.push_back(c.label);
     row.push_back(c.proposer);
     row.push_back(c.rationale);
-    if (report.screening) row.push_back("");
+    if (report.screening) {
+      // Screened out inside its trial: a config of the table, with its reason here.
+      std::string reason;
+      for (const ScreenedConfig& screened : report.screening->configs) {
+        if (report.screening->in_trial && !screened.kept && screened.config_key == c.config_key) {
+          reason = screened.reason;
+        }
+      }
+      row.push_back(reason);
+    }
     if (report.data_parallel) {
       row.push_back(std::to_string(c.ranks));
       row.push_back(c.scaling_efficiency ? CsvNumber(*c.scaling_efficiency) : "");
@@ -99,8 +108,9 @@ std::string RenderCsv(const Report& report) {
     }
     out += join(row);
   }
-  // A screened-out config never ran otherwise: a row with its key, label and reason only.
-  if (report.screening) {
+  // A config screened out by a screening trial never ran otherwise: a row with its key, label and reason
+  // only.
+  if (report.screening && !report.screening->in_trial) {
     const size_t label = std::find(header.begin(), header.end(), "label") - header.begin();
     const size_t reason = std::find(header.begin(), header.end(), "screened_out") - header.begin();
     for (const ScreenedConfig& c : report.screening->configs) {

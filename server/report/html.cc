@@ -189,13 +189,22 @@ std::string AblationSection(const Report& report) {
 
 // docs/strategies.md#screening: every screened config, kept or dropped, and why.
 std::string ScreeningSection(const ScreeningSummary& screening) {
-  std::string html = "<section id=\"screening\" class=\"view\">\n<h2>Screening: speed first</h2>\n<p class=\"explain\">" +
-                     EscapeHtml(Printf("Every config was timed for %d steps (one seed, no evaluation) before the "
-                                       "search; %d of %zu were screened out and never run. %.1f device-s.",
-                                       screening.steps, screening.dropped(), screening.configs.size(),
-                                       screening.device_s)) +
-                     "</p>\n<table class=\"screening\">\n<thead><tr><th>config</th><th>screen</th><th>why</th></tr>"
-                     "</thead>\n<tbody>\n";
+  const std::string explain =
+      screening.in_trial
+          ? Printf(
+                "Every config was timed by step %d of its first trial, as ASHA ran it; %d of %zu were "
+                "screened "
+                "out there and stopped. No screening trials.",
+                screening.steps, screening.dropped(), screening.configs.size())
+          : Printf(
+                "Every config was timed for %d steps (one seed, no evaluation) before the search; %d of %zu "
+                "were screened out and never run. %.1f device-s.",
+                screening.steps, screening.dropped(), screening.configs.size(), screening.device_s);
+  std::string html =
+      "<section id=\"screening\" class=\"view\">\n<h2>Screening: speed first</h2>\n<p class=\"explain\">" +
+      EscapeHtml(explain) +
+      "</p>\n<table class=\"screening\">\n<thead><tr><th>config</th><th>screen</th><th>why</th></tr>"
+      "</thead>\n<tbody>\n";
   for (const ScreenedConfig& c : screening.configs) {
     html += "<tr data-config=\"" + EscapeHtml(c.config_key) + "\"><td>" + EscapeHtml(c.label) + "</td><td>" +
             (c.kept ? "kept" : "screened out") + "</td><td>" + EscapeHtml(c.reason) + "</td></tr>\n";
@@ -237,7 +246,7 @@ std::string CostSection(const Report& report) {
             "</li>\n";
   }
   const double screening_s = report.screening ? report.screening->device_s : 0;
-  if (report.screening) {
+  if (report.screening && !report.screening->in_trial) {
     html += "<li>" +
             EscapeHtml(Printf("screening: %d trials of %d steps, %.1f device-s (not in the table above; "
                               "included in what this search used)",

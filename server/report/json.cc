@@ -31,11 +31,8 @@ json ScreeningToJson(const std::optional<ScreeningSummary>& screening) {
   for (const ScreenedConfig& c : screening->configs) {
     configs.push_back({{"config_key", c.config_key}, {"label", c.label}, {"kept", c.kept}, {"reason", c.reason}});
   }
-  return {{"steps", screening->steps},
-          {"trials", screening->trials},
-          {"device_s", screening->device_s},
-          {"dropped", screening->dropped()},
-          {"configs", configs}};
+  return {{"steps", screening->steps},       {"in_trial", screening->in_trial}, {"trials", screening->trials},
+          {"device_s", screening->device_s}, {"dropped", screening->dropped()}, {"configs", configs}};
 }
 
 }  // namespace

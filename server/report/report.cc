@@ -279,6 +279,7 @@ struct ReportBuilder::State {
     ScreenMeasurement measurement;
   };
   std::vector<Screened> screened;
+  std::map<std::string, std::string> screened_out_in_trial;  // config key -> reason (screen.in_trial)
   ScreenSpec screen;  // the space's; steps from the trials for a space read back from goals
   SearchSpace space_facts;  // the strategy, repeats and grid size, for Report
   bool data_parallel = false;
@@ -501,6 +502,11 @@ void ReportBuilder::Add(TrialRecord trial, std::string_view result_json) {
 }
 
 void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
+  // A configuration screened out inside its trial (EarlyStopping): the trial stopped with the reason.
+  static constexpr std::string_view kScreenedOut = "stopped: screened out: ";
+  if (trial.state == "stopped" && trial.error.rfind(kScreenedOut, 0) == 0) {
+    state_->screened_out_in_trial[trial.config_key] = trial.error.substr(kScreenedOut.size());
+  }
   State& s = *state_;
   if (facts.shared_cores) ++s.trials_on_shared_cores;
   const uint32_t index = static_cast<uint32_t>(s.trials.size());
@@ -674,6 +680,17 @@ Report ReportBuilder::Build(bool front_only) {
     }
     report.screening = std::move(summary);
     s.screened.clear();
+  } else if (s.screen.in_trial || !s.screened_out_in_trial.empty()) {
+    ScreeningSummary summary;
+    summary.steps = s.screen.steps;
+    summary.in_trial = true;
+    for (const ConfigSummary& config : report.configs) {
+      if (config.is_baseline) continue;
+      const auto out = s.screened_out_in_trial.find(config.config_key);
+      const bool kept = out == s.screened_out_in_trial.end();
+      summary.configs.push_back({config.config_key, config.label, kept, kept ? "" : out->second});
+    }
+    report.screening = std::move(summary);
   }
   const ConfigSummary* baseline =
       has_baseline && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;

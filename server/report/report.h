@@ -136,6 +136,10 @@ struct ScreenedConfig {
 };
 struct ScreeningSummary {
   int steps = 0;
+  // Screened inside the trials (screen.in_trial, strategy asha): no
+  // screening trials; a dropped config's first trial was stopped at the
+  // screened step, its reason in its error.
+  bool in_trial = false;
   int trials = 0;       // screening trials, the baseline's included
   double device_s = 0;  // their lease start to end, summed
   std::vector<ScreenedConfig> configs;  // every screened config but the baseline, in the order screened

@@ -237,10 +237,18 @@ std::vector<std::string> ReportNotes(const Report& report) {
   }
   if (report.screening) {  // docs/strategies.md#screening
     const ScreeningSummary& s = *report.screening;
-    notes.push_back(Printf("screening: %zu configs timed for %d steps (%d trials, %.1f device-s, in no other "
-                           "figure); %d screened out, %zu kept",
-                           s.configs.size(), s.steps, s.trials, s.device_s, s.dropped(),
-                           s.configs.size() - static_cast<size_t>(s.dropped())));
+    if (s.in_trial) {
+      notes.push_back(Printf(
+          "screening inside the trials: %zu configs timed by step %d of their first trial (no "
+          "screening trials); %d screened out there, %zu kept",
+          s.configs.size(), s.steps, s.dropped(), s.configs.size() - static_cast<size_t>(s.dropped())));
+    } else {
+      notes.push_back(
+          Printf("screening: %zu configs timed for %d steps (%d trials, %.1f device-s, in no other "
+                 "figure); %d screened out, %zu kept",
+                 s.configs.size(), s.steps, s.trials, s.device_s, s.dropped(),
+                 s.configs.size() - static_cast<size_t>(s.dropped())));
+    }
     for (const ScreenedConfig& c : s.configs) {
       if (!c.kept) notes.push_back("screened out: " + c.label + ": " + c.reason);
     }

@@ -159,7 +159,7 @@ struct Scheduler::Search {
 
   Search(SearchSpace s, const ProposerFactory& proposers)
       : space(std::move(s)), strategy(MakeStrategy(space, proposers)), stopping(MakeEarlyStopping(space)) {
-    if (space.screen.enabled()) {
+    if (space.screen.by_trials()) {
       auto wrapped = std::make_unique<ScreenedStrategy>(std::move(strategy));
       screened = wrapped.get();
       strategy = std::move(wrapped);
@@ -395,7 +395,7 @@ ExperimentRecord Scheduler::Create(const std::string& space_yaml, const std::str
   // Screening first: its trials are created (and so leased) before any
   // other; the strategy proposes once they are all final.
   std::vector<TrialRow> trials;
-  if (space.screen.enabled()) trials = ScreeningRows(space, experiment.skipped);
+  if (space.screen.by_trials()) trials = ScreeningRows(space, experiment.skipped);
   std::vector<TrialRow> baseline = TrialRows(space, Config::object(), FullSteps(space), 1, space.repeats);
   trials.insert(trials.end(), std::make_move_iterator(baseline.begin()),
                 std::make_move_iterator(baseline.end()));

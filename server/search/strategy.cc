@@ -10,6 +10,7 @@
 #include "server/search/external.h"
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
+#include "server/search/screen.h"
 #include "server/search/tpe.h"
 
 namespace frontier {
@@ -453,7 +454,11 @@ std::vector<Proposal> Replay(Strategy& strategy, const std::optional<Evaluation>
   return beyond;
 }
 
-EarlyStopping::EarlyStopping(const SearchSpace& space, AshaOptions options) : asha_(options) {
+EarlyStopping::EarlyStopping(const SearchSpace& space, AshaOptions options)
+    : asha_(options),
+      screen_(space.screen.in_trial ? space.screen : ScreenSpec{}),
+      space_objectives_(space.objectives),
+      space_constraints_(space.constraints) {
   auto measured_during_training = [](const std::string& metric) {
     const MetricInfo* info = FindMetric(metric);
     return info != nullptr && info->in_progress;
@@ -470,7 +475,7 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
   if (!event.is_object()) return {};
   if (!trial.is_baseline) {
     // A seed of a configuration stopped at a rung would stop there: it stops now.
-    if (std::optional<StopDecision> stopped = asha_.Stopped(trial.config_key)) {
+    if (std::optional<StopDecision> stopped = Stopped(trial.config_key)) {
       median_step_ms_.erase(trial.trial_id);
       return *stopped;
     }
@@ -479,7 +484,14 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
   const std::optional<double> step = MetricOf(event, "step");
   if (kind == "progress") {
     if (std::optional<double> median = MetricOf(event, "median_step_time_ms")) {
-      if (*median > 0) median_step_ms_[trial.trial_id] = *median;
+      if (*median > 0) {
+        median_step_ms_[trial.trial_id] = *median;
+        if (step && *step >= screen_.steps) {
+          const StopDecision screened = ScreenAt(trial, *median);
+          if (screened.stop) median_step_ms_.erase(trial.trial_id);
+          return screened;
+        }
+      }
     }
     return {};
   }
@@ -503,12 +515,61 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
   if (step_ms) {
     partial["step_time_ms"] = {{"median", *step_ms}};
     partial["throughput"] = {{"samples_per_s", trial.batch_size * 1e3 / *step_ms}};
+    if (*step >= screen_.steps) {
+      if (StopDecision screened = ScreenAt(trial, *step_ms); screened.stop) {
+        median_step_ms_.erase(trial.trial_id);
+        return screened;
+      }
+    }
   }
   const Fitness fitness = Score(objectives_, constraints_, {&partial});
   const StopDecision decision =
       asha_.Report(trial.config_key, trial.seed, static_cast<int>(*step), fitness, !trial.is_baseline);
   if (decision.stop) median_step_ms_.erase(trial.trial_id);
   return decision;
+}
+
+StopDecision EarlyStopping::ScreenAt(const RunningTrial& trial, double step_ms) {
+  if (!screen_.in_trial || !(step_ms > 0) || !screen_measured_.insert(trial.config_key).second) return {};
+  std::map<std::string, double> values = {{"step_time_ms", step_ms},
+                                          {"throughput", trial.batch_size * 1e3 / step_ms}};
+  if (trial.is_baseline) {
+    screen_baseline_ = std::move(values);
+    // Those measured before it: judged on the objectives now; a dropped one
+    // stops at its next event (Observe reads Stopped first).
+    for (const auto& [config_key, waiting] : screen_waiting_) Judge(config_key, waiting);
+    screen_waiting_.clear();
+    return {};
+  }
+  if (!screen_baseline_) {
+    // The constraints judge at once (an empty yardstick judges no objective).
+    StopDecision decision = Judge(trial.config_key, values);
+    if (!decision.stop) screen_waiting_.emplace_back(trial.config_key, std::move(values));
+    return decision;
+  }
+  return Judge(trial.config_key, values);
+}
+
+StopDecision EarlyStopping::Judge(const std::string& config_key,
+                                  const std::map<std::string, double>& values) {
+  ScreenMeasurement baseline;
+  baseline.config_key = "{}";
+  if (screen_baseline_) baseline.values = *screen_baseline_;
+  ScreenMeasurement measured;
+  measured.config_key = config_key;
+  measured.values = values;
+  const ScreenVerdict verdict =
+      ScreenOut(space_objectives_, space_constraints_, screen_, baseline, {measured}).front();
+  if (verdict.kept) return {};
+  StopDecision decision{true, "screened out: " + verdict.reason};
+  screened_out_[config_key] = decision;
+  return decision;
+}
+
+std::optional<StopDecision> EarlyStopping::Stopped(const std::string& config_key) const {
+  const auto screened = screened_out_.find(config_key);
+  if (screened != screened_out_.end()) return screened->second;
+  return asha_.Stopped(config_key);
 }
 
 bool EarlyStopping::PassedFirstRung(const std::string& config_key) const {

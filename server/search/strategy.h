@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,8 +168,18 @@ struct RunningTrial {
 // time train_time_s / step when none came) and AshaStopper decides whether
 // the trial goes on. Once a configuration was stopped at a rung, any event
 // of its other seeds stops them too (they would stop at that rung), without
-// scoring them; the baseline is never stopped. Other events continue. Not
-// thread-safe.
+// scoring them; the baseline is never stopped. Other events continue.
+//
+// With `screen: {in_trial: true}` (docs/strategies.md#screening inside the
+// trials) each configuration is also screened, once, at the first event of
+// one of its trials at step >= screen.steps that gives a step time (a
+// progress event's median_step_time_ms, or an eval event's train_time_s /
+// step): ScreenOut judges its step_time_ms and throughput against the
+// baseline's, measured the same way. A configuration measured before the
+// baseline is judged on the constraints at once and on the objectives when
+// the baseline's measurement arrives (its trial then stops at its next
+// event). A configuration dropped there stops like one stopped at a rung,
+// with the reason "screened out: ...". Not thread-safe.
 class EarlyStopping {
  public:
   EarlyStopping(const SearchSpace& space, AshaOptions options);
@@ -181,15 +192,29 @@ class EarlyStopping {
   bool PassedFirstRung(const std::string& config_key) const;
   // The decision that stopped the configuration at a rung, if one did: its
   // other seeds stop too (Observe stops them at their next event).
-  std::optional<StopDecision> Stopped(const std::string& config_key) const {
-    return asha_.Stopped(config_key);
-  }
+  // Screening inside the trials stops a configuration the same way.
+  std::optional<StopDecision> Stopped(const std::string& config_key) const;
 
  private:
+  // Screening inside the trials: the configuration's one measurement, taken
+  // at its first event at step >= screen.steps with a step time.
+  StopDecision ScreenAt(const RunningTrial& trial, double step_ms);
+  // ScreenOut over one configuration's step time and throughput; a drop is
+  // remembered in screened_out_.
+  StopDecision Judge(const std::string& config_key, const std::map<std::string, double>& values);
+
   std::vector<Objective> objectives_;    // those measurable at rungs
   std::vector<Constraint> constraints_;  // those measurable at rungs
   AshaStopper asha_;
   std::map<std::string, double> median_step_ms_;  // per trial id, from its latest progress event
+
+  ScreenSpec screen_;                          // in_trial false: no screening here
+  std::vector<Objective> space_objectives_;    // every one: ScreenOut reads the screened ones
+  std::vector<Constraint> space_constraints_;  // every one: ScreenOut reads the screened ones
+  std::set<std::string> screen_measured_;      // configurations (and "{}", the baseline) measured
+  std::optional<std::map<std::string, double>> screen_baseline_;  // the yardstick, once measured
+  std::vector<std::pair<std::string, std::map<std::string, double>>> screen_waiting_;  // for the yardstick
+  std::map<std::string, StopDecision> screened_out_;  // config key -> why it was dropped
 };
 
 // The space's early stopping: for strategy asha, ASHA from min_steps with

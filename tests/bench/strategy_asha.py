@@ -16,15 +16,26 @@ thread count is every core of the machine; pinned to one core, its OpenMP
 threads would take turns on it, which slowed bf16 trials 10x).
 
     /usr/bin/python3 tests/bench/strategy_asha.py --replay build/tests/bench/strategy_replay \\
-        --trial build/worker/frontier-trial --runs runs/asha-bench --cores 0,1
+        --trial build/worker/frontier-trial --runs runs/asha-bench --cores 0,1 \\
+        --table tests/bench/tables/quickstart_grid.json.gz
+
+With --table the outputs are also compacted into a table as
+tests/bench/tabular_grid.py writes one (the space, the machine, the peaks,
+every trial's progress and eval lines and its result less its profile), which
+`strategy_replay compare TABLE STRATEGY` replays without the run folder.
 """
 import argparse
+import datetime
+import gzip
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tabular_grid  # noqa: E402  (compact, machine: the table's format)
 
 
 def has_result(path):
@@ -82,6 +93,7 @@ def run_trials(args, index):
         t.start()
     for t in threads:
         t.join()
+    return list(peaks.values())
 
 
 def main():
@@ -94,6 +106,7 @@ def main():
                         "default: one trial at a time, unpinned, at the spec's thread count")
     parser.add_argument("--strategy", default="{name: asha, min_steps: 20, eta: 3}")
     parser.add_argument("--workers", type=int, default=2, help="simulated workers in the replay")
+    parser.add_argument("--table", help="also write the recorded grid as a table (.json.gz)")
     parser.add_argument("--orders", type=int, default=100,
                         help="ASHA queue orders (seeds) to replay; the spread between orders is wide, "
                         "10 give the mean to a few points")
@@ -103,7 +116,22 @@ def main():
     subprocess.run([args.replay, "specs", args.space, args.runs], check=True)
     with open(os.path.join(args.runs, "index.json")) as f:
         index = json.load(f)
-    run_trials(args, index)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    t0 = time.time()
+    todo = sum(not has_result(os.path.join(args.runs, e["file"][:-5] + ".jsonl")) for e in index)
+    peaks = run_trials(args, index)
+    if args.table:
+        with open(args.space) as f:
+            space_text = f.read()
+        doc = {"space": space_text, "machine": tabular_grid.machine(), "cores": args.cores or "",
+               "peaks": peaks, "command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+               "started_at": started.isoformat(timespec="seconds"), "wall_s": round(time.time() - t0, 1),
+               "note": "wall_s and peaks are of this invocation, which ran only some trials (each trial's "
+                       "start line has the peak it ran with)" if todo < len(index) else "",
+               "trials": tabular_grid.compact(index, args.runs)}
+        with gzip.open(args.table, "wt") as f:
+            json.dump(doc, f, separators=(",", ":"))
+        print(f"{len(index)} trials -> {args.table}", file=sys.stderr)
     subprocess.run([args.replay, "compare", args.space, args.runs, args.strategy, "--workers", str(args.workers),
                     "--orders", str(args.orders)], check=True)
     return 0

@@ -12,16 +12,18 @@
 //       writes OUTDIR/NNN.json: the grid's trial specs (the baseline and
 //       every runnable configuration at seeds 1..repeats), and
 //       OUTDIR/index.json: [{"file", "config", "seed"}]
-//   strategy_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] [--verbose]
-//                           [--target HYPERVOLUME/COMPUTE]
-//       RUNDIR holds NNN.jsonl, the output of NNN.json; STRATEGY is the asha
+//   strategy_replay compare {SPACE.yaml RUNDIR | TABLE.json.gz} STRATEGY [--workers N] [--orders N]
+//                           [--verbose] [--target HYPERVOLUME/COMPUTE] [--require-mean]
+//       RUNDIR holds NNN.jsonl, the output of NNN.json (or a table holds the
+//       trials, tests/bench/tables/quickstart_grid.json.gz); STRATEGY is the asha
 //       strategy's YAML mapping without its seed, e.g. "{name: asha, min_steps: 20}";
 //       ASHA runs once per seed 0..orders-1 (the seed orders the queue);
 //       the last line counts the orders on target: at least HYPERVOLUME of the
 //       grid's hypervolume for at most COMPUTE of its compute (default
 //       0.95/0.15, the quickstart target of docs/strategies.md);
 //       --verbose lists, per order, how each configuration's trials ended
-//       (done, or sSTEP: stopped at STEP).
+//       (done, or sSTEP: stopped at STEP); --require-mean exits 1 unless the
+//       means over the orders meet the target (a ctest).
 //   strategy_replay table TABLE.json.gz [--strategies "S1;S2;..."] [--seeds N] [--workers N]
 //                         [--sequences FILE]...
 //       the tabular benchmark (docs/strategies.md): each strategy (a YAML
@@ -448,26 +450,27 @@ int Specs(const std::string& space_path, const std::string& out_dir) {
   return 0;
 }
 
-int Compare(const std::string& space_path, const std::string& run_dir, const std::string& strategy,
-            int workers, int orders, bool verbose, double target_hypervolume, double target_compute) {
-  const Table table = LoadRunDir(space_path, run_dir);
+int Compare(const Table& table, const std::string& strategy, int workers, int orders, bool verbose,
+            double target_hypervolume, double target_compute, bool require_mean) {
   const std::string& yaml = table.space_yaml;
   const std::map<std::string, Recording>& recordings = table.recordings;
   const Outcome grid = Simulate(WithStrategy(yaml, "{name: grid}"), recordings, workers);
   std::printf("grid: %d trials, compute %.1f s, hypervolume %.4f, %zu configurations on the front\n",
               grid.completed, grid.compute_s, grid.hypervolume, grid.front.size());
   std::printf(
-      "| asha seed | trials completed | stopped | compute (s) | compute / grid | hypervolume | "
-      "hypervolume / grid |\n| --- | --- | --- | --- | --- | --- | --- |\n");
-  std::vector<double> computes, hvs;
+      "| asha seed | trials completed | stopped | screened out | compute (s) | screening (s) | compute / "
+      "grid | "
+      "hypervolume | hypervolume / grid |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::vector<double> computes, hvs, dropped;
   int on_target = 0;
   for (int seed = 0; seed < orders; ++seed) {
     std::string asha = strategy;
     asha.insert(asha.substr(0, asha.find('|')).rfind('}'), ", seed: " + std::to_string(seed));
     const Outcome o = Simulate(WithStrategy(yaml, asha), recordings, workers);
     const double compute = o.compute_s / grid.compute_s, hv = o.hypervolume / grid.hypervolume;
-    std::printf("| %d | %d | %d | %.1f | %.3f | %.4f | %.3f |\n", seed, o.completed, o.stopped, o.compute_s,
-                compute, o.hypervolume, hv);
+    std::printf("| %d | %d | %d | %d | %.1f | %.1f | %.3f | %.4f | %.3f |\n", seed, o.completed, o.stopped,
+                o.dropped, o.compute_s, o.screening_s, compute, o.hypervolume, hv);
+    dropped.push_back(o.dropped);
     if (verbose) {
       for (const auto& [config, fate] : o.fates) std::printf("|   | %s:%s\n", config.c_str(), fate.c_str());
     }
@@ -475,13 +478,18 @@ int Compare(const std::string& space_path, const std::string& run_dir, const std
     hvs.push_back(hv);
     on_target += hv >= target_hypervolume && compute <= target_compute;
   }
-  const auto c = Stats(computes), h = Stats(hvs);
+  const auto c = Stats(computes), h = Stats(hvs), d = Stats(dropped);
   std::printf(
       "\n%s over %d queue orders, %d workers: compute / grid mean %.3f (sd %.3f, max %.3f), "
-      "hypervolume / grid mean %.3f (sd %.3f, min %.3f); %d of %d orders at >= %.2f hypervolume "
-      "and <= %.2f compute\n",
-      strategy.c_str(), orders, workers, c[0], c[1], c[3], h[0], h[1], h[2], on_target, orders,
+      "hypervolume / grid mean %.3f (sd %.3f, min %.3f), screened out %.0f to %.0f configurations; %d of %d "
+      "orders at >= %.2f hypervolume and <= %.2f compute\n",
+      strategy.c_str(), orders, workers, c[0], c[1], c[3], h[0], h[1], h[2], d[2], d[3], on_target, orders,
       target_hypervolume, target_compute);
+  if (require_mean && !(h[0] >= target_hypervolume && c[0] <= target_compute)) {
+    std::printf("FAIL: the means miss the target of >= %.2f hypervolume at <= %.2f compute\n",
+                target_hypervolume, target_compute);
+    return 1;
+  }
   return 0;
 }
 
@@ -680,13 +688,18 @@ int Main(int argc, char** argv) {
     }
     return TableCommand(args[1], strategies, seeds, workers, sequences);
   }
-  if (args.size() >= 4 && args[0] == "compare") {
+  const bool from_table = args.size() >= 3 && args[0] == "compare" && args[1].size() > 8 &&
+                          args[1].compare(args[1].size() - 8, 8, ".json.gz") == 0;
+  if ((from_table || args.size() >= 4) && args[0] == "compare") {
+    const size_t options = from_table ? 3 : 4;  // TABLE STRATEGY, or SPACE RUNDIR STRATEGY
     int workers = 2, orders = 10;
     double target_hypervolume = 0.95, target_compute = 0.15;
-    bool verbose = false;
-    for (size_t i = 4; i < args.size(); ++i) {
+    bool verbose = false, require_mean = false;
+    for (size_t i = options; i < args.size(); ++i) {
       if (args[i] == "--verbose") {
         verbose = true;
+      } else if (args[i] == "--require-mean") {
+        require_mean = true;
       } else if (i + 1 < args.size()) {
         if (args[i] == "--workers") workers = std::atoi(args[i + 1].c_str());
         if (args[i] == "--orders") orders = std::atoi(args[i + 1].c_str());
@@ -698,12 +711,15 @@ int Main(int argc, char** argv) {
         ++i;
       }
     }
-    return Compare(args[1], args[2], args[3], workers, orders, verbose, target_hypervolume, target_compute);
+    const Table table = from_table ? LoadTable(args[1]) : LoadRunDir(args[1], args[2]);
+    return Compare(table, args[options - 1], workers, orders, verbose, target_hypervolume, target_compute,
+                   require_mean);
   }
   std::cerr
       << "usage: strategy_replay specs SPACE.yaml OUTDIR\n"
-         "       strategy_replay compare SPACE.yaml RUNDIR STRATEGY [--workers N] [--orders N] [--verbose] "
-         "[--target HV/COMPUTE]\n"
+         "       strategy_replay compare {SPACE.yaml RUNDIR | TABLE.json.gz} STRATEGY [--workers N] "
+         "[--orders N] "
+         "[--verbose] [--target HV/COMPUTE] [--require-mean]\n"
          "       strategy_replay table TABLE.json.gz [--strategies \"S1;S2\"] [--seeds N] [--workers N] "
          "[--sequences FILE]...\n"
          "       strategy_replay check TABLE.json.gz\n";

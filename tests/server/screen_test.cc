@@ -17,6 +17,7 @@
 #include "search_spaces/search_space.h"
 #include "server/report/report.h"
 #include "server/scheduler/scheduler.h"
+#include "server/search/strategy.h"
 #include "server/store/sqlite_store.h"
 #include "tests/server/fake_clock.h"
 
@@ -205,6 +206,23 @@ class ScreenSchedulerTest : public ::testing::Test {
     }
     return configs;
   }
+  // The experiment's trials as the report reads them.
+  std::vector<TrialRecord> Records(const std::string& id) {
+    std::vector<TrialRecord> records;
+    for (const TrialRow& row : store_.ListTrials(id)) {
+      TrialRecord r;
+      r.trial_id = row.id;
+      r.config_key = row.config_json;
+      r.is_baseline = row.is_baseline;
+      r.seed = row.seed;
+      r.state = row.state;
+      r.result = nlohmann::json::parse(row.result_json.empty() ? "null" : row.result_json);
+      r.proposer = row.proposer;
+      r.error = row.error;
+      records.push_back(r);
+    }
+    return records;
+  }
   void RunTheRest(Scheduler& scheduler) {
     while (std::optional<TrialRow> t = scheduler.Lease("w1")) {
       EXPECT_NE(t->proposer, kScreenProposer);
@@ -236,20 +254,7 @@ TEST_F(ScreenSchedulerTest, ScreeningFirstThenOnlyTheKeptConfigurations) {
   EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
 
   // The report: screening apart from every figure, the dropped config with its reason.
-  std::vector<TrialRecord> records;
-  for (const TrialRow& row : store_.ListTrials(id)) {
-    TrialRecord r;
-    r.trial_id = row.id;
-    r.config_key = row.config_json;
-    r.is_baseline = row.is_baseline;
-    r.seed = row.seed;
-    r.state = row.state;
-    r.result = nlohmann::json::parse(row.result_json.empty() ? "null" : row.result_json);
-    r.proposer = row.proposer;
-    r.error = row.error;
-    records.push_back(r);
-  }
-  const Report report = BuildReport(id, ParseSearchSpace(kSpace, "screened.yaml"), records);
+  const Report report = BuildReport(id, ParseSearchSpace(kSpace, "screened.yaml"), Records(id));
   ASSERT_EQ(report.configs.size(), 2u);
   EXPECT_EQ(report.configs[0].trials_total, 2) << "the baseline's screening trial is not one of its seeds";
   ASSERT_TRUE(report.screening.has_value());
@@ -321,6 +326,130 @@ TEST_F(ScreenSchedulerTest, AshaRunsOnlyTheKeptConfigurations) {
   EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
 }
 
+// ---------------------------------------------------------------- inside the trials
+
+// kSpace under ASHA (rungs at 4 with eta 2 and 8 steps), screened inside the
+// trials: no screening trials.
+std::string Replaced(std::string text, const std::string& from, const std::string& to) {
+  return text.replace(text.find(from), from.size(), to);
+}
+std::string InTrialSpace(const std::string& constraint = "") {
+  std::string space = Replaced(kSpace, "eval_every: 0", "eval_every: 4");
+  space =
+      Replaced(space, "screen: {steps: 3, margin: 0.5}", "screen: {steps: 3, margin: 0.5, in_trial: true}");
+  if (!constraint.empty()) {
+    space = Replaced(space, "constraints: [{metric: peak_memory_mb, max: 100}]",
+                     "constraints: [" + constraint + "]");
+  }
+  return space + "strategy: {name: asha, min_steps: 4, eta: 2}\n";
+}
+
+// A progress event at `step` whose median step time gives `throughput` at batch 8.
+nlohmann::json ProgressAt(int step, double throughput) {
+  return {{"event", "progress"}, {"step", step}, {"median_step_time_ms", 8 * 1e3 / throughput}};
+}
+
+TEST(ScreenInTrial, EarlyStoppingDropsWhatScreeningWouldAtTheScreenedStep) {
+  std::unique_ptr<EarlyStopping> stopping = MakeEarlyStopping(ParseSearchSpace(InTrialSpace(), "s.yaml"));
+  const RunningTrial base{"t0", "{}", 1, true, 8}, slow{"t1", "slow", 1, false, 8},
+      fast{"t2", "fast", 1, false, 8}, late{"t3", "late", 1, false, 8}, early{"t4", "early", 1, false, 8};
+  // Before step 3, and at step 3 without a median (all of it warm-up), nothing is measured.
+  EXPECT_FALSE(stopping->Observe(slow, ProgressAt(2, 100)).stop);
+  EXPECT_FALSE(
+      stopping->Observe(slow, {{"event", "progress"}, {"step", 3}, {"median_step_time_ms", 0.0}}).stop);
+  // Measured before the baseline: the objectives wait for the yardstick.
+  EXPECT_FALSE(stopping->Observe(early, ProgressAt(3, 300)).stop);
+  EXPECT_FALSE(stopping->Stopped("early").has_value());
+  EXPECT_FALSE(stopping->Observe(base, ProgressAt(3, 1000)).stop);
+  // Then judged: 0.3x the baseline is under (1 - 0.5) x 0.95; it stops at its next event.
+  ASSERT_TRUE(stopping->Stopped("early").has_value());
+  const StopDecision early_next = stopping->Observe(early, ProgressAt(4, 300));
+  EXPECT_TRUE(early_next.stop);
+  EXPECT_EQ(early_next.reason.rfind("screened out: throughput 300 against the baseline's 1000", 0), 0u)
+      << early_next.reason;
+  // Measured by an eval event's mean step time (train_time_s / step) when no progress gave a median.
+  const StopDecision slow_at_4 = stopping->Observe(
+      slow, {{"event", "eval"}, {"step", 4}, {"val_accuracy", 0.9}, {"train_time_s", 0.32}});
+  EXPECT_TRUE(slow_at_4.stop) << "100 samples/s is 0.1x the baseline";
+  EXPECT_NE(slow_at_4.reason.find("(screened at 3 steps)"), std::string::npos) << slow_at_4.reason;
+  EXPECT_FALSE(stopping->PassedFirstRung("slow")) << "dropped before ASHA scored it";
+  // Within the margin: kept, and once measured never measured again.
+  EXPECT_FALSE(stopping->Observe(fast, ProgressAt(3, 990)).stop);
+  EXPECT_FALSE(stopping->Observe(fast, ProgressAt(5, 10)).stop);
+  EXPECT_FALSE(stopping->Stopped("fast").has_value());
+  EXPECT_FALSE(stopping->Observe(late, ProgressAt(6, 480)).stop) << "0.48x: kept";
+  // The baseline is never stopped, whatever a later seed of it measures.
+  EXPECT_FALSE(stopping->Observe(RunningTrial{"t5", "{}", 2, true, 8}, ProgressAt(3, 1)).stop);
+}
+
+TEST(ScreenInTrial, AConstraintOnAScreenedMetricDropsAtOnceWithoutTheBaseline) {
+  std::unique_ptr<EarlyStopping> stopping =
+      MakeEarlyStopping(ParseSearchSpace(InTrialSpace("{metric: step_time_ms, max: 20}"), "s.yaml"));
+  const StopDecision over = stopping->Observe(RunningTrial{"t1", "heavy", 1, false, 8}, ProgressAt(3, 200));
+  EXPECT_TRUE(over.stop) << "40 ms a step, over 20 + 5%";
+  EXPECT_NE(over.reason.find("step_time_ms 40 over the limit 20"), std::string::npos) << over.reason;
+  EXPECT_FALSE(stopping->Observe(RunningTrial{"t2", "light", 1, false, 8}, ProgressAt(3, 400)).stop);
+  // Without screening the same events stop nothing before the first rung.
+  const std::string plain = Replaced(InTrialSpace("{metric: step_time_ms, max: 20}"),
+                                     "screen: {steps: 3, margin: 0.5, in_trial: true}", "");
+  std::unique_ptr<EarlyStopping> unscreened = MakeEarlyStopping(ParseSearchSpace(plain, "s.yaml"));
+  EXPECT_FALSE(unscreened->Observe(RunningTrial{"t1", "heavy", 1, false, 8}, ProgressAt(3, 200)).stop);
+}
+
+TEST_F(ScreenSchedulerTest, InTrialScreeningRunsNoScreeningTrialsAndStopsTheSlowConfigurationEarly) {
+  const auto run = [&](Scheduler& scheduler, int trials) {
+    for (int i = 0; i < trials; ++i) {
+      std::optional<TrialRow> t = scheduler.Lease("w1");
+      if (!t) return;
+      EXPECT_NE(t->proposer, kScreenProposer);
+      const double throughput = t->is_baseline ? 1000 : t->config_json == kMbconv ? 300 : 990;
+      ProgressReply reply = scheduler.Progress("w1", t->id, t->attempt, ProgressAt(3, throughput).dump());
+      if (!reply.stop) {
+        reply = scheduler.Progress("w1", t->id, t->attempt,
+                                   nlohmann::json{{"event", "eval"},
+                                                  {"step", 4},
+                                                  {"val_accuracy", t->is_baseline ? 0.8 : 0.9},
+                                                  {"train_time_s", 4 * 8 / throughput}}
+                                       .dump());
+      }
+      if (reply.stop) {
+        EXPECT_EQ(t->config_json, kMbconv) << reply.reason;
+        EXPECT_EQ(reply.reason.rfind("screened out: throughput 300 against the baseline's 1000", 0), 0u)
+            << reply.reason;
+        scheduler.Fail("w1", t->id, t->attempt, "stopped: " + reply.reason, false, "");
+      } else {
+        scheduler.Complete("w1", t->id, t->attempt, FullResult());
+      }
+    }
+  };
+  std::string id;
+  {
+    Scheduler scheduler(store_, clock_, Options());
+    id = scheduler.Submit(InTrialSpace(), "screened.yaml").id;
+    const std::vector<TrialRow> first = store_.ListTrials(id);
+    ASSERT_EQ(first.size(), 4u) << "the baseline's two seeds and each variant's first: no screening trials";
+    run(scheduler, 3);  // the baseline's seeds and one variant's first seed, then a restart
+  }
+  Scheduler after(store_, clock_, Options());
+  run(after, 100);
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+  std::map<std::string, std::vector<std::string>> states;  // config -> its trials' states
+  for (const TrialRow& row : store_.ListTrials(id)) states[row.config_json].push_back(row.state);
+  EXPECT_EQ(states.at(kMbconv), std::vector<std::string>{"stopped"}) << "its second seed never added";
+  EXPECT_EQ(states.at(kConvnext), (std::vector<std::string>{"completed", "completed"}));
+
+  // The report lists the configuration screened out inside its trial, and why.
+  const Report report = BuildReport(id, ParseSearchSpace(InTrialSpace(), "screened.yaml"), Records(id));
+  ASSERT_TRUE(report.screening.has_value());
+  EXPECT_TRUE(report.screening->in_trial);
+  EXPECT_EQ(report.screening->trials, 0);
+  EXPECT_EQ(report.screening->dropped(), 1);
+  EXPECT_EQ(report.screening->configs.size(), 2u);
+  const std::string table = RenderTable(report);
+  EXPECT_NE(table.find("screened out: mbconv: throughput 300 against the baseline's 1000"), std::string::npos)
+      << table;
+}
+
 // The SQL views count no screening trial: config_results' trials and the results rows.
 TEST(ScreenViews, LeaveScreeningTrialsOut) {
   const std::filesystem::path path = std::filesystem::temp_directory_path() / "frontier_screen_views.db";
@@ -375,6 +504,15 @@ TEST(ScreenSpace, RefusesWhatCannotBeScreened) {
   bad.replace(bad.find("screen: {steps: 3, margin: 0.5}"), 31, "screen: {steps: 3, margin: 1.5}");
   EXPECT_NE(refused(bad).find("margin"), std::string::npos) << refused(bad);
   EXPECT_EQ(ParseSearchSpace(kSpace, "s.yaml").screen.steps, 3);
+  // Inside the trials: strategy asha only, and a boolean.
+  bad = space;
+  bad.replace(bad.find("screen: {steps: 3, margin: 0.5}"), 31, "screen: {steps: 3, in_trial: true}");
+  EXPECT_NE(refused(bad).find("screen.in_trial: screening inside the trials needs strategy asha"),
+            std::string::npos)
+      << refused(bad);
+  EXPECT_NE(refused(Replaced(InTrialSpace(), "in_trial: true", "in_trial: 1")).find("expected true or false"),
+            std::string::npos);
+  EXPECT_TRUE(ParseSearchSpace(InTrialSpace(), "s.yaml").screen.in_trial);
 }
 
 }  // namespace
