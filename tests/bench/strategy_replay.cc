@@ -677,7 +677,8 @@ int Main(int argc, char** argv) {
     std::vector<std::string> strategies = SplitList(
         "{name: grid};{name: random};{name: sobol};{name: nsga2, population: 16, generations: 11};"
         "{name: tpe, trials: 170};{name: asha, min_steps: 20, eta: 3};"
-        "{name: asha, min_steps: 20, eta: 3} | screen: {steps: 10}");
+        "{name: asha, min_steps: 20, eta: 3} | screen: {steps: 10};"
+        "{name: asha, min_steps: 20, eta: 3} | screen: {steps: 10, in_trial: true}");
     std::vector<std::string> sequences;
     int seeds = 10, workers = 2;
     for (size_t i = 2; i + 1 < args.size(); i += 2) {
