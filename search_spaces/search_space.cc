@@ -870,6 +870,11 @@ void SpaceParser::ParseScreen(const YAML::Node& node, SearchSpace& space) const 
            "step times as they run; strategy " +
                space.strategy.name + " screens with screening trials first (leave in_trial out)");
     }
+    if (screen.in_trial && screen.steps > space.strategy.min_steps) {
+      Fail(fields.Field("steps"),
+           "inside the trials screening must judge a configuration before ASHA's first rung (" +
+               std::to_string(space.strategy.min_steps) + " steps), not at " + std::to_string(screen.steps));
+    }
     if (screen.in_trial) return;  // nothing is enumerated: the strategy proposes as without screening
   }
   if (GridSize(space) > kMaxScreenedConfigs) {

@@ -192,10 +192,11 @@ std::string ScreeningSection(const ScreeningSummary& screening) {
   const std::string explain =
       screening.in_trial
           ? Printf(
-                "Every config was timed by step %d of its first trial, as ASHA ran it; %d of %zu were "
-                "screened "
-                "out there and stopped. No screening trials.",
-                screening.steps, screening.dropped(), screening.configs.size())
+                "Screened inside the trials, as ASHA ran them (no screening trials): %d of %zu configs were "
+                "screened out by step %d of their first trial and stopped there; the others were not (a "
+                "config "
+                "stopped or failed before that step was never measured).",
+                screening.dropped(), screening.configs.size(), screening.steps)
           : Printf(
                 "Every config was timed for %d steps (one seed, no evaluation) before the search; %d of %zu "
                 "were screened out and never run. %.1f device-s.",

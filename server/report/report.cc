@@ -649,6 +649,21 @@ Report ReportBuilder::Build(bool front_only) {
     full.on_front = config.on_front;
     report.configs.push_back(std::move(full));
   }
+  // Screened inside the trials: every config's verdict, front_only or not.
+  std::optional<ScreeningSummary> in_trial;
+  if (s.screened.empty() && (s.screen.in_trial || !s.screened_out_in_trial.empty())) {
+    in_trial.emplace();
+    in_trial->steps = s.screen.steps;
+    in_trial->in_trial = true;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      if (configs[i].is_baseline) continue;
+      const std::string& key = *order[i].first;
+      const json& config = order[i].second->config.is_object() ? order[i].second->config : json::parse(key);
+      const auto out = s.screened_out_in_trial.find(key);
+      const bool kept = out == s.screened_out_in_trial.end();
+      in_trial->configs.push_back({key, JoinLabel(s.labeler.Changes(config)), kept, kept ? "" : out->second});
+    }
+  }
   configs = std::vector<ConfigSummary>();
   s.groups.clear();
 
@@ -680,17 +695,8 @@ Report ReportBuilder::Build(bool front_only) {
     }
     report.screening = std::move(summary);
     s.screened.clear();
-  } else if (s.screen.in_trial || !s.screened_out_in_trial.empty()) {
-    ScreeningSummary summary;
-    summary.steps = s.screen.steps;
-    summary.in_trial = true;
-    for (const ConfigSummary& config : report.configs) {
-      if (config.is_baseline) continue;
-      const auto out = s.screened_out_in_trial.find(config.config_key);
-      const bool kept = out == s.screened_out_in_trial.end();
-      summary.configs.push_back({config.config_key, config.label, kept, kept ? "" : out->second});
-    }
-    report.screening = std::move(summary);
+  } else if (in_trial) {
+    report.screening = std::move(in_trial);
   }
   const ConfigSummary* baseline =
       has_baseline && report.configs.front().seeds_completed > 0 ? &report.configs.front() : nullptr;

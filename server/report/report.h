@@ -138,7 +138,8 @@ struct ScreeningSummary {
   int steps = 0;
   // Screened inside the trials (screen.in_trial, strategy asha): no
   // screening trials; a dropped config's first trial was stopped at the
-  // screened step, its reason in its error.
+  // screened step, its reason in its error. `kept` then means "not screened
+  // out": a config stopped or failed before the step was never measured.
   bool in_trial = false;
   int trials = 0;       // screening trials, the baseline's included
   double device_s = 0;  // their lease start to end, summed

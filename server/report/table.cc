@@ -238,10 +238,10 @@ std::vector<std::string> ReportNotes(const Report& report) {
   if (report.screening) {  // docs/strategies.md#screening
     const ScreeningSummary& s = *report.screening;
     if (s.in_trial) {
-      notes.push_back(Printf(
-          "screening inside the trials: %zu configs timed by step %d of their first trial (no "
-          "screening trials); %d screened out there, %zu kept",
-          s.configs.size(), s.steps, s.dropped(), s.configs.size() - static_cast<size_t>(s.dropped())));
+      notes.push_back(
+          Printf("screening inside the trials (no screening trials): %d of %zu configs screened out",
+                 s.dropped(), s.configs.size()) +
+          (s.steps > 0 ? Printf(" by step %d of their first trial", s.steps) : std::string()));
     } else {
       notes.push_back(
           Printf("screening: %zu configs timed for %d steps (%d trials, %.1f device-s, in no other "

@@ -536,8 +536,12 @@ StopDecision EarlyStopping::ScreenAt(const RunningTrial& trial, double step_ms) 
   if (trial.is_baseline) {
     screen_baseline_ = std::move(values);
     // Those measured before it: judged on the objectives now; a dropped one
-    // stops at its next event (Observe reads Stopped first).
-    for (const auto& [config_key, waiting] : screen_waiting_) Judge(config_key, waiting);
+    // stops at its next event (Observe reads Stopped first). One that ASHA
+    // scored at its first rung meanwhile is left to ASHA: it was compared at
+    // equal fidelity, and its later seeds may have been added.
+    for (const auto& [config_key, waiting] : screen_waiting_) {
+      if (rungs().empty() || !asha_.Decision(config_key, rungs().front())) Judge(config_key, waiting);
+    }
     screen_waiting_.clear();
     return {};
   }

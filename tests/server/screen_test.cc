@@ -378,8 +378,22 @@ TEST(ScreenInTrial, EarlyStoppingDropsWhatScreeningWouldAtTheScreenedStep) {
   EXPECT_FALSE(stopping->Observe(fast, ProgressAt(5, 10)).stop);
   EXPECT_FALSE(stopping->Stopped("fast").has_value());
   EXPECT_FALSE(stopping->Observe(late, ProgressAt(6, 480)).stop) << "0.48x: kept";
-  // The baseline is never stopped, whatever a later seed of it measures.
-  EXPECT_FALSE(stopping->Observe(RunningTrial{"t5", "{}", 2, true, 8}, ProgressAt(3, 1)).stop);
+}
+
+TEST(ScreenInTrial, AConfigurationAshaScoredBeforeTheBaselineWasMeasuredIsLeftToAsha) {
+  std::unique_ptr<EarlyStopping> stopping = MakeEarlyStopping(ParseSearchSpace(InTrialSpace(), "s.yaml"));
+  const RunningTrial base{"t0", "{}", 1, true, 8}, ahead{"t1", "ahead", 1, false, 8},
+      waiting{"t2", "waiting", 1, false, 8};
+  EXPECT_FALSE(stopping->Observe(ahead, ProgressAt(3, 300)).stop);
+  EXPECT_FALSE(stopping->Observe(waiting, ProgressAt(3, 300)).stop);
+  // `ahead` reaches the first rung (step 4) before the baseline is measured: ASHA scores it (the first there
+  // goes on).
+  EXPECT_FALSE(stopping->Observe(ahead, {{"event", "eval"}, {"step", 4}, {"val_accuracy", 0.9}}).stop);
+  ASSERT_TRUE(stopping->PassedFirstRung("ahead"));
+  EXPECT_FALSE(stopping->Observe(base, ProgressAt(3, 1000)).stop);
+  EXPECT_FALSE(stopping->Stopped("ahead").has_value()) << "ASHA let it go on at equal fidelity";
+  ASSERT_TRUE(stopping->Stopped("waiting").has_value()) << "0.3x, not scored yet: screened out";
+  EXPECT_EQ(stopping->Stopped("waiting")->reason.rfind("screened out: ", 0), 0u);
 }
 
 TEST(ScreenInTrial, AConstraintOnAScreenedMetricDropsAtOnceWithoutTheBaseline) {
@@ -389,11 +403,6 @@ TEST(ScreenInTrial, AConstraintOnAScreenedMetricDropsAtOnceWithoutTheBaseline) {
   EXPECT_TRUE(over.stop) << "40 ms a step, over 20 + 5%";
   EXPECT_NE(over.reason.find("step_time_ms 40 over the limit 20"), std::string::npos) << over.reason;
   EXPECT_FALSE(stopping->Observe(RunningTrial{"t2", "light", 1, false, 8}, ProgressAt(3, 400)).stop);
-  // Without screening the same events stop nothing before the first rung.
-  const std::string plain = Replaced(InTrialSpace("{metric: step_time_ms, max: 20}"),
-                                     "screen: {steps: 3, margin: 0.5, in_trial: true}", "");
-  std::unique_ptr<EarlyStopping> unscreened = MakeEarlyStopping(ParseSearchSpace(plain, "s.yaml"));
-  EXPECT_FALSE(unscreened->Observe(RunningTrial{"t1", "heavy", 1, false, 8}, ProgressAt(3, 200)).stop);
 }
 
 TEST_F(ScreenSchedulerTest, InTrialScreeningRunsNoScreeningTrialsAndStopsTheSlowConfigurationEarly) {
@@ -428,7 +437,8 @@ TEST_F(ScreenSchedulerTest, InTrialScreeningRunsNoScreeningTrialsAndStopsTheSlow
     id = scheduler.Submit(InTrialSpace(), "screened.yaml").id;
     const std::vector<TrialRow> first = store_.ListTrials(id);
     ASSERT_EQ(first.size(), 4u) << "the baseline's two seeds and each variant's first: no screening trials";
-    run(scheduler, 3);  // the baseline's seeds and one variant's first seed, then a restart
+    run(scheduler,
+        2);  // the baseline's seeds, then a restart: the variants are judged against the replayed baseline
   }
   Scheduler after(store_, clock_, Options());
   run(after, 100);
@@ -446,8 +456,34 @@ TEST_F(ScreenSchedulerTest, InTrialScreeningRunsNoScreeningTrialsAndStopsTheSlow
   EXPECT_EQ(report.screening->dropped(), 1);
   EXPECT_EQ(report.screening->configs.size(), 2u);
   const std::string table = RenderTable(report);
+  EXPECT_NE(
+      table.find("screening inside the trials (no screening trials): 1 of 2 configs screened out by step 3"),
+      std::string::npos)
+      << table;
   EXPECT_NE(table.find("screened out: mbconv: throughput 300 against the baseline's 1000"), std::string::npos)
       << table;
+  EXPECT_EQ(ReportToJson(report)["screening"]["in_trial"], true);
+  // The CSV: the dropped config is one row of the table (it has its stopped trial), with its reason.
+  const std::string csv = RenderCsv(report);
+  size_t mbconv_rows = 0;
+  for (size_t start = 0; start < csv.size();) {
+    const size_t end = std::min(csv.find('\n', start), csv.size());
+    const std::string line = csv.substr(start, end - start);
+    if (line.find("mbconv") != std::string::npos) {
+      ++mbconv_rows;
+      EXPECT_NE(line.find("worse than the baseline by more than the margin"), std::string::npos) << line;
+    }
+    start = end + 1;
+  }
+  EXPECT_EQ(mbconv_rows, 1u) << csv;
+  EXPECT_NE(RenderHtml(report).find("no screening trials"), std::string::npos);
+  // --pareto keeps only the front in the table, but the screening still lists every config.
+  ReportBuilder builder(id, ParseSearchSpace(InTrialSpace(), "screened.yaml"));
+  for (TrialRecord& r : Records(id)) builder.Add(std::move(r));
+  const Report front = builder.Build(/*front_only=*/true);
+  ASSERT_TRUE(front.screening.has_value());
+  EXPECT_EQ(front.screening->dropped(), 1);
+  EXPECT_EQ(front.screening->configs.size(), 2u);
 }
 
 // The SQL views count no screening trial: config_results' trials and the results rows.
@@ -513,6 +549,9 @@ TEST(ScreenSpace, RefusesWhatCannotBeScreened) {
   EXPECT_NE(refused(Replaced(InTrialSpace(), "in_trial: true", "in_trial: 1")).find("expected true or false"),
             std::string::npos);
   EXPECT_TRUE(ParseSearchSpace(InTrialSpace(), "s.yaml").screen.in_trial);
+  const std::string late = Replaced(InTrialSpace(), "screen: {steps: 3,", "screen: {steps: 5,");
+  EXPECT_NE(refused(late).find("before ASHA's first rung (4 steps), not at 5"), std::string::npos)
+      << refused(late);
 }
 
 }  // namespace
