@@ -40,11 +40,12 @@ class ProfileRunTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (std::string(GetParam()) == "postgres") {
-      static testing::PostgresServer* server = new testing::PostgresServer();  // one for the suite
+      // One for the suite, stopped and deleted at exit (a pointer never deleted left the server running).
+      static testing::PostgresServer server;
       static int databases = 0;
       const std::string db = "profile" + std::to_string(++databases);
-      server->CreateDatabase(db);
-      store_ = std::make_unique<PostgresStore>(server->Url(db), 2);
+      server.CreateDatabase(db);
+      store_ = std::make_unique<PostgresStore>(server.Url(db), 2);
     } else {
       char dir[] = "/tmp/frontier-profile-XXXXXX";
       ASSERT_NE(mkdtemp(dir), nullptr);
