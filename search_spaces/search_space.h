@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -112,6 +113,9 @@ struct ScreenSpec {
 // (completed, diverged, or failed for good: then with its error), never
 // counted as completed or failed.
 inline constexpr const char* kScreenProposer = "frontier screen";
+// How a screened-out configuration's reason begins, wherever it is written
+// (a skipped proposal, a trial stopped inside ASHA) and read (the report).
+inline constexpr std::string_view kScreenedOut = "screened out: ";
 inline constexpr const char* kScreenedState = "screened";
 
 // The most configurations a space with `screen` may have: it runs one

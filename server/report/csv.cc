@@ -1,7 +1,9 @@
 #include "server/report/csv.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +59,13 @@ std::string RenderCsv(const Report& report) {
   };
   auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   std::string out = join(header);
+  std::map<std::string, std::string>
+      screened_out_in_trial;  // config key -> reason, screened inside its trial
+  if (report.screening && report.screening->in_trial) {
+    for (const ScreenedConfig& c : report.screening->configs) {
+      if (!c.kept) screened_out_in_trial[c.config_key] = c.reason;
+    }
+  }
   for (const ConfigSummary& c : report.configs) {
     std::vector<std::string> row = {c.config_key,
                                     flag(c.is_baseline),
@@ -90,13 +99,8 @@ std::string RenderCsv(const Report& report) {
     row.push_back(c.rationale);
     if (report.screening) {
       // Screened out inside its trial: a config of the table, with its reason here.
-      std::string reason;
-      for (const ScreenedConfig& screened : report.screening->configs) {
-        if (report.screening->in_trial && !screened.kept && screened.config_key == c.config_key) {
-          reason = screened.reason;
-        }
-      }
-      row.push_back(reason);
+      const auto reason = screened_out_in_trial.find(c.config_key);
+      row.push_back(reason == screened_out_in_trial.end() ? "" : reason->second);
     }
     if (report.data_parallel) {
       row.push_back(std::to_string(c.ranks));

@@ -502,12 +502,13 @@ void ReportBuilder::Add(TrialRecord trial, std::string_view result_json) {
 }
 
 void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
-  // A configuration screened out inside its trial (EarlyStopping): the trial stopped with the reason.
-  static constexpr std::string_view kScreenedOut = "stopped: screened out: ";
-  if (trial.state == "stopped" && trial.error.rfind(kScreenedOut, 0) == 0) {
-    state_->screened_out_in_trial[trial.config_key] = trial.error.substr(kScreenedOut.size());
-  }
   State& s = *state_;
+  // A configuration screened out inside its trial (EarlyStopping): the worker ended the trial
+  // "stopped: " + the stop reply's reason.
+  static const std::string kStoppedScreenedOut = "stopped: " + std::string(kScreenedOut);
+  if (trial.state == "stopped" && trial.error.rfind(kStoppedScreenedOut, 0) == 0) {
+    s.screened_out_in_trial[trial.config_key] = trial.error.substr(kStoppedScreenedOut.size());
+  }
   if (facts.shared_cores) ++s.trials_on_shared_cores;
   const uint32_t index = static_cast<uint32_t>(s.trials.size());
   State::Trial t;

@@ -160,12 +160,12 @@ std::vector<Proposal> ScreenedStrategy::Ask() {
         continue;
       }
       any_dropped = true;
-      screened_out_.push_back(key + ": screened out: " + reason->second);
+      screened_out_.push_back(key + ": " + std::string(kScreenedOut) + reason->second);
       TrialOutcome outcome;
       outcome.seed = 1;
       outcome.state = "failed";
       outcome.result = nullptr;
-      outcome.error = "screened out: " + reason->second;
+      outcome.error = std::string(kScreenedOut) + reason->second;
       inner_->Tell(Evaluation{p.config, p.steps, {outcome}});
     }
     if (!kept.empty() || !any_dropped) return kept;

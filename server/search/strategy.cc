@@ -565,7 +565,7 @@ StopDecision EarlyStopping::Judge(const std::string& config_key,
   const ScreenVerdict verdict =
       ScreenOut(space_objectives_, space_constraints_, screen_, baseline, {measured}).front();
   if (verdict.kept) return {};
-  StopDecision decision{true, "screened out: " + verdict.reason};
+  StopDecision decision{true, std::string(kScreenedOut) + verdict.reason};
   screened_out_[config_key] = decision;
   return decision;
 }
