@@ -9,6 +9,9 @@ A step is a dict:
   {"from_schema": true}          valid JSON built from the request's response_format schema:
                                  the first `maxItems` combinations of the enums not named in the prompt
 When the script runs out, the last step repeats.
+
+As a process (main below): `llm_standin.py --script SCRIPT.json --port-file FILE
+[--record REQUESTS.jsonl]` serves 127.0.0.1 on a free port until killed.
 """
 
 import itertools
@@ -67,7 +70,8 @@ class StandIn:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
 
     def __enter__(self):
         self.thread.start()
@@ -98,8 +102,52 @@ def from_schema(body):
     return json.dumps({"configs": configs})
 
 
-if __name__ == "__main__":  # a stand-in to point frontier-llm-proposer at by hand
+def main(argv=None):
+    """A stand-in run as a process: `llm_standin.py --script SCRIPT.json --port-file FILE [--record FILE]`
+    binds 127.0.0.1:0, writes its port to FILE once serving (written whole, then renamed into place), and
+    serves until killed (SIGTERM or SIGINT). SCRIPT.json holds the list of steps. --record appends every
+    request, one JSON line each ({"path", "body", "authorization"}). `llm_standin.py SCRIPT.json` (no
+    flags) prints the URL instead: a stand-in to point frontier-llm-proposer at by hand."""
+    import argparse
+    import os
+    import signal
     import sys
-    with StandIn(json.load(open(sys.argv[1])) if len(sys.argv) > 1 else [{"from_schema": True}]) as s:
-        print(s.url, flush=True)
-        s.thread.join()
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible chat-completions server for tests.")
+    parser.add_argument("script_file", nargs="?", default="", help="the list of steps (same as --script)")
+    parser.add_argument("--script", default="", help="JSON file holding the list of steps")
+    parser.add_argument("--port-file", default="", help="write the port bound here once serving")
+    parser.add_argument("--record", default="", help="append every request here as a JSON line")
+    args = parser.parse_args(argv)
+    path = args.script or args.script_file
+    script = [{"from_schema": True}]
+    if path:
+        with open(path) as f:
+            script = json.load(f)
+        if not isinstance(script, list) or not script or not all(isinstance(s, dict) for s in script):
+            sys.exit(f"{path}: expected a non-empty JSON list of steps")
+    standin = StandIn(script)
+    if args.record:
+        class Recorded(list):
+            def append(self, item):
+                super().append(item)
+                with open(args.record, "a") as f:
+                    f.write(json.dumps(item) + "\n")
+        standin.requests = Recorded()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with standin:
+        if args.port_file:
+            tmp = f"{args.port_file}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(f"{standin.server.server_address[1]}\n")
+            os.replace(tmp, args.port_file)
+        else:
+            print(standin.url, flush=True)
+        try:
+            while standin.thread.is_alive():
+                standin.thread.join(0.5)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
