@@ -169,6 +169,30 @@ std::vector<TrialRow> MeasuredStore::ListProfileRuns(const std::string& trial_id
   return Timed("list_profile_runs", [&] { return inner_->ListProfileRuns(trial_id); });
 }
 
+std::string MeasuredStore::CreateOpRun(OpRunRecord run) {
+  return Timed("create_op_run", [&] { return inner_->CreateOpRun(std::move(run)); });
+}
+
+std::optional<OpRunRecord> MeasuredStore::FindOpRun(const std::string& id_or_name) {
+  return Timed("find_op_run", [&] { return inner_->FindOpRun(id_or_name); });
+}
+
+std::vector<OpRunRecord> MeasuredStore::ListOpRuns(int limit) {
+  return Timed("list_op_runs", [&] { return inner_->ListOpRuns(limit); });
+}
+
+void MeasuredStore::SetOpRunState(const std::string& id, const std::string& state, int64_t now_ms) {
+  Timed("set_op_run_state", [&] { inner_->SetOpRunState(id, state, now_ms); });
+}
+
+bool MeasuredStore::RecordOpCandidate(const OpCandidateRow& row) {
+  return Timed("record_op_candidate", [&] { return inner_->RecordOpCandidate(row); });
+}
+
+std::vector<OpCandidateRow> MeasuredStore::ListOpCandidates(const std::string& run_id) {
+  return Timed("list_op_candidates", [&] { return inner_->ListOpCandidates(run_id); });
+}
+
 std::string MeasuredStore::RegisterWorker(WorkerRecord worker, int64_t now_ms) {
   return Timed("register_worker", [&] { return inner_->RegisterWorker(std::move(worker), now_ms); });
 }

@@ -98,6 +98,12 @@ class PostgresStore final : public Store {
   std::vector<ProgressRow> ListProgress(const std::string& trial_id) override;
   std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) override;
   std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) override;
+  std::string CreateOpRun(OpRunRecord run) override;
+  std::optional<OpRunRecord> FindOpRun(const std::string& id_or_name) override;
+  std::vector<OpRunRecord> ListOpRuns(int limit) override;
+  void SetOpRunState(const std::string& id, const std::string& state, int64_t now_ms) override;
+  bool RecordOpCandidate(const OpCandidateRow& row) override;
+  std::vector<OpCandidateRow> ListOpCandidates(const std::string& run_id) override;
   std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) override;
   bool TouchWorker(const std::string& worker_id, int64_t now_ms) override;
   std::vector<WorkerRecord> ListWorkers() override;

@@ -160,6 +160,37 @@ CREATE INDEX trials_pending_profile_runs ON trials(seq) WHERE state = 'pending' 
 ALTER TABLE experiments ADD COLUMN submit_id TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX experiments_by_submit_id ON experiments(owner, submit_id) WHERE submit_id <> '';
 )sql",
+    // 9: the kernel lab's runs (`frontier ops optimize`, docs/kernel-lab.md) and their candidates: one
+    // per name and one per source text within a run.
+    R"sql(
+CREATE TABLE op_runs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT UNIQUE,
+  name TEXT NOT NULL UNIQUE,
+  op TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL);
+CREATE TABLE op_candidates (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL REFERENCES op_runs(id),
+  candidate TEXT NOT NULL,
+  source_kind TEXT NOT NULL,
+  round INTEGER NOT NULL,
+  source_hash TEXT NOT NULL,
+  source TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  speedup REAL NOT NULL,
+  speedup_low REAL NOT NULL,
+  speedup_high REAL NOT NULL,
+  result_json TEXT NOT NULL,
+  created_ms INTEGER NOT NULL);
+CREATE UNIQUE INDEX op_candidates_by_name ON op_candidates(run_id, candidate);
+CREATE UNIQUE INDEX op_candidates_by_source ON op_candidates(run_id, source_hash);
+CREATE INDEX op_candidates_by_run ON op_candidates(run_id, seq);
+)sql",
 };
 
 class Statement {
@@ -182,6 +213,10 @@ class Statement {
   Statement& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
   Statement& Bind(int i, bool v) { return Bind(i, static_cast<int64_t>(v)); }
   Statement& Bind(int i, const char* v) { return Bind(i, std::string(v)); }
+  Statement& Bind(int i, double v) {
+    Check(sqlite3_bind_double(stmt_, i, v), "bind");
+    return *this;
+  }
 
   // True while rows come; false when done.
   bool Step() {
@@ -200,6 +235,7 @@ class Statement {
              : std::string();
   }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
   int Changes() const { return sqlite3_changes(db_); }
 
  private:
@@ -277,6 +313,21 @@ ExperimentRecord ReadExperiment(const Statement& s) {
 }
 
 std::string Sql(const std::string& a, const char* b, const std::string& c = "") { return a + b + c; }
+
+constexpr const char* kOpRunColumns = "id, name, op, spec_json, state, owner, created_ms, updated_ms";
+
+OpRunRecord ReadOpRun(const Statement& s) {
+  OpRunRecord r;
+  r.id = s.Text(0);
+  r.name = s.Text(1);
+  r.op = s.Text(2);
+  r.spec_json = s.Text(3);
+  r.state = s.Text(4);
+  r.owner = s.Text(5);
+  r.created_ms = s.Int(6);
+  r.updated_ms = s.Int(7);
+  return r;
+}
 
 std::optional<TrialRow> SelectTrial(sqlite3* db, const std::string& id) {
   Statement s(db, Sql("SELECT ", kTrialColumns, " FROM trials WHERE id = ?").c_str());
@@ -822,6 +873,106 @@ std::vector<TrialRow> SqliteStore::ListProfileRuns(const std::string& trial_id) 
   s.Bind(1, trial_id);
   std::vector<TrialRow> out;
   while (s.Step()) out.push_back(ReadTrial(s));
+  return out;
+}
+
+std::string SqliteStore::CreateOpRun(OpRunRecord run) {
+  if (run.name.empty() || IsOpRunId(run.name)) {
+    throw StoreError("op run name '" + run.name + "' refused: a name must be non-empty and not an op run id");
+  }
+  if (run.state.empty()) run.state = op_run_state::kRunning;
+  if (run.updated_ms == 0) run.updated_ms = run.created_ms;
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  {
+    Statement taken(db_, "SELECT id FROM op_runs WHERE name = ?");
+    taken.Bind(1, run.name);
+    if (taken.Step())
+      throw StoreError("an op run named '" + run.name + "' exists already (" + taken.Text(0) + ")");
+  }
+  Statement(db_,
+            "INSERT INTO op_runs (name, op, spec_json, state, owner, created_ms, updated_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .Bind(1, run.name)
+      .Bind(2, run.op)
+      .Bind(3, run.spec_json)
+      .Bind(4, run.state)
+      .Bind(5, run.owner)
+      .Bind(6, run.created_ms)
+      .Bind(7, run.updated_ms)
+      .Run();
+  const int64_t seq = sqlite3_last_insert_rowid(db_);
+  const std::string id = OpRunIdFor(seq);
+  Statement(db_, "UPDATE op_runs SET id = ? WHERE seq = ?").Bind(1, id).Bind(2, seq).Run();
+  tx.Commit();
+  return id;
+}
+
+std::optional<OpRunRecord> SqliteStore::FindOpRun(const std::string& id_or_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, Sql("SELECT ", kOpRunColumns,
+                       " FROM op_runs WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1")
+                       .c_str());
+  s.Bind(1, id_or_name);
+  if (!s.Step()) return std::nullopt;
+  return ReadOpRun(s);
+}
+
+std::vector<OpRunRecord> SqliteStore::ListOpRuns(int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, Sql("SELECT ", kOpRunColumns, " FROM op_runs ORDER BY seq DESC LIMIT ?").c_str());
+  s.Bind(1, limit);
+  std::vector<OpRunRecord> out;
+  while (s.Step()) out.push_back(ReadOpRun(s));
+  return out;
+}
+
+void SqliteStore::SetOpRunState(const std::string& id, const std::string& state, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement(db_, "UPDATE op_runs SET state = ?, updated_ms = ? WHERE id = ?")
+      .Bind(1, state)
+      .Bind(2, now_ms)
+      .Bind(3, id)
+      .Run();
+}
+
+bool SqliteStore::RecordOpCandidate(const OpCandidateRow& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(
+      db_,
+      "INSERT INTO op_candidates (run_id, candidate, source_kind, round, source_hash, source, outcome, "
+      "speedup, speedup_low, speedup_high, result_json, created_ms) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
+  s.Bind(1, c.run_id).Bind(2, c.candidate).Bind(3, c.source_kind).Bind(4, c.round).Bind(5, c.source_hash);
+  s.Bind(6, c.source).Bind(7, c.outcome).Bind(8, c.speedup).Bind(9, c.speedup_low).Bind(10, c.speedup_high);
+  s.Bind(11, c.result_json).Bind(12, c.created_ms).Run();
+  return s.Changes() == 1;
+}
+
+std::vector<OpCandidateRow> SqliteStore::ListOpCandidates(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(
+      db_,
+      "SELECT run_id, candidate, source_kind, round, source_hash, source, outcome, speedup, speedup_low, "
+      "speedup_high, result_json, created_ms FROM op_candidates WHERE run_id = ? ORDER BY seq");
+  s.Bind(1, run_id);
+  std::vector<OpCandidateRow> out;
+  while (s.Step()) {
+    OpCandidateRow c;
+    c.run_id = s.Text(0);
+    c.candidate = s.Text(1);
+    c.source_kind = s.Text(2);
+    c.round = static_cast<int>(s.Int(3));
+    c.source_hash = s.Text(4);
+    c.source = s.Text(5);
+    c.outcome = s.Text(6);
+    c.speedup = s.Double(7);
+    c.speedup_low = s.Double(8);
+    c.speedup_high = s.Double(9);
+    c.result_json = s.Text(10);
+    c.created_ms = s.Int(11);
+    out.push_back(std::move(c));
+  }
   return out;
 }
 

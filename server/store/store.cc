@@ -30,6 +30,20 @@ std::string WorkerIdFor(int64_t seq) {
   return id;
 }
 
+std::string OpRunIdFor(int64_t seq) {
+  char id[32];
+  std::snprintf(id, sizeof id, "op-%06lld", static_cast<long long>(seq));
+  return id;
+}
+
+bool IsOpRunId(const std::string& name) {
+  if (name.size() <= 3 || name.compare(0, 3, "op-") != 0) return false;
+  for (size_t i = 3; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
 void AddToCounts(TrialCountsRow& c, const std::string& state, int n) {
   c.total += n;
   if (state == trial_state::kPending) c.pending += n;

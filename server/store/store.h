@@ -117,6 +117,39 @@ struct ProposerCallRow {
   std::string error;  // why the call failed; "" when it answered
 };
 
+// Kernel-lab run states (docs/kernel-lab.md).
+namespace op_run_state {
+inline constexpr const char* kRunning = "running";
+inline constexpr const char* kCompleted = "completed";
+inline constexpr const char* kStopped = "stopped";
+}  // namespace op_run_state
+
+// A kernel-lab run (docs/kernel-lab.md): one op optimized against its reference.
+struct OpRunRecord {
+  std::string id;         // assigned by CreateOpRun: "op-000042" (OpRunIdFor)
+  std::string name;       // the user's name for it, unique per store (e.g. "attn-lab")
+  std::string op;         // "attention_kernel", "bev_pool", or a plugin's op
+  std::string spec_json;  // the run's settings (shapes source, flags, rounds, target...), opaque to the store
+  std::string state = op_run_state::kRunning;  // "running" | "completed" | "stopped"
+  std::string owner;                           // like experiments' owner ("" when no auth)
+  int64_t created_ms = 0, updated_ms = 0;
+};
+
+// One candidate of a run and its outcome.
+struct OpCandidateRow {
+  std::string run_id;
+  std::string candidate;    // name, unique within the run (file name or "llm-r2-c1")
+  std::string source_kind;  // "folder" | "llm"
+  int round = 0;            // 0 for folder candidates, 1.. for model rounds
+  std::string source_hash;  // sha256 of the source text, hex; unique within the run
+  std::string source;       // the source text (bounded by the caller to 256 KiB)
+  std::string outcome;      // "timed" | "compile_error" | "incorrect" | "crashed" | "timed_out" | "refused"
+  double speedup = 0;       // median speed-up over the reference (timed only; else 0)
+  double speedup_low = 0, speedup_high = 0;
+  std::string result_json;  // the judge's whole JSON line, opaque to the store
+  int64_t created_ms = 0;
+};
+
 struct TrialCountsRow {
   int pending = 0, running = 0, completed = 0, failed = 0, diverged = 0, stopped = 0, cancelled = 0,
       total = 0;
@@ -156,6 +189,10 @@ Transition TransitionFor(const std::optional<TrialRow>& current, int attempt, co
 // Identifiers and messages every Store implementation shares.
 std::string ExperimentIdFor(int64_t seq);  // "exp-000042"
 std::string WorkerIdFor(int64_t seq);      // "worker-0007"
+std::string OpRunIdFor(int64_t seq);       // "op-000042"
+// True when `name` has the form of an op run's id ("op-" and digits), which no run may be named:
+// FindOpRun looks ids up first.
+bool IsOpRunId(const std::string& name);
 // Adds `n` trials in `state` to the counts (and to the total).
 void AddToCounts(TrialCountsRow& counts, const std::string& state, int n);
 // Sets trial.id to "<experiment>-t<NNNN>" and writes it into the trial's spec.
@@ -263,6 +300,25 @@ class Store {
   virtual std::string AddProfileRun(const std::string& trial_id, TrialRow run, int64_t now_ms) = 0;
   // The profile runs of `trial_id`, oldest first.
   virtual std::vector<TrialRow> ListProfileRuns(const std::string& trial_id) = 0;
+
+  // Kernel-lab runs (docs/kernel-lab.md), each one transaction. CreateOpRun
+  // stores `run` (its created_ms as given; updated_ms = created_ms when 0;
+  // state "running" when empty) and returns its assigned id; throws
+  // StoreError, and stores nothing, when `run.name` is empty, has the form of
+  // a run id (IsOpRunId) or is another run's name.
+  virtual std::string CreateOpRun(OpRunRecord run) = 0;
+  // The run with the id `id_or_name`, else the one with that name; nullopt when neither.
+  virtual std::optional<OpRunRecord> FindOpRun(const std::string& id_or_name) = 0;
+  virtual std::vector<OpRunRecord> ListOpRuns(int limit) = 0;  // newest first
+  // Sets the run's state and updated_ms; a run id that names no run changes nothing.
+  virtual void SetOpRunState(const std::string& id, const std::string& state, int64_t now_ms) = 0;
+  // Records one candidate of the run `row.run_id`: true when inserted; false,
+  // and nothing changed, when the run has a candidate of that name or of that
+  // source_hash already (a resumed run recording a candidate again). Committed
+  // synchronously. Throws StoreError when run_id names no run.
+  virtual bool RecordOpCandidate(const OpCandidateRow& row) = 0;
+  // The run's candidates in the order they were recorded.
+  virtual std::vector<OpCandidateRow> ListOpCandidates(const std::string& run_id) = 0;
 
   virtual std::string RegisterWorker(WorkerRecord worker, int64_t now_ms) = 0;
   virtual bool TouchWorker(const std::string& worker_id, int64_t now_ms) = 0;  // false: unknown worker

@@ -39,7 +39,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
   std::string id;
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 9);
+    EXPECT_EQ(store.schema_version(), 10);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -47,7 +47,7 @@ TEST(PostgresStoreTest, MigratesOnceAndReopens) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   PostgresStore again(url);
-  EXPECT_EQ(again.schema_version(), 9);
+  EXPECT_EQ(again.schema_version(), 10);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
 }
 
@@ -268,7 +268,7 @@ TEST(PostgresStoreTest, ResultViewsFollowTheMetricCatalog) {
   EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{""});
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 9);
+    EXPECT_EQ(store.schema_version(), 10);
   }
   EXPECT_EQ(Psql(url, front_comment), std::vector<std::string>{stamp});
 }
@@ -339,6 +339,7 @@ TEST(PostgresStoreTest, MigrationNineGivesAVersion8StoreTheLatencyColumns) {
   ASSERT_TRUE(PsqlScript(url, "DROP VIEW config_front; DROP VIEW config_results; DROP VIEW results;\n" +
                                   std::string(kVersion8Views) +
                                   Migration4ConfigFrontView(SqlDialect::kPostgres) +
+                                  "DROP TABLE op_candidates; DROP TABLE op_runs;\n"
                                   "UPDATE schema_version SET version = 8;\n"));
   const std::string has_latency =
       "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'results' AND column_name = "
@@ -358,12 +359,52 @@ TEST(PostgresStoreTest, MigrationNineGivesAVersion8StoreTheLatencyColumns) {
   ASSERT_TRUE(PsqlScript(url, "DROP VIEW mine;\n"));
   {
     PostgresStore store(url);
-    EXPECT_EQ(store.schema_version(), 9);
+    EXPECT_EQ(store.schema_version(), 10);
+    EXPECT_TRUE(store.ListOpRuns(10).empty());  // and migration 10's tables
   }
   EXPECT_EQ(Psql(url, "SELECT obj_description('config_front'::regclass, 'pg_class')"),
             std::vector<std::string>{ResultViewsStamp(SqlDialect::kPostgres)});
   testing::CheckLatencyViews(PsqlRows(url, testing::LatencyResultsQuery(id)),
                              PsqlRows(url, testing::LatencyFrontQuery(id)));
+}
+
+// A store schema version 9 left (before the kernel lab's tables) gains them at its next open, its
+// experiments kept; a read-only open refuses it until then.
+TEST(PostgresStoreTest, MigrationTenGivesAVersion9StoreTheOpRunTables) {
+  const std::string url = FreshDatabase();
+  std::string id;
+  {
+    PostgresStore store(url, 1);
+    ExperimentRecord e;
+    e.name = "before";
+    TrialRow t;
+    t.spec_json = "{}";
+    id = store.CreateExperiment(e, {t}, 1);
+  }
+  ASSERT_TRUE(PsqlScript(
+      url, "DROP TABLE op_candidates; DROP TABLE op_runs; UPDATE schema_version SET version = 9;\n"));
+  EXPECT_THROW(PostgresStore(url, 1, OpenMode::kReadOnly), StoreError);
+  {
+    PostgresStore store(url, 1);
+    EXPECT_EQ(store.schema_version(), 10);
+    EXPECT_EQ(store.GetExperiment(id)->name, "before");
+    OpRunRecord run;
+    run.name = "attn-lab";
+    run.op = "attention_kernel";
+    const std::string run_id = store.CreateOpRun(run);
+    OpCandidateRow c;
+    c.run_id = run_id;
+    c.candidate = "a.cc";
+    c.source_hash = "h";
+    EXPECT_TRUE(store.RecordOpCandidate(c));
+    EXPECT_FALSE(store.RecordOpCandidate(c));
+  }
+  PostgresStore read_only(url, 1, OpenMode::kReadOnly);
+  EXPECT_EQ(read_only.ListOpCandidates(read_only.FindOpRun("attn-lab")->id).size(), 1u);
+  EXPECT_EQ(
+      Psql(url, "SELECT indexname FROM pg_indexes WHERE tablename = 'op_candidates' ORDER BY indexname"),
+      (std::vector<std::string>{"op_candidates_by_name", "op_candidates_by_run", "op_candidates_by_source",
+                                "op_candidates_pkey"}));
 }
 
 TEST(PostgresStoreTest, ConnectionLossIsAStoreErrorAndRecovers) {

@@ -48,6 +48,44 @@ std::string Populate(Store& store) {
   return id;
 }
 
+// A kernel-lab run "attn-lab" with one candidate; returns its id.
+std::string AddOpRun(Store& store) {
+  OpRunRecord run;
+  run.name = "attn-lab";
+  run.op = "attention_kernel";
+  run.created_ms = 10;
+  const std::string id = store.CreateOpRun(run);
+  OpCandidateRow c;
+  c.run_id = id;
+  c.candidate = "tiled.cc";
+  c.source_kind = "folder";
+  c.source_hash = "h1";
+  c.outcome = "timed";
+  c.speedup = 1.5;
+  EXPECT_TRUE(store.RecordOpCandidate(c));
+  return id;
+}
+
+// Op runs read from a read-only store; every op-run write is refused and changes nothing.
+void ExpectOpRunsReadOnly(Store& store, const std::string& run) {
+  ASSERT_TRUE(store.FindOpRun("attn-lab").has_value());
+  EXPECT_EQ(store.FindOpRun(run)->name, "attn-lab");
+  EXPECT_EQ(store.ListOpRuns(10).size(), 1u);
+  ASSERT_EQ(store.ListOpCandidates(run).size(), 1u);
+  EXPECT_EQ(store.ListOpCandidates(run)[0].speedup, 1.5);
+  OpRunRecord another;
+  another.name = "another";
+  EXPECT_THROW(store.CreateOpRun(another), StoreError);
+  EXPECT_THROW(store.SetOpRunState(run, op_run_state::kStopped, 20), StoreError);
+  OpCandidateRow c = store.ListOpCandidates(run)[0];
+  c.candidate = "other.cc";
+  c.source_hash = "h2";
+  EXPECT_THROW(store.RecordOpCandidate(c), StoreError);
+  EXPECT_EQ(store.FindOpRun(run)->state, op_run_state::kRunning);
+  EXPECT_EQ(store.ListOpRuns(10).size(), 1u);
+  EXPECT_EQ(store.ListOpCandidates(run).size(), 1u);
+}
+
 std::string Bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -80,12 +118,13 @@ class ReadOnlySqliteTest : public ::testing::Test {
     {
       SqliteStore store(db_);
       experiment_ = Populate(store);
+      op_run_ = AddOpRun(store);
     }  // closed: the WAL is checkpointed into the file
     ASSERT_EQ(::chmod(db_.c_str(), 0444), 0);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string dir_, db_, experiment_;
+  std::string dir_, db_, experiment_, op_run_;
 };
 
 TEST_F(ReadOnlySqliteTest, ReadCommandsReadAFileTheyCannotWriteAndLeaveItsBytesAsTheyWere) {
@@ -112,6 +151,7 @@ TEST_F(ReadOnlySqliteTest, AReadOnlyStoreRefusesWrites) {
   EXPECT_THROW(store->SetExperimentState(experiment_, experiment_state::kCancelled), StoreError);
   EXPECT_THROW(store->RegisterWorker(WorkerRecord{}, 1), StoreError);
   EXPECT_EQ(store->GetExperiment(experiment_)->state, experiment_state::kCompleted);
+  ExpectOpRunsReadOnly(*store, op_run_);
   store.reset();
   EXPECT_EQ(Bytes(db_), before);
 }
@@ -161,10 +201,11 @@ TEST(ReadOnlyPostgresTest, SessionsAreReadOnlyAndAnOlderSchemaIsRefused) {
   testing::PostgresServer server;
   server.CreateDatabase("ro");
   const std::string url = server.Url("ro");
-  std::string id;
+  std::string id, op_run;
   {
     PostgresStore store(url, 2);
     id = Populate(store);
+    op_run = AddOpRun(store);
   }
   {
     auto store = OpenStore(url, OpenMode::kReadOnly);
@@ -177,6 +218,7 @@ TEST(ReadOnlyPostgresTest, SessionsAreReadOnlyAndAnOlderSchemaIsRefused) {
       EXPECT_NE(std::string(e.what()).find("read-only transaction"), std::string::npos) << e.what();
     }
     EXPECT_EQ(store->GetExperiment(id)->state, experiment_state::kCompleted);
+    ExpectOpRunsReadOnly(*store, op_run);
   }
   int latest = 0;
   {

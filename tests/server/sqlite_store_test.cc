@@ -22,7 +22,7 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
   std::string id;
   {
     SqliteStore store(path.string());
-    EXPECT_EQ(store.schema_version(), 8);
+    EXPECT_EQ(store.schema_version(), 9);
     ExperimentRecord e;
     e.name = "persisted";
     TrialRow t;
@@ -30,7 +30,7 @@ TEST(SqliteStoreTest, FileSurvivesReopenAndMigratesOnce) {
     id = store.CreateExperiment(e, {t}, 1);
   }
   SqliteStore again(path.string());
-  EXPECT_EQ(again.schema_version(), 8);
+  EXPECT_EQ(again.schema_version(), 9);
   EXPECT_EQ(again.GetExperiment(id)->name, "persisted");
   EXPECT_EQ(again.ListTrials(id).size(), 1u);
   std::filesystem::remove(path);
@@ -144,7 +144,7 @@ TEST(SqliteStoreTest, ResultViewsFollowTheMetricCatalog) {
   EXPECT_EQ(Query(path.string(), latency_column).size(), 0u);
   {
     SqliteStore store(path.string());
-    EXPECT_EQ(store.schema_version(), 8);
+    EXPECT_EQ(store.schema_version(), 9);
   }
   EXPECT_NE(Query(path.string(), front_sql)[0][0].find(stamp), std::string::npos);
   columns.clear();
@@ -152,6 +152,45 @@ TEST(SqliteStoreTest, ResultViewsFollowTheMetricCatalog) {
     columns.push_back(row[0]);
   }
   EXPECT_EQ(columns, expected);
+  std::filesystem::remove(path);
+}
+
+// A store schema version 8 left (before the kernel lab's tables) gains them at its next open, its
+// experiments kept; a read-only open refuses it until then.
+TEST(SqliteStoreTest, MigrationNineGivesAVersion8StoreTheOpRunTables) {
+  const auto path = std::filesystem::temp_directory_path() / "frontier_op_runs_migration_test.db";
+  std::filesystem::remove(path);
+  std::string id;
+  {
+    SqliteStore store(path.string());
+    ExperimentRecord e;
+    e.name = "before";
+    TrialRow t;
+    t.spec_json = "{}";
+    id = store.CreateExperiment(e, {t}, 1);
+  }
+  Query(path.string(), "DROP TABLE op_candidates");
+  Query(path.string(), "DROP TABLE op_runs");
+  Query(path.string(), "UPDATE schema_version SET version = 8");
+  ASSERT_TRUE(Query(path.string(), "SELECT name FROM sqlite_master WHERE name LIKE 'op_%'").empty());
+  EXPECT_THROW(SqliteStore(path.string(), OpenMode::kReadOnly), StoreError);
+  {
+    SqliteStore store(path.string());
+    EXPECT_EQ(store.schema_version(), 9);
+    EXPECT_EQ(store.GetExperiment(id)->name, "before");
+    OpRunRecord run;
+    run.name = "attn-lab";
+    run.op = "attention_kernel";
+    const std::string run_id = store.CreateOpRun(run);
+    OpCandidateRow c;
+    c.run_id = run_id;
+    c.candidate = "a.cc";
+    c.source_hash = "h";
+    EXPECT_TRUE(store.RecordOpCandidate(c));
+    EXPECT_FALSE(store.RecordOpCandidate(c));
+  }
+  SqliteStore read_only(path.string(), OpenMode::kReadOnly);
+  EXPECT_EQ(read_only.ListOpCandidates(read_only.FindOpRun("attn-lab")->id).size(), 1u);
   std::filesystem::remove(path);
 }
 

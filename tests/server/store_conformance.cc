@@ -447,4 +447,122 @@ TEST_P(StoreConformanceTest, KeepsProposersRationalesPausesAndProposerCalls) {
   EXPECT_TRUE(store_->ListProposerCalls(NewExperiment(1)).empty());
 }
 
+TEST_P(StoreConformanceTest, OpRunsAreFoundByIdOrNameListedNewestFirstAndNamedOnce) {
+  const std::string first = store_->CreateOpRun(OpRun("attn-lab", 1000));
+  const std::string second = store_->CreateOpRun(OpRun("bev 'lab'; --", 1100));
+  EXPECT_NE(first, second);
+  EXPECT_TRUE(IsOpRunId(first)) << first;
+  const std::optional<OpRunRecord> by_id = store_->FindOpRun(first);
+  ASSERT_TRUE(by_id.has_value());
+  EXPECT_EQ(by_id->id, first);
+  EXPECT_EQ(by_id->name, "attn-lab");
+  EXPECT_EQ(by_id->op, "attention_kernel");
+  EXPECT_EQ(by_id->spec_json, OpRun("x").spec_json);
+  EXPECT_EQ(by_id->state, op_run_state::kRunning);
+  EXPECT_EQ(by_id->owner, "alice");
+  EXPECT_EQ(by_id->created_ms, 1000);
+  EXPECT_EQ(by_id->updated_ms, 1000);  // created_ms when not given
+  EXPECT_EQ(store_->FindOpRun("bev 'lab'; --")->id, second);
+  EXPECT_FALSE(store_->FindOpRun("op-999999").has_value());
+  EXPECT_FALSE(store_->FindOpRun("").has_value());
+  const std::vector<OpRunRecord> runs = store_->ListOpRuns(10);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].id, second);
+  EXPECT_EQ(runs[1].id, first);
+  EXPECT_EQ(store_->ListOpRuns(1).size(), 1u);
+
+  // A name is one run's; an empty name or one of an id's form is no name. Nothing of a refused run stays.
+  EXPECT_THROW(store_->CreateOpRun(OpRun("attn-lab", 1200)), StoreError);
+  EXPECT_THROW(store_->CreateOpRun(OpRun("", 1200)), StoreError);
+  EXPECT_THROW(store_->CreateOpRun(OpRun("op-000123", 1200)), StoreError);
+  EXPECT_EQ(store_->ListOpRuns(10).size(), 2u);
+  EXPECT_EQ(store_->FindOpRun("attn-lab")->created_ms, 1000);
+
+  store_->SetOpRunState(first, op_run_state::kStopped, 1500);
+  EXPECT_EQ(store_->FindOpRun(first)->state, op_run_state::kStopped);
+  EXPECT_EQ(store_->FindOpRun(first)->updated_ms, 1500);
+  store_->SetOpRunState(first, op_run_state::kRunning, 1600);  // resumed
+  store_->SetOpRunState(first, op_run_state::kCompleted, 1700);
+  const OpRunRecord done = *store_->FindOpRun("attn-lab");
+  EXPECT_EQ(done.state, op_run_state::kCompleted);
+  EXPECT_EQ(done.updated_ms, 1700);
+  EXPECT_EQ(done.created_ms, 1000);
+  EXPECT_EQ(store_->FindOpRun(second)->state, op_run_state::kRunning);  // only that run
+  store_->SetOpRunState("op-999999", op_run_state::kStopped, 1800);     // no such run: nothing
+  EXPECT_EQ(store_->ListOpRuns(10).size(), 2u);
+  EXPECT_TRUE(store_->ListExperiments(10).empty());  // runs are not experiments
+}
+
+TEST_P(StoreConformanceTest, OpCandidatesRoundTripInOrderAndAreRecordedOncePerNameAndSource) {
+  const std::string run = store_->CreateOpRun(OpRun("attn-lab"));
+  const std::string other = store_->CreateOpRun(OpRun("other"));
+  OpCandidateRow folder = OpCandidate(run, "tiled.cc", "// tiled\nint f() { return 1; }\n");
+  folder.source = "// Ünïcode: naïve → tiled, 注意力\n#include <x>\n\tint f() { return 'q' + \"\\\"; }\n";
+  folder.source_hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  folder.speedup = 1.2345678901234567;
+  folder.speedup_low = 0.1;
+  folder.speedup_high = 2.5e10;
+  std::string result = R"({"outcome":"timed","samples":[)";
+  for (int i = 0; result.size() < 100 * 1024; ++i) result += (i ? "," : "") + std::to_string(0.001 * i);
+  result += "]}";
+  folder.result_json = result;
+  folder.created_ms = 5000000000;  // 64-bit
+  OpCandidateRow llm = OpCandidate(run, "llm-r2-c1", "int g();");
+  llm.source_kind = "llm";
+  llm.round = 2;
+  llm.outcome = "compile_error";
+  llm.speedup = llm.speedup_low = llm.speedup_high = 0;
+  llm.result_json = R"({"outcome":"compile_error","error":"x.cc:1: error: 'g' ..."})";
+  EXPECT_TRUE(store_->RecordOpCandidate(llm));
+  EXPECT_TRUE(store_->RecordOpCandidate(folder));
+  EXPECT_TRUE(store_->RecordOpCandidate(OpCandidate(run, "third.cc", "int h();")));
+
+  // Again (a resumed run), by name with another source, or by source under another name: refused, nothing
+  // changed.
+  OpCandidateRow same_name = OpCandidate(run, "tiled.cc", "int other();");
+  same_name.outcome = "crashed";
+  OpCandidateRow same_source = folder;
+  same_source.candidate = "copy.cc";
+  same_source.speedup = 9;
+  EXPECT_FALSE(store_->RecordOpCandidate(folder));
+  EXPECT_FALSE(store_->RecordOpCandidate(same_name));
+  EXPECT_FALSE(store_->RecordOpCandidate(same_source));
+
+  const std::vector<OpCandidateRow> got = store_->ListOpCandidates(run);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].candidate, "llm-r2-c1");
+  EXPECT_EQ(got[2].candidate, "third.cc");
+  const OpCandidateRow& f = got[1];
+  EXPECT_EQ(f.run_id, run);
+  EXPECT_EQ(f.candidate, "tiled.cc");
+  EXPECT_EQ(f.source_kind, "folder");
+  EXPECT_EQ(f.round, 0);
+  EXPECT_EQ(f.source_hash, folder.source_hash);
+  EXPECT_EQ(f.source, folder.source);
+  EXPECT_EQ(f.outcome, "timed");
+  EXPECT_EQ(f.speedup, folder.speedup);  // exactly
+  EXPECT_EQ(f.speedup_low, 0.1);
+  EXPECT_EQ(f.speedup_high, 2.5e10);
+  EXPECT_EQ(f.result_json, result);
+  EXPECT_EQ(f.created_ms, 5000000000);
+  EXPECT_EQ(got[0].source_kind, "llm");
+  EXPECT_EQ(got[0].round, 2);
+  EXPECT_EQ(got[0].outcome, "compile_error");
+  EXPECT_EQ(got[0].speedup, 0.0);
+  EXPECT_EQ(got[0].result_json, llm.result_json);
+
+  // Another run's candidates are its own: the same names and sources are new there.
+  EXPECT_TRUE(store_->ListOpCandidates(other).empty());
+  EXPECT_TRUE(store_->RecordOpCandidate(OpCandidate(other, "tiled.cc", "int other();")));
+  OpCandidateRow copied = folder;
+  copied.run_id = other;
+  copied.candidate = "copied.cc";
+  EXPECT_TRUE(store_->RecordOpCandidate(copied));
+  ASSERT_EQ(store_->ListOpCandidates(other).size(), 2u);
+  EXPECT_EQ(store_->ListOpCandidates(other)[0].source, "int other();");
+  EXPECT_EQ(store_->ListOpCandidates(run).size(), 3u);
+  EXPECT_TRUE(store_->ListOpCandidates("op-999999").empty());
+  EXPECT_THROW(store_->RecordOpCandidate(OpCandidate("op-999999", "a.cc", "int a();")), StoreError);
+}
+
 }  // namespace frontier

@@ -43,6 +43,35 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
     return store_->CreateExperiment(e, rows, 1000);
   }
 
+  // A kernel-lab run named `name` of the op attention_kernel (CreateOpRun's input).
+  static OpRunRecord OpRun(const std::string& name, int64_t created_ms = 1000) {
+    OpRunRecord r;
+    r.name = name;
+    r.op = "attention_kernel";
+    r.spec_json = R"({"rounds":2,"target":1.5,"shapes":"model"})";
+    r.owner = "alice";
+    r.created_ms = created_ms;
+    return r;
+  }
+
+  // A timed folder candidate `name` of `run_id` whose source (and hash) is `source`'s.
+  static OpCandidateRow OpCandidate(const std::string& run_id, const std::string& name,
+                                    const std::string& source) {
+    OpCandidateRow c;
+    c.run_id = run_id;
+    c.candidate = name;
+    c.source_kind = "folder";
+    c.source_hash = "sha-of-" + source;
+    c.source = source;
+    c.outcome = "timed";
+    c.speedup = 1.25;
+    c.speedup_low = 1.125;
+    c.speedup_high = 1.375;
+    c.result_json = R"({"outcome":"timed"})";
+    c.created_ms = 2000;
+    return c;
+  }
+
   std::unique_ptr<Store> store_;
 };
 
