@@ -62,6 +62,10 @@ class UsageError(Exception):
     """Bad flags or context: exit 2."""
 
 
+class AnswerTooLong(Exception):
+    """A 200 response over RESPONSE_CAP: an answer that cannot be read (an error entry, not exit 3)."""
+
+
 class ModelUnusable(Exception):
     """The model cannot be used (unreachable, auth, wrong model or path, persistent errors): exit 3."""
 
@@ -517,7 +521,7 @@ class ChatClient:
                 self._count_usage(data)
                 if status == 200:
                     if len(payload) > RESPONSE_CAP:
-                        raise ModelUnusable(f"the model server's response is longer than {RESPONSE_CAP >> 20} MiB")
+                        raise AnswerTooLong(f"the response is longer than {RESPONSE_CAP >> 20} MiB: not read")
                     try:
                         choice = data["choices"][0]
                         content = choice["message"].get("content")
@@ -643,6 +647,11 @@ def draft(client, ctx, count, out_dir):
             fatal = client.redact(str(e))
             report["errors"].append(f"answer {answer_no}: {fatal}")
             break
+        except AnswerTooLong as e:
+            answered += 1
+            last_text, answer_errors = "", [f"answer {answer_no}: {e}"]
+            report["errors"] += answer_errors
+            continue
         answered += 1
         last_text = content
         codes, answer_errors = candidates_of(content, wanted, answer_no, taken)

@@ -232,6 +232,14 @@ class KernelDrafterTest(unittest.TestCase):
         self.assertIn("Write 1 more", follow_up[3]["content"])
         self.assertLess(len(follow_up[2]["content"]), 40 * 1024, "the repeated answer is cut")
 
+    def test_a_response_over_2_mib_is_not_read(self):
+        with StandIn([{"content": "x" * (3 << 20)}, {"content": fenced(kernel("a"))}]) as s:
+            code, report, err = self.run_drafter(s.url, count=1)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(report["errors"], ["answer 1: the response is longer than 2 MiB: not read"])
+        self.assertEqual(self.files(), ["llm-r2-c1.cc"])
+        self.assertEqual(len(s.requests[1]["body"]["messages"]), 2, "asked again as at first")
+
     def test_at_most_one_more_call_and_zero_candidates_is_still_drafted(self):
         with StandIn([{"content": "I would rather describe the idea: tile the keys."}]) as s:
             code, report, err = self.run_drafter(s.url)
@@ -443,7 +451,7 @@ class KernelDrafterTest(unittest.TestCase):
 
     def test_the_canned_answers_are_two_candidates_each(self):
         expect = {"attention_round1.json": ["lab_llm_baddbmm", "lab_llm_prescaled"],
-                  "attention_round2.json": ["lab_llm_fused_backward", "lab_llm_sharpened"]}
+                  "attention_round2.json": ["lab_llm_prescaled_bmm", "lab_llm_sharpened"]}
         for name, variants in expect.items():
             with open(os.path.join(ANSWERS, name)) as f:
                 script = json.load(f)
