@@ -327,6 +327,8 @@ class SpaceParser {
   void ParseBaseline(const Fields& top, SearchSpace& space);
   void ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space);
   std::string InSpaceFolder(const std::string& path) const;
+  std::string LabChoice(const std::string& at, const std::string& field, const Dimension& dim,
+                        const std::string& choice, SearchSpace& space) const;
   void CheckBaseline(const SearchSpace& space) const;
   void ParseDimensions(const YAML::Node& node, SearchSpace& space) const;
   std::vector<std::string> ExpandPath(const std::string& field, const std::string& name,
@@ -573,6 +575,52 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
 
 // `path` made absolute against the space file's folder (an absolute path as
 // given), normalized, without a trailing slash.
+// A kernel lab's kept variant (docs/kernel-lab.md): `lab:DIR` names the
+// folder `frontier ops optimize` kept (DIR/manifest.json, DIR/plugin.so),
+// relative to the space file. The choice becomes the variant's name, and its
+// plugin joins the baseline's runtime.plugins, so every trial can load it.
+std::string SpaceParser::LabChoice(const std::string& at, const std::string& field, const Dimension& dim,
+                                   const std::string& choice, SearchSpace& space) const {
+  const std::string dir = InSpaceFolder(choice.substr(std::string(kLabChoicePrefix).size()));
+  const std::string manifest_path = dir + "/manifest.json";
+  std::ifstream in(manifest_path, std::ios::binary);
+  if (!in) FailAt(at, field, "'" + Abbreviated(choice, kMaxQuotedBytes) + "': no kernel lab variant at " + manifest_path);
+  std::string text(64 * 1024 + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  json manifest;
+  try {
+    manifest = ParseBoundedJson(text, 64 * 1024);
+  } catch (const std::exception& e) {
+    FailAt(at, field, manifest_path + ": " + e.what());
+  }
+  const auto text_field = [&](const char* key) {
+    if (!manifest.is_object() || !manifest.contains(key) || !manifest[key].is_string() ||
+        manifest[key].get<std::string>().empty()) {
+      FailAt(at, field, manifest_path + ": no '" + key + "'");
+    }
+    return manifest[key].get<std::string>();
+  };
+  const std::string op = text_field("op"), variant = text_field("variant"), plugin = text_field("plugin");
+  const std::map<std::string, std::string> op_paths = {{"attention_kernel", "arch.ops.attention_kernel"},
+                                                       {"bev_pool", "arch.bev.pooling"}};
+  const auto expected = op_paths.find(op);
+  for (const std::string& path : dim.paths) {
+    if (expected == op_paths.end() || path != expected->second) {
+      FailAt(at, field, "'" + Abbreviated(choice, kMaxQuotedBytes) + "' is a variant of the op " + op + ", not a choice of " + path);
+    }
+  }
+  if (plugin.find('/') != std::string::npos) FailAt(at, field, manifest_path + ": 'plugin' must be a file name");
+  json& runtime = space.base["runtime"];
+  if (!runtime.is_object()) runtime = json::object();
+  if (!runtime.contains("plugins") || !runtime["plugins"].is_array()) runtime["plugins"] = json::array();
+  const std::string library = dir + "/" + plugin;
+  if (std::find(runtime["plugins"].begin(), runtime["plugins"].end(), library) == runtime["plugins"].end()) {
+    runtime["plugins"].push_back(library);
+  }
+  return variant;
+}
+
 std::string SpaceParser::InSpaceFolder(const std::string& path) const {
   namespace fs = std::filesystem;
   std::error_code ignored;
@@ -639,6 +687,9 @@ void SpaceParser::ParseDimensions(const YAML::Node& node, SearchSpace& space) co
       json choice = YamlToJson(list[i]);
       if (!seen.insert(choice).second) {
         FailAt(ElementPath(field, i), field, "duplicate choice '" + Show(choice) + "'");
+      }
+      if (choice.is_string() && StartsWith(choice.get<std::string>(), kLabChoicePrefix)) {
+        choice = LabChoice(ElementPath(field, i), field, dim, choice.get<std::string>(), space);
       }
       dim.choices.push_back(std::move(choice));
     }

@@ -113,6 +113,9 @@ struct ScreenSpec {
 // (completed, diverged, or failed for good: then with its error), never
 // counted as completed or failed.
 inline constexpr const char* kScreenProposer = "frontier screen";
+// A choice `lab:DIR` of an op dimension names a kernel lab's kept variant
+// (docs/kernel-lab.md): DIR/manifest.json and its plugin.
+inline constexpr const char* kLabChoicePrefix = "lab:";
 // How a screened-out configuration's reason begins, wherever it is written
 // (a skipped proposal, a trial stopped inside ASHA) and read (the report).
 inline constexpr std::string_view kScreenedOut = "screened out: ";

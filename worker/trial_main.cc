@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   CLI::App app("frontier-trial: runs one trial and prints JSON lines", "frontier-trial");
   app.footer(help::kExitStatus);
   frontier::CalibrateOptions calibrate;
+  frontier::LabCommand lab;
+  frontier::AddLabFlags(app, lab);
   bool calibrating = false, op_bench = false;
   int rounds = 15;
   app.add_option("--spec", spec_path, help::kSpec)->option_text("FILE");
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
       ->check(frontier::NonEmptyFolder());
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
   if (calibrating) return frontier::RunCalibration(calibrate, std::cout, std::cerr);
+  if (lab.active()) return frontier::RunLabCommand(lab, spec_path, rounds, std::cout, std::cerr);
   if (spec_path.empty()) return frontier::PrintUsageError("frontier-trial", "--spec is required", app.help());
   if (op_bench) return frontier::RunOpBenchSpec(spec_path, rounds, std::cin, std::cout, std::cerr);
   return frontier::RunTrialSpec(spec_path, options, std::cin, std::cout, std::cerr);

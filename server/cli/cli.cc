@@ -10,6 +10,7 @@
 #include "server/cli/client.h"
 #include "server/cli/commands.h"
 #include "server/cli/experiment_source.h"
+#include "server/cli/ops_command.h"
 #include "server/cli/profile_command.h"
 #include "server/cli/read_commands.h"
 #include "server/cli/run_command.h"
@@ -147,6 +148,39 @@ int RunCli(int argc, char** argv) {
   add_store(list);
   list->add_option("--limit", limit, "at most this many")->capture_default_str();
 
+  OpsOptions ops;
+  auto* ops_cmd = app.add_subcommand("ops", "the kernel lab: candidate op variants judged, timed, kept (docs/kernel-lab.md)");
+  ops_cmd->require_subcommand(1);
+  auto* optimize = ops_cmd->add_subcommand("optimize", "judge candidate variants of an op; keep the best as NAME's plugin");
+  optimize->add_option("name", ops.name, "the run: a new name, or one to continue")->required();
+  optimize->add_option("--op", ops.op, "attention_kernel, bev_pool, or a plugin's op")->required();
+  optimize->add_option("--spec", ops.spec, "a trial spec (JSON) whose model calls the op: its shapes");
+  optimize->add_option("--from-trial", ops.from_trial, "or a stored trial (EXP/TRIAL) whose spec and profile to use");
+  optimize->add_option("--candidates", ops.candidates, "a folder of candidate sources (.cc, .cpp, .cu)");
+  optimize->add_option("--endpoint", ops.endpoint, "the language model's OpenAI-compatible API (as the LLM proposer's)");
+  optimize->add_option("--model", ops.model, "the model's name");
+  optimize->add_option("--api-key-file", ops.api_key_file, "a file holding the API key");
+  optimize->add_option("--rounds", ops.rounds, "model rounds (0: none)")->capture_default_str();
+  optimize->add_option("--per-round", ops.per_round, "candidates per model round")->capture_default_str();
+  optimize->add_option("--target", ops.target, "stop once a candidate's median speed-up reaches this (0: never)");
+  optimize->add_option("--timing-rounds", ops.timing_rounds, "timed rounds per candidate")->capture_default_str();
+  optimize->add_option("--candidate-timeout", ops.candidate_timeout_s, "seconds one candidate may take in all")
+      ->capture_default_str();
+  optimize->add_option("--run-timeout", ops.run_timeout_s, "seconds each sandboxed run of a candidate may take")
+      ->capture_default_str();
+  optimize->add_option("--trial-binary", ops.trial_binary, "frontier-trial (default: beside this binary)");
+  optimize->add_option("--drafter", ops.drafter, "frontier-llm-kernels (default: proposers/llm or PATH)");
+  for (CLI::App* cmd : {optimize, ops_cmd->add_subcommand("show", "a run's leaderboard"),
+                        ops_cmd->add_subcommand("list", "the store's kernel lab runs, newest first")}) {
+    cmd->add_option("--db", ops.db, "the store: a SQLite path or postgresql://...")->capture_default_str();
+    cmd->add_option("--dir", ops.dir, "runs' folders: DIR/NAME")->capture_default_str();
+    if (cmd != optimize && cmd->get_name() == "show") {
+      cmd->add_option("name", ops.name, "the run")->required();
+      cmd->add_option("--output,-o", ops.output, "table, json or csv")->check(CLI::IsMember(formats));
+    }
+    if (cmd->get_name() != "list") cmd->add_option("--html", ops.html, "also write the leaderboard page here");
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -156,6 +190,18 @@ int RunCli(int argc, char** argv) {
 
   try {
     if (run_cmd->parsed()) return Run(run);
+    if (ops_cmd->parsed()) {
+      if (optimize->parsed()) return OptimizeOp(ops);
+      if (ops_cmd->get_subcommand("show")->parsed()) return ShowOpRun(ops);
+      return ListOpRuns(ops);
+    }
+    if (report->parsed() && !db.empty() && HasOpRun(db, id)) {
+      ops.db = db;
+      ops.name = id;
+      ops.output = output;
+      ops.html = report_options.html;
+      return ShowOpRun(ops);
+    }
     // A store named on the command line is read directly; otherwise the coordinator answers.
     std::unique_ptr<ExperimentSource> source;
     std::unique_ptr<Client> client;

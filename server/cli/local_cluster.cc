@@ -16,19 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// frontier-worker beside this binary, under ../worker (the build tree), else from PATH.
-std::string SiblingBinary(const std::string& name) {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (const fs::path& candidate :
-         {self.parent_path() / name, self.parent_path().parent_path() / "worker" / name}) {
-      if (fs::exists(candidate)) return candidate.string();
-    }
-  }
-  return name;  // from PATH
-}
-
 // The CPUs this process may run on, in order.
 std::vector<int> UsableCores() {
   std::vector<int> cores;
@@ -55,6 +42,19 @@ std::string CpuList(const std::vector<int>& cpus) {
 }
 
 }  // namespace
+
+std::string SiblingBinary(const std::string& name) {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& candidate :
+         {self.parent_path() / name, self.parent_path().parent_path() / "worker" / name}) {
+      if (fs::exists(candidate)) return candidate.string();
+    }
+  }
+  return name;  // from PATH
+}
+
 
 LocalWorkers::~LocalWorkers() { Stop(std::chrono::seconds(5)); }
 

@@ -13,6 +13,10 @@
 
 namespace frontier {
 
+// A program of Frontier's (frontier-worker, frontier-trial): beside this
+// binary, under ../worker (the build tree), else `name` (looked up on PATH).
+std::string SiblingBinary(const std::string& name);
+
 struct LocalWorkerOptions {
   int count = 1;              // worker processes
   int slots = 1;              // each worker's --slots: trials at once (on cuda: slot i on GPU i)

@@ -107,7 +107,7 @@ TEST(CorrectnessGateTest, BuiltInVariantsPassInEveryDtype) {
     for (const std::string v : {"naive", "fused", "depth_fused"}) {  // naive: the reference in the dtype vs float64
       const ops::VariantCheck c = ops::CheckVariant(SmallCall(v, dtype), 3, 11);
       EXPECT_TRUE(c.passed) << v << " " << dtype << ": " << c.problem << " at " << c.where;
-      EXPECT_EQ(c.checks, 3 + 4);  // draws + edge cases
+      EXPECT_EQ(c.checks, 3 + 5 + 4 + 2 + 1);  // draws, structured inputs, edge cases, other shapes, the repeat
       EXPECT_LE(c.worst_rel, c.tolerance);
     }
   }
@@ -118,7 +118,7 @@ TEST(CorrectnessGateTest, ChunkedAttentionPassesInEveryDtypeWithItsEdgeCases) {
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       const ops::VariantCheck c = ops::CheckVariant(AttentionCall("chunked", dtype), 3, seed);
       EXPECT_TRUE(c.passed) << dtype << " seed " << seed << ": " << c.problem << " at " << c.where;
-      EXPECT_EQ(c.checks, 3 + 4);  // draws + edge cases
+      EXPECT_EQ(c.checks, 3 + 6 + 4 + 2 + 1);  // draws, structured inputs, edge cases, other shapes, the repeat
       EXPECT_LE(c.worst_rel, c.tolerance);
     }
   }
@@ -287,7 +287,7 @@ TEST(TrialGateTest, ARightPluginVariantAndBlockAreCheckedThenTimed) {
   ASSERT_TRUE(r.contains("correctness"));
   EXPECT_TRUE(r["correctness"]["passed"].get<bool>());
   EXPECT_EQ(r["correctness"]["variants"][0]["variant"], "quick_cumsum");
-  EXPECT_EQ(r["correctness"]["variants"][0]["checks"], 3 + 4);
+  EXPECT_EQ(r["correctness"]["variants"][0]["checks"], 3 + 5 + 4 + 2 + 1);
   EXPECT_GE(r["correctness"]["seconds"].get<double>(), 0);
   // The variant against the reference at the model's shapes, outside step time.
   EXPECT_EQ(r["op"]["variant"], "quick_cumsum");
@@ -372,7 +372,7 @@ TEST(OpBenchTest, TimesTheAttentionKernelsAtTheModelsShapes) {
   for (const nlohmann::json& v : (*attention_op)["variants"]) by_name[v["variant"]] = v;
   for (const std::string right : {"naive", "chunked", "right_copy"}) {
     ASSERT_TRUE(by_name.count(right)) << right;
-    EXPECT_TRUE(by_name[right]["correct"].get<bool>()) << right;
+    EXPECT_TRUE(by_name[right]["correct"].get<bool>()) << right << ": " << by_name[right].dump();
     EXPECT_EQ(by_name[right]["forward_backward_ms"]["n"], 3) << right;
     EXPECT_GT(by_name[right]["speedup"]["median"].get<double>(), 0) << right;
     EXPECT_GT(by_name[right]["bytes_moved_mb"].get<double>(), 0) << right;
@@ -404,7 +404,7 @@ TEST(OpBenchTest, TimesTheCorrectVariantsAtTheModelsShapesAndNeverTheWrongOnes) 
   for (const nlohmann::json& v : op["variants"]) by_name[v["variant"]] = v;
   for (const std::string right : {"naive", "fused", "depth_fused", "right_copy", "quick_cumsum"}) {
     ASSERT_TRUE(by_name.count(right)) << right;
-    EXPECT_TRUE(by_name[right]["correct"].get<bool>()) << right;
+    EXPECT_TRUE(by_name[right]["correct"].get<bool>()) << right << ": " << by_name[right].dump();
     EXPECT_EQ(by_name[right]["forward_backward_ms"]["n"], 3) << right;
     EXPECT_GT(by_name[right]["forward_backward_ms"]["median"].get<double>(), 0) << right;
     EXPECT_GT(by_name[right]["speedup"]["median"].get<double>(), 0) << right;

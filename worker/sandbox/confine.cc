@@ -189,7 +189,7 @@ int ApplyLandlock(int abi, const LandlockPath* paths, size_t count, uint32_t* ap
   return 0;
 }
 
-std::vector<sock_filter> SeccompFilter() {
+std::vector<sock_filter> SeccompFilter(bool kill_on_network) {
 #if defined(__x86_64__)
   constexpr uint32_t kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
@@ -208,7 +208,7 @@ std::vector<sock_filter> SeccompFilter() {
 #endif
   f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, "socket");
   f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, "clone");
-  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, "eacces");
+  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, "network");
   for (uint32_t nr : {__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_clone3}) {
     f.Jump(BPF_JMP | BPF_JEQ | BPF_K, nr, "enosys");
   }
@@ -219,15 +219,17 @@ std::vector<sock_filter> SeccompFilter() {
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   f.Label("socket");
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(0));
-  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, "eacces", /*when_false=*/true);
+  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, "network", /*when_false=*/true);
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(1));
   f.Statement(BPF_ALU | BPF_AND | BPF_K, ~static_cast<uint32_t>(SOCK_NONBLOCK | SOCK_CLOEXEC));
-  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, "eacces");
+  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, "network");
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   f.Label("clone");
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(0));
   f.Jump(BPF_JMP | BPF_JSET | BPF_K, kNamespaceFlags, "eperm");
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  f.Label("network");
+  f.Statement(BPF_RET | BPF_K, kill_on_network ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EACCES);
   f.Label("eacces");
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES);
   f.Label("eperm");

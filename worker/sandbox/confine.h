@@ -61,8 +61,10 @@ int ApplyLandlock(int abi, const LandlockPath* paths, size_t count, uint32_t* ap
 // (io_uring could create sockets past the filter; clone3's flags cannot be
 // read); unshare, setns, clone with namespace flags, mount, umount2,
 // pivot_root, bpf, userfaultfd and the keyring calls fail with EPERM; system
-// calls of another architecture (i386, x32) fail with EACCES.
-std::vector<sock_filter> SeccompFilter();
+// calls of another architecture (i386, x32) fail with EACCES. With
+// `kill_on_network` the refused sockets and connect() kill the process
+// (SIGSYS) instead.
+std::vector<sock_filter> SeccompFilter(bool kill_on_network);
 
 // child: installs `filter` (no_new_privs must be set).
 int InstallSeccomp(const sock_filter* filter, size_t count);

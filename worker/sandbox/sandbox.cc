@@ -241,7 +241,7 @@ Outcome RunSandbox(const Options& options, bool probe) {
   if (landlock_abi == 0 && options.use_namespaces) mounts = internal::MountPoints();
   std::vector<const char*> mount_points;
   for (const std::string& m : mounts) mount_points.push_back(m.c_str());
-  const std::vector<sock_filter> seccomp = internal::SeccompFilter();
+  const std::vector<sock_filter> seccomp = internal::SeccompFilter(options.kill_on_network);
 
   const auto cpu = static_cast<rlim_t>(std::max(1.0, std::ceil(limits.cpu_seconds)));
   internal::Plan plan;

@@ -136,10 +136,13 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
   }
   std::map<std::string, std::vector<double>> fwd, total;
   for (int round = -options.warmup; round < options.rounds; ++round) {
+    // Fresh inputs each round (drawn untimed): a variant that keeps results
+    // across calls gains nothing.
+    const std::vector<torch::Tensor> drawn = round < 0 ? inputs : ops::RandomInputs(op, call, generator);
     for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
       const std::string& v = timed[(k + static_cast<size_t>(std::max(round, 0))) % timed.size()];
-      const double f = TimeCall(call, v, inputs, upstream, false, dev);
-      const double t = TimeCall(call, v, inputs, upstream, true, dev);
+      const double f = TimeCall(call, v, drawn, upstream, false, dev);
+      const double t = TimeCall(call, v, drawn, upstream, true, dev);
       if (round < 0) continue;
       fwd[v].push_back(f);
       total[v].push_back(t);
@@ -169,25 +172,32 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
   return {{"op", call.op}, {"shapes", call.Shapes()}, {"reference", op.reference}, {"variants", out}};
 }
 
-json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
-  const int threads = spec.runtime.threads > 0 ? spec.runtime.threads : DefaultCpuThreads();
-  SetCpuThreads(threads);
+SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec) {
+  SpecOpCalls recorded;
+  recorded.threads = spec.runtime.threads > 0 ? spec.runtime.threads : DefaultCpuThreads();
+  SetCpuThreads(recorded.threads);
   torch::manual_seed(spec.seed);
   LoadPlugins(spec.runtime.plugins);
-  const DeviceInfo dev = SelectDevice(spec.runtime.device);
-  CheckPrecision(spec.runtime.precision, dev);
+  recorded.dev = SelectDevice(spec.runtime.device);
+  CheckPrecision(spec.runtime.precision, recorded.dev);
   const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
   const std::unique_ptr<Task> task = MakeTask(spec.task);
   const Dataset data = task->LoadData(spec, arch);
   const std::shared_ptr<model::NetworkImpl> net = task->BuildNetwork(arch, spec.task);
-  net->to(dev.device);
+  net->to(recorded.dev.device);
   const at::MemoryFormat format =
       spec.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   model::SetMemoryFormat(*net, format);
   const torch::Tensor batch =
-      Normalize(data, data.train.images.slice(0, 0, spec.task.batch_size), dev.device, format);
-  const std::vector<ops::OpCall> calls =
-      RecordOpCalls(*net, [&] { net->forward(batch); }, spec.runtime.precision, dev);
+      Normalize(data, data.train.images.slice(0, 0, spec.task.batch_size), recorded.dev.device, format);
+  recorded.calls = RecordOpCalls(*net, [&] { net->forward(batch); }, spec.runtime.precision, recorded.dev);
+  return recorded;
+}
+
+json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
+  const SpecOpCalls recorded = RecordSpecOpCalls(spec);
+  const DeviceInfo& dev = recorded.dev;
+  const std::vector<ops::OpCall>& calls = recorded.calls;
   const double copy = MeasureCopyBandwidth(dev);
   json ops_json = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -196,7 +206,7 @@ json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options) {
   return {{"event", "op_bench"},
           {"device", dev.device.str()},
           {"device_name", dev.name},
-          {"threads", threads},
+          {"threads", recorded.threads},
           {"precision", spec.runtime.precision},
           {"rounds", options.rounds},
           {"copy_bandwidth_gb_s", copy / 1e9},

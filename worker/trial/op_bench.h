@@ -23,8 +23,8 @@ struct OpBenchOptions {
 // Builds the spec's model (loading its plugins), records one forward pass in
 // the spec's precision, then per recorded op call: checks every variant
 // (the correctness gate; an incorrect variant is reported, never timed),
-// times the correct ones between synchronized points on one fixed set of
-// random inputs, and compares each with the reference round by round.
+// times the correct ones between synchronized points on fresh random inputs
+// each round, and compares each with the reference round by round.
 // Returns {"event": "op_bench", device, threads, copy_bandwidth_gb_s,
 // ops: [{op, shapes, reference, variants: [{variant, correct, forward_ms,
 // forward_backward_ms (median, p10, p90), speedup (median and 95% interval
@@ -35,6 +35,16 @@ struct OpBenchOptions {
 // whose model cannot be built.
 nlohmann::json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options);
 
+// The op calls the spec's model makes in one forward pass (RecordOpCalls on
+// a batch of its data, its plugins loaded, its threads set), with the device
+// and thread count it ran with. Throws on a spec whose model cannot be built.
+struct SpecOpCalls {
+  DeviceInfo dev;
+  int threads = 0;
+  std::vector<ops::OpCall> calls;
+};
+SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec);
+
 // The op calls of one forward pass of `net` on `batch` in `precision`
 // (autocast), without gradients, in eval mode (the training flag is
 // restored): what the correctness gate and the benchmark replay.
@@ -42,7 +52,8 @@ std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::functi
                                        const std::string& precision, const DeviceInfo& dev);
 
 // Times the reference and `variants` of the call's op (no correctness check:
-// the caller has run the gate) on one fixed set of random inputs: {op,
+// the caller has run the gate), each round on a fresh set of random inputs
+// that every variant of the round shares: {op,
 // shapes, reference, variants: [{variant, forward_ms, forward_backward_ms,
 // speedup_forward, speedup, bytes_moved_mb, achieved_gb_s, bandwidth_share,
 // peak_mb}]}.

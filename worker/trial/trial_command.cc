@@ -3,6 +3,9 @@
 #include <iostream>
 #include <iterator>
 
+#include <CLI/CLI.hpp>
+
+#include "worker/trial/kernel_lab.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/op_bench.h"
 
@@ -70,6 +73,77 @@ int RunOpBenchSpec(const std::string& spec_path, int rounds, std::istream& in, s
     err << "frontier-trial: op benchmark failed: " << e.what() << "\n";
     return kExitFailed;
   }
+  return kExitCompleted;
+}
+
+void AddLabFlags(CLI::App& app, LabCommand& lab) {
+  namespace help = trial_help;
+  app.add_option("--op-candidate", lab.candidate, help::kOpCandidate)->option_text("SOURCE");
+  app.add_option("--op-candidate-run", lab.candidate_run, help::kOpCandidateRun)->option_text("PLUGIN");
+  app.add_option("--op-contract", lab.contract, help::kOpContract)->option_text("OP");
+  app.add_option("--op", lab.op, help::kOp)->option_text("OP");
+  app.add_option("--workdir", lab.workdir, help::kWorkdir)->option_text("DIR");
+  app.add_option("--out", lab.out)->option_text("DIR")->group("");
+  app.add_flag("--time", lab.time)->group("");
+  app.add_option("--draws", lab.draws, help::kDraws)->option_text("N")->check(CLI::Range(1, 100));
+  app.add_option("--seed", lab.seed, help::kSeed)->option_text("N");
+  app.add_option("--run-timeout", lab.run_seconds, help::kRunTimeout)->option_text("S")->check(CLI::PositiveNumber);
+}
+
+int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int rounds, std::ostream& out,
+                  std::ostream& err) {
+  if (!lab.contract.empty()) {
+    try {
+      nlohmann::json contract = OpContract(lab.contract);
+      if (!spec_path.empty()) {  // the shapes the spec's model calls the op at
+        const TrialSpec spec = LoadTrialSpecFile(spec_path);
+        const SpecOpCalls recorded = RecordSpecOpCalls(spec);
+        std::string shapes;
+        for (const ops::OpCall& call : recorded.calls) {
+          if (call.op == lab.contract) shapes += (shapes.empty() ? "" : "; ") + call.Shapes();
+        }
+        contract["shapes"] = shapes;
+        contract["dtype"] = spec.runtime.precision;
+        contract["device"] = recorded.dev.device.str();
+        contract["threads"] = recorded.threads;
+      }
+      out << contract.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      return kExitCompleted;
+    } catch (const std::exception& e) {
+      err << "frontier-trial: --op-contract: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
+  if (spec_path.empty() || lab.op.empty()) {
+    err << "frontier-trial: --op-candidate and --op-candidate-run need --spec and --op\n";
+    return kExitUsage;
+  }
+  if (!lab.candidate_run.empty()) {
+    CandidateRunOptions run;
+    run.plugin = lab.candidate_run;
+    run.op = lab.op;
+    run.spec_path = spec_path;
+    run.out = lab.out;
+    run.draws = lab.draws;
+    run.seed = lab.seed;
+    run.time = lab.time;
+    run.rounds = rounds;
+    return RunCandidate(run, err);
+  }
+  if (lab.workdir.empty()) {
+    err << "frontier-trial: --op-candidate needs --workdir\n";
+    return kExitUsage;
+  }
+  CandidateOptions judge;
+  judge.source = lab.candidate;
+  judge.op = lab.op;
+  judge.spec_path = spec_path;
+  judge.workdir = lab.workdir;
+  judge.draws = lab.draws;
+  judge.seed = lab.seed;
+  judge.rounds = rounds;
+  judge.run_seconds = lab.run_seconds;
+  out << JudgeCandidate(judge).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   return kExitCompleted;
 }
 

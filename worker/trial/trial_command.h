@@ -9,6 +9,10 @@
 
 #include "worker/trial/trainer.h"
 
+namespace CLI {
+class App;
+}
+
 namespace frontier {
 
 // The help text of each flag, as frontier-trial --help prints it.
@@ -30,6 +34,19 @@ inline constexpr const char* kOpBench =
 inline constexpr const char* kRounds = "with --op-bench: timed rounds (default 15)";
 inline constexpr const char* kExitStatus =
     "exit status: 0 completed (or calibrated), 2 failed, 3 diverged, 64 usage error";
+inline constexpr const char* kOpCandidate =
+    "instead of training: judge one kernel-lab candidate (a plugin source) for --op at the shapes of --spec's "
+    "model: compiled and run in a sandbox, gated, timed; one JSON line (docs/kernel-lab.md)";
+inline constexpr const char* kOpCandidateRun =
+    "the kernel lab's sandboxed runner (started by --op-candidate; not for people)";
+inline constexpr const char* kOpContract =
+    "print what a variant of op OP must do (its contract, the reference's source, an example, the gate's rules)";
+inline constexpr const char* kOp = "with --op-candidate: the op the candidate is a variant of";
+inline constexpr const char* kWorkdir = "with --op-candidate: the candidate's private folder (created)";
+inline constexpr const char* kDraws = "with --op-candidate: fresh random draws per call (default 3)";
+inline constexpr const char* kRunTimeout =
+    "with --op-candidate: each sandboxed run's wall-time limit in seconds (default 120)";
+inline constexpr const char* kSeed = "with --op-candidate: the gate's seed (default: fresh from the system)";
 }  // namespace trial_help
 
 // Runs the spec at `spec_path` ("-": read from `in`) with `options` (its emit
@@ -43,6 +60,26 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
 // `spec_path` ("-": `in`), its JSON line on `out`. Returns 0, or kExitFailed
 // with the problem on `err` (an invalid spec, a plugin that does not load).
 int RunOpBenchSpec(const std::string& spec_path, int rounds, std::istream& in, std::ostream& out, std::ostream& err);
+
+// frontier-trial's kernel-lab modes (kernel_lab.h).
+struct LabCommand {
+  std::string candidate;      // --op-candidate SOURCE: judge it
+  std::string candidate_run;  // --op-candidate-run PLUGIN: the sandboxed runner
+  std::string contract;       // --op-contract OP
+  std::string op, workdir, out;
+  int draws = 3;
+  uint64_t seed = 0;
+  bool time = false;
+  double run_seconds = 120;  // --run-timeout: each sandboxed run's wall-time limit
+  bool active() const { return !candidate.empty() || !candidate_run.empty() || !contract.empty(); }
+};
+void AddLabFlags(CLI::App& app, LabCommand& lab);
+
+// Runs the mode `lab` names with the spec at `spec_path` and `rounds` timed
+// rounds: the judge prints its verdict line on `out` (exit 0 whatever the
+// verdict; 64 for a usage error), the contract prints one JSON line.
+int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int rounds, std::ostream& out,
+                  std::ostream& err);
 
 // frontier-trial --calibrate: the worker's peak measurement at its start.
 struct CalibrateOptions {

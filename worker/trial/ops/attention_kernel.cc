@@ -205,8 +205,47 @@ ops::OpCall KernelCall(const std::string& variant, const Tensor& q, const Tensor
       calls.push_back(KernelCall(variant, q, k, v, "logits 20 times larger", 20));
       return calls;
     };
+    // Odd sizes everywhere (head_dim too) and every size 1.
+    call.other_shapes = [variant, q] {
+      const int64_t heads = std::min<int64_t>(q.size(1), 3), odd_dim = q.size(3) | 1;
+      const auto shaped = [&q](std::vector<int64_t> sizes) { return torch::empty(sizes, q.options()); };
+      return std::vector<ops::OpCall>{
+          KernelCall(variant, shaped({3, heads, 7, odd_dim}), shaped({3, heads, 13, odd_dim}),
+                     shaped({3, heads, 13, odd_dim}), "odd sizes (3, " + std::to_string(heads) + ", 7|13, " +
+                                                          std::to_string(odd_dim) + ")"),
+          KernelCall(variant, shaped({1, 1, 1, q.size(3)}), shaped({1, 1, 1, q.size(3)}),
+                     shaped({1, 1, 1, q.size(3)}), "size 1 (1, 1, 1, " + std::to_string(q.size(3)) + ")")};
+    };
   }
   return call;
+}
+
+// The structured inputs of q, k, v: each set keeps the gradients of q and k
+// from vanishing everywhere but the first (v alike in every row, where they
+// are exactly zero).
+std::vector<std::pair<std::string, std::vector<Tensor>>> StructuredQkv(const ops::OpCall& call,
+                                                                        at::Generator& generator) {
+  const Tensor &q = call.inputs.at(0), &k = call.inputs.at(1), &v = call.inputs.at(2);
+  const auto normal = [&](const Tensor& like) { return torch::randn(like.sizes(), generator, torch::kFloat); };
+  const auto as = [&](Tensor nq, Tensor nk, Tensor nv) {
+    return std::vector<Tensor>{nq.to(q.options()), nk.to(k.options()), nv.to(v.options())};
+  };
+  const auto integers = [&](const Tensor& like) { return normal(like).mul(1.5).round().clamp(-2, 2); };
+  std::vector<std::pair<std::string, std::vector<Tensor>>> sets;
+  sets.emplace_back("v alike in every row", as(normal(q), normal(k), torch::full(v.sizes(), 0.5)));
+  sets.emplace_back("small integers", as(integers(q), integers(k), integers(v)));
+  sets.emplace_back("one-hot rows", as(ops::OneHotRows(q.sizes(), generator), ops::OneHotRows(k.sizes(), generator),
+                                       ops::OneHotRows(v.sizes(), generator)));
+  sets.emplace_back("large values (v x1e4)", as(normal(q), normal(k), normal(v).mul(1e4)));
+  sets.emplace_back("tiny values (q, k x1e-2, v x1e-4)",
+                    as(normal(q).mul(1e-2), normal(k).mul(1e-2), normal(v).mul(1e-4)));
+  // Every logit near +100: exp overflows in fp32 unless the row's max is subtracted first.
+  const double offset = std::sqrt(100 * std::sqrt(static_cast<double>(q.size(3))));
+  Tensor oq = normal(q), ok = normal(k);
+  oq.select(3, 0).fill_(offset);
+  ok.select(3, 0).fill_(offset);
+  sets.emplace_back("logits near +100 (softmax overflows without its max subtracted)", as(oq, ok, normal(v)));
+  return sets;
 }
 
 }  // namespace
@@ -261,6 +300,23 @@ ops::Op KernelOp() {
   ops::Op op;
   op.reference = "naive";
   op.variants = [] { return KernelRegistry().Names(); };
+  op.structured_inputs = StructuredQkv;
+  op.contract =
+      "op attention_kernel: scaled dot-product attention softmax(q k^T / sqrt(d)) v.\n"
+      "Signature: torch::Tensor Fn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v)\n"
+      "q is (B, h, L, d), k and v are (B, h, S, d), all of one floating dtype (fp32, bf16, fp16 or fp64) on one "
+      "device, any strides. Returns (B, h, L, d) in q's dtype, a new tensor (never an input or a view of one), "
+      "differentiable in q, k and v (autograd through LibTorch ops, or a torch::autograd::Function with its own "
+      "backward). The inputs must be left unchanged. Call frontier::attention::CheckQkv(q, k, v) first.\n"
+      "Register: frontier::plugin::RegisterAttentionKernelVariant(\"NAME\", Fn); end the file with "
+      "FRONTIER_PLUGIN(Register).";
+  op.reference_source =
+      "torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {\n"
+      "  CheckQkv(q, k, v);\n"
+      "  const torch::Tensor scores =\n"
+      "      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(3))));\n"
+      "  return torch::matmul(torch::softmax(scores, -1), v);\n"
+      "}\n";
   return op;
 }
 

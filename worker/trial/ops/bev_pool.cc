@@ -309,6 +309,24 @@ ops::OpCall PoolCall(const std::string& variant, const torch::Tensor& depth, con
       }
       return calls;
     };
+    // A small rig of odd sizes (each point's cell a fixed pattern, a fifth of
+    // them outside the grid) and one of every size 1.
+    call.other_shapes = [variant, depth, features] {
+      const auto rig = [&](FrustumShape shape, int64_t batch, int64_t channels, int64_t cells, std::string name) {
+        const torch::Tensor index = torch::arange(shape.points(), torch::kLong);
+        const torch::Tensor pattern = (index * 37 + 11).remainder(cells + cells / 4);
+        const torch::Tensor point_cells = torch::where(pattern.lt(cells), pattern, torch::full_like(pattern, -1));
+        const PoolPlan rig_plan = MakePoolPlan(point_cells, cells, shape).To(depth.device());
+        return PoolCall(
+            variant,
+            torch::empty({batch, shape.cameras, shape.depth_bins, shape.height, shape.width}, depth.options()),
+            torch::empty({batch, shape.cameras, shape.height, shape.width, channels}, features.options()), rig_plan,
+            std::move(name));
+      };
+      return std::vector<ops::OpCall>{
+          rig(FrustumShape{3, 5, 3, 7}, 3, 5, 63, "odd sizes (3 samples, 3 cameras, 5 bins, 3x7, 5 channels, 63 cells)"),
+          rig(FrustumShape{1, 1, 1, 1}, 1, 1, 1, "size 1 (1 sample, camera, bin, pixel, channel and cell)")};
+    };
   }
   return call;
 }
@@ -327,6 +345,25 @@ ops::Op PoolOp() {
   op.variants = [] { return PoolRegistry().Names(); };
   // Depth is a distribution over the bins (as the lift's softmax makes it),
   // features standard normal.
+  op.contract =
+      "op bev_pool: the lift-splat pooling of LSS. Signature: torch::Tensor Fn(const torch::Tensor& depth, const "
+      "torch::Tensor& features, const frontier::bev::PoolPlan& plan). depth is (B, N, D, h, w) (a distribution "
+      "over the D bins), features (B, N, h, w, C), one floating dtype on one device. Frustum point p = ((camera * D "
+      "+ bin) * h + row) * w + column carries depth[b, camera, bin, row, column] * features[b, camera, row, column, "
+      ":]; plan.point_cells[p] is its BEV cell (-1 outside the grid). Returns (B, plan.cells, C): per cell the sum "
+      "of its points' vectors (0 for empty cells), a new tensor, differentiable in depth and features; the inputs "
+      "must be left unchanged. The plan (frontier/worker/trial/ops/bev_pool.h) also has the in-grid points sorted "
+      "by cell (ranks, interval_starts, interval_lengths, interval_cells) and by feature row (feature_points, "
+      "feature_interval_*). Call frontier::bev::CheckFactors(depth, features, plan) first.\n"
+      "Register: frontier::plugin::RegisterBevPoolVariant(\"NAME\", Fn); end the file with FRONTIER_PLUGIN(Register).";
+  op.reference_source =
+      "torch::Tensor Naive(const torch::Tensor& depth, const torch::Tensor& features, const PoolPlan& plan) {\n"
+      "  CheckFactors(depth, features, plan);\n"
+      "  // frustum (B, P, C): depth (B, N, D, h, w, 1) * features (B, N, 1, h, w, C), flattened\n"
+      "  const torch::Tensor x = LiftFrustum(depth, features);\n"
+      "  const torch::Tensor points = x.index_select(1, plan.valid_points);\n"
+      "  return torch::zeros({x.size(0), plan.cells, x.size(2)}, x.options()).index_add(1, plan.valid_cells, points);\n"
+      "}\n";
   op.random_inputs = [](const ops::OpCall& call, at::Generator& generator) {
     const torch::Tensor& depth = call.inputs.at(0);
     const torch::Tensor& features = call.inputs.at(1);

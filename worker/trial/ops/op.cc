@@ -71,6 +71,12 @@ void Record(const std::function<OpCall()>& make) {
   active_recorder->calls_.push_back(std::move(call));
 }
 
+torch::Tensor OneHotRows(c10::IntArrayRef sizes, at::Generator& generator) {
+  if (sizes.empty() || sizes.back() == 0) return torch::zeros(sizes);
+  const std::vector<int64_t> rows(sizes.begin(), sizes.end() - 1);
+  return torch::one_hot(torch::randint(sizes.back(), rows, generator, torch::kLong), sizes.back()).to(torch::kFloat);
+}
+
 std::vector<torch::Tensor> RandomInputs(const Op& op, const OpCall& call, at::Generator& generator) {
   if (op.random_inputs) return op.random_inputs(call, generator);
   std::vector<torch::Tensor> inputs;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -34,6 +35,10 @@ struct OpCall {
   // The edge cases the op declares at this call's shapes (e.g. empty cells,
   // single-point intervals), each a call of its own. Unset: none.
   std::function<std::vector<OpCall>()> edge_cases;
+  // The op at sizes other than the model's (odd sizes, size 1), each a call
+  // of its own with `edge` naming it: the gate's rule that a variant must be
+  // right beyond the shapes it was written for. Unset: none.
+  std::function<std::vector<OpCall>()> other_shapes;
   // Bytes one call must move at the least (every input read and every output
   // written once), forward or forward+backward, for the benchmark's share of
   // memory bandwidth. Unset: the inputs and output once each way.
@@ -50,6 +55,18 @@ struct Op {
   // Fresh random inputs of the call's shapes, dtypes and device (the op's
   // domain: e.g. depth probabilities in [0, 1]). Unset: standard normal.
   std::function<std::vector<torch::Tensor>(const OpCall& call, at::Generator& generator)> random_inputs;
+  // Named input sets of a call's shapes that random draws rarely produce
+  // (the gate's structured inputs), in the op's domain. Unset: the generic
+  // sets of correctness.cc (constants, small integers, one-hot rows, large
+  // and tiny magnitudes).
+  std::function<std::vector<std::pair<std::string, std::vector<torch::Tensor>>>(const OpCall& call,
+                                                                                at::Generator& generator)>
+      structured_inputs;
+  // What a variant computes, its signature and the plugin call that
+  // registers one (the kernel lab's prompt, docs/kernel-lab.md).
+  std::string contract;
+  // The reference variant's source, as a person would read it.
+  std::string reference_source;
 };
 
 // Ops by name: "bev_pool" (bev_pool.h) and "attention_kernel" (attention_kernel.h).
@@ -74,6 +91,9 @@ class CallRecorder {
 // For an op's dispatch point: when a recorder is active on this thread, builds
 // the call with `make` and keeps it unless one like it is kept already.
 void Record(const std::function<OpCall()>& make);
+
+// Rows one-hot along the last dimension (float): the structured inputs' one-hot rows.
+torch::Tensor OneHotRows(c10::IntArrayRef sizes, at::Generator& generator);
 
 // Random inputs for a call: the op's own generator, or standard normal.
 std::vector<torch::Tensor> RandomInputs(const Op& op, const OpCall& call, at::Generator& generator);

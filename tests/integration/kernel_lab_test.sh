@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The kernel lab end to end (issue 37, docs/kernel-lab.md), as a user runs it:
+#  - `frontier ops optimize` over a folder of attention candidates: a right
+#    one is timed; a wrong one and one that changes its input are incorrect,
+#    naming the rule; one that does not compile, one that crashes and one that
+#    hangs fail with their reasons; a hostile one that tries the network and a
+#    write outside its folder reaches neither (no connection arrives, no file
+#    appears) and nothing is written outside the run's folder;
+#  - Ctrl-C in the middle and the same command again: recorded candidates are
+#    not judged again, the run completes;
+#  - a round of a scripted language model (tests/proposers/llm_standin.py)
+#    drafting two more, the prompt holding the earlier attempts;
+#  - the best kept as a plugin and named `lab:` in a search space: `frontier
+#    run` trains it, and the report shows its op speed-up.
+set -euo pipefail
+build="$1"; src="$2"
+frontier="$build/server/frontier"
+work="$(mktemp -d)"; trap 'kill $(jobs -p) 2>/dev/null || true; pkill -KILL -f "$work/" 2>/dev/null || true; rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The candidates; the hostile one is told where to reach.
+mkdir candidates
+cp "$src"/tests/integration/lab/*.cc candidates/
+port_file="$work/port"; outside="$work/outside/escaped.txt"; mkdir -p "$work/outside"
+/usr/bin/python3 - "$port_file" <<'PY' &
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); s.settimeout(1)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+deadline = time.time() + 600
+while time.time() < deadline:
+    try:
+        c, _ = s.accept(); open(sys.argv[1] + ".connected", "w").write("yes"); c.close()
+    except socket.timeout:
+        pass
+PY
+for _ in $(seq 50); do [ -f "$port_file" ] && break; sleep 0.1; done
+port="$(cat "$port_file")"
+sed -e "s|@PORT@|$port|g" -e "s|@OUTSIDE@|$outside|g" "$src/tests/integration/lab/escape.cc.in" > candidates/escape.cc
+
+cat > spec.json <<'JSON'
+{"schema": 1, "trial_id": "lab", "seed": 1,
+ "task": {"dataset": "synthetic", "input": {"channels": 1, "height": 16, "width": 16, "classes": 4},
+          "batch_size": 16, "steps": 8, "eval_every": 0, "warmup_steps": 2},
+ "arch": {"stem": {"kind": "conv3x3", "width": 8, "stride": 2, "depth": 1},
+          "stages": [{"block": "basic", "width": 16, "depth": 1, "stride": 2, "attention": {"kind": "mhsa", "heads": 2}}]},
+ "runtime": {"precision": "fp32", "memory_format": "contiguous", "threads": 1}}
+JSON
+optimize=("$frontier" ops optimize attn-lab --op attention_kernel --spec spec.json --candidates candidates
+          --db runs/lab.db --dir ops --timing-rounds 5 --run-timeout 20)
+
+# Interrupted after its first verdict, then continued.
+"${optimize[@]}" > first.txt 2> first.err &
+pid=$!
+for _ in $(seq 600); do
+  grep -q ": timed\|: incorrect\|: compile_error\|: crashed\|: refused\|: timed_out" first.err 2>/dev/null && break
+  sleep 0.5
+done
+kill -INT "$pid"; wait "$pid" || true
+first=$("$frontier" ops show attn-lab --db runs/lab.db -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["candidates"])')
+[ "$first" -ge 1 ] && [ "$first" -lt 8 ] || fail "after Ctrl-C: $first candidates recorded"
+"${optimize[@]}" > second.txt 2> second.err || { cat second.err; fail "the continued run failed"; }
+grep -q "continuing attn-lab" second.err || fail "not continued"
+[ "$(grep -c "recorded already" second.err)" -eq "$first" ] || { cat second.err; fail "recorded candidates judged again"; }
+cat second.txt
+
+"$frontier" ops show attn-lab --db runs/lab.db -o json > board.json
+/usr/bin/python3 - board.json <<'PY'
+import json, sys
+board = json.load(open(sys.argv[1]))
+by = {c["candidate"]: c for c in board["ranked"]}
+def check(name, outcome, words=()):
+    c = by[name]
+    assert c["outcome"] == outcome, (name, c)
+    for w in words:
+        assert w in c.get("reason", ""), (name, w, c.get("reason"))
+assert board["candidates"] == 8, board["candidates"]
+check("right_baddbmm.cc", "timed")
+check("escape.cc", "refused", ["tried the network"])
+check("wrong_scale.cc", "incorrect", ["differs from the reference", "rule: numbers"])
+check("mutates_input.cc", "incorrect", ["changed its input q", "rule: unchanged inputs"])
+check("does_not_compile.cc", "compile_error", ["does not compile", "error"])
+check("crash.cc", "crashed", ["SIGSEGV"])
+check("hang.cc", "timed_out", ["wall"])
+assert by["right_baddbmm.cc"]["speedup"]["low"] > 0
+assert abs(board["fast_1"] * 8 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
+assert board["compile_failure_share"] == 1 / 8 and board["gate_failure_share"] == 2 / 8, board
+assert board["best"]["candidate"] == "right_baddbmm.cc", board["best"]
+print("leaderboard ok:", {k: board[k] for k in ("fast_1", "fast_1_5", "compile_failure_share", "gate_failure_share")})
+PY
+[ ! -e "$outside" ] || fail "a candidate wrote outside its folder"
+[ ! -e "$port_file.connected" ] || fail "a candidate made a connection"
+[ -f ops/attn-lab/best/plugin.so ] && [ -f ops/attn-lab/best/manifest.json ] || fail "no kept variant"
+# Nothing outside the run's folders was written by the candidates.
+leftover=$(find "$work" -newer spec.json -type f ! -path "$work/ops/*" ! -path "$work/runs/*" ! -name '*.txt' \
+           ! -name '*.err' ! -name 'board.json' ! -path "$work/port*" | head -5)
+[ -z "$leftover" ] || fail "files outside the run's folders: $leftover"
+
+# A model round: the scripted model drafts two candidates.
+/usr/bin/python3 "$src/tests/proposers/llm_standin.py" --script "$src/tests/proposers/kernel_answers/attention_round1.json" \
+  --port-file model.port --record model.log &
+for _ in $(seq 50); do [ -f model.port ] && break; sleep 0.1; done
+"$frontier" ops optimize attn-lab --op attention_kernel --spec spec.json --db runs/lab.db --dir ops \
+  --timing-rounds 5 --run-timeout 20 --rounds 1 --per-round 2 \
+  --endpoint "http://127.0.0.1:$(cat model.port)/v1" --model scripted > model.txt 2> model.err || { cat model.err; fail "model round"; }
+"$frontier" ops show attn-lab --db runs/lab.db -o json | /usr/bin/python3 -c '
+import json, sys
+board = json.load(sys.stdin)
+llm = [c for c in board["ranked"] if c["source"] == "llm"]
+assert len(llm) == 2 and {c["round"] for c in llm} == {1}, llm
+assert {c["outcome"] for c in llm} == {"timed", "compile_error"}, [(c["candidate"], c["outcome"]) for c in llm]
+print("model round ok")'
+grep -q "wrong_scale.cc" model.log || fail "the prompt does not list the earlier attempts"
+
+# The best in a search.
+cat > space.yaml <<YAML
+name: lab-search
+task:
+  dataset: synthetic
+  input: {channels: 1, height: 16, width: 16, classes: 4}
+  batch_size: 16
+  steps: 8
+  eval_every: 0
+  warmup_steps: 2
+baseline:
+  arch:
+    stem: {kind: conv3x3, width: 8, stride: 2, depth: 1}
+    stages: [{block: basic, width: 16, depth: 1, stride: 2, attention: {kind: mhsa, heads: 2}}]
+  runtime: {precision: fp32, memory_format: contiguous, threads: 1}
+space:
+  ops.attention_kernel: [naive, "lab:ops/attn-lab/best"]
+objectives:
+  - {metric: val_accuracy, goal: maximize}
+  - {metric: throughput, goal: maximize}
+repeats: 1
+parity: {metric: val_accuracy, margin: 0.05}
+strategy: {name: grid}
+profile: off
+YAML
+"$frontier" run space.yaml --workers 1 --runs-dir runs/search > search.txt 2> search.err || { cat search.err; fail "search"; }
+variant=$(/usr/bin/python3 -c 'import json; print(json.load(open("ops/attn-lab/best/manifest.json"))["variant"])')
+grep -q "$variant" search.txt || { cat search.txt; fail "the kept variant is not in the report"; }
+grep -qi "op speed-up" search.txt || { cat search.txt; fail "no op speed-up column"; }
+echo "kernel lab e2e ok"

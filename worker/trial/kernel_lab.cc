@@ -1,0 +1,538 @@
+#include "worker/trial/kernel_lab.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "search_spaces/input_bounds.h"
+#include "search_spaces/trial_spec.h"
+#include "worker/sandbox/sandbox.h"
+#include "worker/trial/lab_config.h"
+#include "worker/trial/lab_exchange.h"
+#include "worker/trial/op_bench.h"
+#include "worker/trial/ops/correctness.h"
+#include "worker/trial/ops/op.h"
+#include "worker/trial/plugin.h"
+
+namespace frontier {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr int64_t kMaxRunsJson = 8 << 20;   // the runner's case list
+constexpr int64_t kMaxRunsBin = 2LL << 30;  // its tensors
+constexpr int64_t kMaxTimingJson = 1 << 20;
+constexpr size_t kMaxLog = 4096;            // of a compiler's or a runner's output, kept in the verdict
+
+std::vector<std::string> Split(const std::string& list) {
+  std::vector<std::string> parts;
+  std::stringstream in(list);
+  for (std::string part; std::getline(in, part, ';');) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+std::string Tail(const std::string& text, size_t max) {
+  return text.size() <= max ? text : "..." + text.substr(text.size() - max);
+}
+
+std::string Head(const std::string& text, size_t max) {
+  return text.size() <= max ? text : text.substr(0, max) + "...";
+}
+
+// The first line of `text` that says "error" (a compiler's), else its last line.
+std::string ErrorLine(const std::string& text) {
+  std::stringstream in(text);
+  std::string last;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("error") != std::string::npos) return Head(line, 300);
+    if (!line.empty()) last = line;
+  }
+  return Head(last, 300);
+}
+
+std::string Joined(const std::vector<std::string>& argv) {
+  std::string text;
+  for (const std::string& a : argv) text += (text.empty() ? "" : " ") + a;
+  return text;
+}
+
+void WriteText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+uint64_t FreshSeed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32 | device()) & 0x7fffffffffffffffULL;
+}
+
+bool IsCuda(const fs::path& source) { return source.extension() == ".cu"; }
+
+// The compiler's command for a candidate: g++ with the flags frontier-trial
+// was built with (lab_config.h), through the precompiled prelude when there
+// is one; nvcc compile-only for sm_80 and sm_90 for a .cu file.
+std::vector<std::string> CompileCommand(const fs::path& source, const fs::path& library) {
+  if (IsCuda(source)) {
+    std::vector<std::string> argv{kLabNvcc, "-std=c++17", "-O3", "-c", "-Xcompiler", "-fPIC",
+                                  "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"};
+    for (const std::string& dir : Split(kLabIncludeDirs)) argv.push_back("-I" + dir);
+    argv.insert(argv.end(), {source.string(), "-o", library.string() + ".o"});
+    return argv;
+  }
+  std::vector<std::string> argv{kLabCxx};
+  for (const std::string& flag : Split(kLabFlags)) argv.push_back(flag);
+  if (std::string(kLabPrelude).size() > 0) argv.insert(argv.end(), {"-Winvalid-pch", "-include", kLabPrelude});
+  argv.insert(argv.end(), {"-shared", source.string(), "-o", library.string()});
+  return argv;
+}
+
+sandbox::Options SandboxFor(std::vector<std::string> argv, const fs::path& folder, double seconds,
+                            int64_t memory_mb) {
+  sandbox::Options options;
+  options.argv = std::move(argv);
+  options.folder = folder.string();
+  options.read_only = Split(kLabReadDirs);
+  options.limits.wall_seconds = seconds;
+  options.limits.cpu_seconds = seconds * 4;  // every thread's CPU time counts
+  options.limits.memory_bytes = memory_mb << 20;
+  options.limits.output_bytes = 1 << 20;
+  options.kill_on_network = true;  // a socket or connect() ends it with SIGSYS: RunnerFailure names it
+  return options;
+}
+
+// A runner that ended in anything but exit 0: the verdict's outcome and reason.
+std::pair<std::string, std::string> RunnerFailure(const sandbox::Outcome& outcome, const std::string& phase) {
+  const std::string last = ErrorLine(outcome.stderr_text);
+  switch (outcome.ending) {
+    case sandbox::Ending::kTimedOut:
+    case sandbox::Ending::kCpuLimit:
+      return {"timed_out", phase + ": " + outcome.Reason()};
+    case sandbox::Ending::kSignaled:
+      if (outcome.signal == SIGSYS) {
+        return {"refused", phase + ": it tried the network (a socket or connect() the sandbox refuses; killed by "
+                           "SIGSYS)"};
+      }
+      return {"crashed", phase + ": " + outcome.Reason() + (last.empty() ? "" : " (" + last + ")")};
+    case sandbox::Ending::kOutputLimit:
+    case sandbox::Ending::kStartFailed:
+      return {"refused", phase + ": " + outcome.Reason()};
+    case sandbox::Ending::kExited:
+      if (outcome.exit_code == kExitNotAVariant) return {"refused", last};
+      return {"crashed", phase + ": " + outcome.Reason() + (last.empty() ? "" : ": " + last)};
+  }
+  return {"crashed", phase + ": " + outcome.Reason()};
+}
+
+std::vector<ops::OpCall> CallsOf(const std::vector<ops::OpCall>& calls, const std::string& op) {
+  std::vector<ops::OpCall> mine;
+  for (const ops::OpCall& call : calls) {
+    if (call.op == op && call.edge.empty()) mine.push_back(call);
+  }
+  return mine;
+}
+
+ops::GateOptions GateOptionsFor(int draws, uint64_t seed, size_t call) {
+  ops::GateOptions options;
+  options.draws = draws;
+  options.seed = seed + call;
+  return options;
+}
+
+// The runner's results of every case of every call, read back with bounds.
+// `variant`: the name the candidate registered (a label only).
+std::vector<std::vector<ops::CaseRun>> ReadRuns(const fs::path& folder, const std::vector<ops::OpCall>& calls,
+                                                int draws, uint64_t seed, std::string& variant) {
+  const json runs =
+      ParseBoundedJson(lab::ReadBoundedFile((folder / "runs.json").string(), kMaxRunsJson), kMaxRunsJson);
+  if (!runs.is_object() || !runs.contains("calls") || !runs["calls"].is_array() ||
+      runs["calls"].size() != calls.size()) {
+    throw std::runtime_error("runs.json does not list one entry per recorded call");
+  }
+  variant = runs.contains("variant") && runs["variant"].is_string() ? runs["variant"].get<std::string>() : "";
+  if (variant.empty() || variant.size() > 128 ||
+      variant.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+          std::string::npos) {
+    throw std::runtime_error("runs.json names no variant of [A-Za-z0-9_.-], at most 128 characters");
+  }
+  std::vector<std::vector<size_t>> inputs;  // per call, per case: the case's input count
+  size_t tensors = 0;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    size_t edges = 0;
+    const ops::GateOptions options = GateOptionsFor(draws, seed, c);
+    const std::vector<ops::OpCall> gate_calls = ops::GateCalls(calls[c], options, &edges);
+    inputs.emplace_back();
+    for (const ops::GateCase& gate_case : ops::GateCases(gate_calls, edges, options)) {
+      inputs.back().push_back(gate_case.inputs.size());
+      tensors += 1 + 2 * gate_case.inputs.size();
+    }
+    if (!runs["calls"][c].is_array() || runs["calls"][c].size() != inputs.back().size()) {
+      throw std::runtime_error("runs.json has the wrong number of cases for call " + std::to_string(c + 1));
+    }
+  }
+  const std::vector<torch::Tensor> all = lab::ReadTensors((folder / "runs.bin").string(), kMaxRunsBin, tensors);
+  std::vector<std::vector<ops::CaseRun>> result;
+  size_t next = 0;
+  const auto text = [](const json& j, const char* key) {
+    return j.contains(key) && j[key].is_string() ? Head(j[key].get<std::string>(), 2000) : std::string();
+  };
+  const auto flag = [](const json& j, const char* key) {
+    return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+  };
+  for (size_t c = 0; c < calls.size(); ++c) {
+    result.emplace_back();
+    for (size_t k = 0; k < inputs[c].size(); ++k) {
+      const json& entry = runs["calls"][c][k];
+      if (!entry.is_object()) throw std::runtime_error("runs.json: a case is not an object");
+      ops::CaseRun run;
+      run.error = text(entry, "error");
+      run.backward_error = text(entry, "backward_error");
+      run.output_requires_grad = flag(entry, "output_requires_grad");
+      run.aliases_input = flag(entry, "aliases_input");
+      run.output = all[next++];
+      for (size_t i = 0; i < inputs[c][k]; ++i) run.grads.push_back(all[next++]);
+      for (size_t i = 0; i < inputs[c][k]; ++i) run.inputs_after.push_back(all[next++]);
+      if (run.error.empty() && !run.output.defined()) run.error = "returned no output";
+      result.back().push_back(std::move(run));
+    }
+  }
+  return result;
+}
+
+bool Positive(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() && std::isfinite(j[key].get<double>()) && j[key].get<double>() > 0;
+}
+
+// The runner's timing, checked before it is believed: the reference and the
+// candidate each with finite positive medians, the speed-up inside its own
+// interval and near the ratio of the medians, and no more time claimed than
+// the runner's process was alive.
+json CheckedTiming(const json& timing, const std::string& variant, const std::string& reference, int rounds,
+                   double wall_seconds, std::string& problem) {
+  const json* mine = nullptr;
+  const json* ref = nullptr;
+  if (timing.is_object() && timing.contains("variants") && timing["variants"].is_array()) {
+    for (const json& v : timing["variants"]) {
+      if (!v.is_object() || !v.contains("variant") || !v["variant"].is_string()) continue;
+      if (v["variant"] == variant) mine = &v;
+      if (v["variant"] == reference) ref = &v;
+    }
+  }
+  if (mine == nullptr || ref == nullptr) {
+    problem = "its timing file does not time both the candidate and the reference";
+    return nullptr;
+  }
+  for (const json* v : {mine, ref}) {
+    for (const char* key : {"forward_ms", "forward_backward_ms"}) {
+      if (!v->contains(key) || !(*v)[key].is_object() || !Positive((*v)[key], "median")) {
+        problem = std::string("its timing file has no positive ") + key;
+        return nullptr;
+      }
+    }
+  }
+  const json& speedup = (*mine)["speedup"];
+  if (!speedup.is_object() || !Positive(speedup, "median") || !Positive(speedup, "low") ||
+      !Positive(speedup, "high") || !speedup.contains("rounds") || speedup["rounds"] != rounds) {
+    problem = "its timing file's speed-up is not a positive interval over " + std::to_string(rounds) + " rounds";
+    return nullptr;
+  }
+  const double median = speedup["median"].get<double>(), low = speedup["low"].get<double>(),
+               high = speedup["high"].get<double>();
+  const double ref_ms = (*ref)["forward_backward_ms"]["median"].get<double>();
+  const double mine_ms = (*mine)["forward_backward_ms"]["median"].get<double>();
+  const double ratio = ref_ms / mine_ms;
+  if (low > median || median > high || ratio > 3 * median || ratio < median / 3) {
+    problem = "its timing file's speed-up does not agree with its own medians";
+    return nullptr;
+  }
+  const double claimed_ms = rounds * (ref_ms + mine_ms + (*ref)["forward_ms"]["median"].get<double>() +
+                                      (*mine)["forward_ms"]["median"].get<double>());
+  if (claimed_ms / 2 > wall_seconds * 1000) {  // the medians of the rounds: at least half of their sum
+    problem = "its timing file claims more time than its process ran";
+    return nullptr;
+  }
+  json out = {{"speedup", speedup},
+              {"forward_ms", (*mine)["forward_ms"]},
+              {"forward_backward_ms", (*mine)["forward_backward_ms"]},
+              {"reference_forward_ms", (*ref)["forward_ms"]},
+              {"reference_forward_backward_ms", (*ref)["forward_backward_ms"]},
+              {"speedup_forward", mine->value("speedup_forward", json())},
+              {"shapes", timing.value("shapes", json())}};
+  for (const char* key : {"peak_mb", "bandwidth_share", "achieved_gb_s", "bytes_moved_mb"}) {
+    if (mine->contains(key) && (*mine)[key].is_number()) out[key] = (*mine)[key];
+  }
+  if (ref->contains("peak_mb") && (*ref)["peak_mb"].is_number()) out["reference_peak_mb"] = (*ref)["peak_mb"];
+  return out;
+}
+
+json ExampleCandidate(const std::string& op) {
+  if (op == "bev_pool") {
+    return "#include \"worker/trial/plugin.h\"\n\n"
+           "namespace {\n"
+           "// The reference's computation, written as a candidate.\n"
+           "torch::Tensor MyPool(const torch::Tensor& depth, const torch::Tensor& features,\n"
+           "                     const frontier::bev::PoolPlan& plan) {\n"
+           "  frontier::bev::CheckFactors(depth, features, plan);\n"
+           "  return frontier::bev::NaivePool(frontier::bev::LiftFrustum(depth, features), plan);\n"
+           "}\n"
+           "void Register() { frontier::plugin::RegisterBevPoolVariant(\"lab_my_pool\", MyPool); }\n"
+           "}  // namespace\n\n"
+           "FRONTIER_PLUGIN(Register)\n";
+  }
+  return "#include <cmath>\n\n#include \"worker/trial/plugin.h\"\n\n"
+         "namespace {\n"
+         "// The reference's computation, written as a candidate.\n"
+         "torch::Tensor MyAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {\n"
+         "  frontier::attention::CheckQkv(q, k, v);\n"
+         "  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));\n"
+         "  return torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1), v);\n"
+         "}\n"
+         "void Register() { frontier::plugin::RegisterAttentionKernelVariant(\"lab_my_attention\", MyAttention); }\n"
+         "}  // namespace\n\n"
+         "FRONTIER_PLUGIN(Register)\n";
+}
+
+}  // namespace
+
+json OpContract(const std::string& op) {
+  if (!ops::OpRegistry().Has(op)) throw std::invalid_argument("unknown op '" + op + "'");
+  const ops::Op& entry = ops::OpRegistry().At(op);
+  json rules = json::array({"forward and every input gradient compared with the reference in float64 (relative "
+                            "error per element |x - exact| / (|exact| + mean |exact|), tolerance twice the "
+                            "reference's own error in the dtype and at least 1e-4 fp32, 2e-2 bf16)",
+                            "fresh random inputs the gate draws, several of them, in one process: a result kept "
+                            "from an earlier call is wrong",
+                            "structured inputs: constants, small integers, one-hot rows, large and tiny values, "
+                            "logits that overflow a softmax without its max subtracted",
+                            "the op's edge cases and other shapes than the model's: odd sizes, every size 1",
+                            "inputs unchanged after the call; the output must not share storage with an input",
+                            "the outputs are overwritten with NaN after each call"});
+  std::vector<std::string> argv = CompileCommand("CANDIDATE.cc", "CANDIDATE.so");
+  return {{"op", op},
+          {"reference", entry.reference},
+          {"contract", entry.contract},
+          {"reference_source", entry.reference_source},
+          {"example_candidate", ExampleCandidate(op)},
+          {"gate_rules", rules},
+          {"compiler", Joined(argv)}};
+}
+
+json JudgeCandidate(const CandidateOptions& o) {
+  json verdict = {{"event", "op_candidate"}, {"schema", 1},       {"op", o.op},
+                  {"source", o.source},      {"torch_version", TORCH_VERSION}};
+  const fs::path workdir = fs::absolute(o.workdir);
+  const auto finish = [&](const std::string& outcome, const std::string& reason) {
+    verdict["outcome"] = outcome;
+    if (!reason.empty()) verdict["reason"] = reason;
+    std::error_code ignored;
+    if (fs::is_directory(workdir, ignored)) WriteText(workdir / "verdict.json", Dump(verdict) + "\n");
+    return verdict;
+  };
+  // The source, bounded, and the candidate's own folder.
+  const fs::path source(o.source);
+  const std::string ext = source.extension().string();
+  if (ext != ".cc" && ext != ".cpp" && ext != ".cu") {
+    return finish("refused", "a candidate is a .cc, .cpp or .cu file, not '" + source.filename().string() + "'");
+  }
+  std::string text;
+  try {
+    text = lab::ReadBoundedFile(o.source, kMaxCandidateBytes);
+  } catch (const std::exception& e) {
+    return finish("refused", e.what());
+  }
+  if (const auto fault = FindEncodingFault(text)) {
+    return finish("refused", o.source + ": line " + std::to_string(fault->line) + ": " + fault->problem);
+  }
+  std::error_code error;
+  fs::create_directories(workdir, error);
+  if (error) return finish("refused", workdir.string() + ": " + error.message());
+  if (fs::exists(workdir / "verdict.json")) return finish("refused", workdir.string() + " holds an earlier verdict");
+  const fs::path copy = workdir / ("candidate" + ext);
+  const fs::path library = workdir / "candidate.so";
+  WriteText(copy, text);
+  TrialSpec spec;
+  try {
+    spec = LoadTrialSpecFile(o.spec_path);
+  } catch (const std::exception& e) {
+    return finish("refused", std::string("spec: ") + e.what());
+  }
+  WriteText(workdir / "spec.json", Dump(ToJson(spec)));
+  if (!ops::OpRegistry().Has(o.op)) return finish("refused", "unknown op '" + o.op + "'");
+  const uint64_t seed = o.seed != 0 ? o.seed : FreshSeed();
+  verdict["seed"] = seed;
+
+  // Compile, sandboxed.
+  const std::vector<std::string> compile = CompileCommand(copy, library);
+  verdict["compiler"] = compile.at(0);
+  verdict["flags"] = std::vector<std::string>(compile.begin() + 1, compile.end());
+  const sandbox::Outcome built = sandbox::Run(SandboxFor(compile, workdir, o.compile_seconds, o.memory_mb));
+  verdict["sandbox"] = {{"isolation", built.isolation}};
+  verdict["compile"] = {{"command", Joined(compile)},
+                        {"seconds", built.wall_seconds},
+                        {"log", Head(built.stderr_text + built.stdout_text, kMaxLog)}};
+  if (!built.ok()) {
+    const std::string line = ErrorLine(built.stderr_text + built.stdout_text);
+    return finish("compile_error", built.ending == sandbox::Ending::kExited
+                                       ? "does not compile: " + (line.empty() ? built.Reason() : line)
+                                       : "the compiler " + built.Reason());
+  }
+  if (IsCuda(source)) {
+    return finish("refused", "a CUDA candidate: compiled with nvcc for sm_80 and sm_90; it runs only where "
+                             "frontier-trial is built with CUDA, which this one is not");
+  }
+  verdict["plugin"] = library.string();
+
+  // The calls the candidate is judged at (the judge never loads it).
+  std::vector<ops::OpCall> calls;
+  try {
+    calls = CallsOf(RecordSpecOpCalls(spec).calls, o.op);
+  } catch (const std::exception& e) {
+    return finish("refused", std::string("the spec's model cannot be run: ") + e.what());
+  }
+  if (calls.empty()) return finish("refused", "the spec's model makes no " + o.op + " call");
+  const std::string self = o.self.empty() ? fs::read_symlink("/proc/self/exe").string() : o.self;
+  const auto runner = [&](const std::string& out, bool time) {
+    fs::create_directories(workdir / out);
+    std::vector<std::string> argv{self,  "--op-candidate-run", library.string(), "--op", o.op, "--spec",
+                                  (workdir / "spec.json").string(), "--out", (workdir / out).string(),
+                                  "--draws", std::to_string(o.draws), "--seed", std::to_string(seed),
+                                  "--rounds", std::to_string(o.rounds)};
+    if (time) argv.push_back("--time");
+    sandbox::Options options = SandboxFor(argv, workdir, o.run_seconds, o.memory_mb);
+    options.read_only.push_back(fs::path(self).parent_path().string());
+    return sandbox::Run(options);
+  };
+
+  // The gate: the runner's outputs, compared here.
+  const sandbox::Outcome gated = runner("gate", false);
+  if (!gated.ok()) {
+    const auto [outcome, reason] = RunnerFailure(gated, "running the gate's cases");
+    verdict["runner_log"] = Tail(gated.stderr_text, kMaxLog);
+    return finish(outcome, reason);
+  }
+  std::vector<std::vector<ops::CaseRun>> runs;
+  std::string variant;
+  try {
+    runs = ReadRuns(workdir / "gate", calls, o.draws, seed, variant);
+  } catch (const std::exception& e) {
+    return finish("refused", std::string("its results cannot be read: ") + e.what());
+  }
+  verdict["variant"] = variant;
+  json gate = json::array();
+  bool passed = true;
+  std::string failure;
+  for (size_t c = 0; c < calls.size() && passed; ++c) {
+    ops::OpCall call = calls[c];
+    call.variant = variant;
+    const auto replay = [&runs, c](const std::string&, const std::vector<ops::OpCall>&,
+                                   const std::vector<ops::GateCase>&) { return runs[c]; };
+    const ops::VariantCheck check = ops::CheckVariant(call, GateOptionsFor(o.draws, seed, c), replay);
+    gate.push_back(check.ToJson());
+    if (!check.passed) {
+      passed = false;
+      failure = check.problem + " (" + check.where + "; rule: " + check.rule + ")";
+    }
+  }
+  verdict["gate"] = gate;
+  if (!passed) return finish("incorrect", failure);
+
+  // Timed only once correct.
+  const sandbox::Outcome timed = runner("timing", true);
+  if (!timed.ok()) {
+    const auto [outcome, reason] = RunnerFailure(timed, "timing");
+    return finish(outcome, reason);
+  }
+  json timing;
+  try {
+    timing = ParseBoundedJson(lab::ReadBoundedFile((workdir / "timing" / "timing.json").string(), kMaxTimingJson),
+                              kMaxTimingJson);
+  } catch (const std::exception& e) {
+    return finish("refused", std::string("its timing cannot be read: ") + e.what());
+  }
+  std::string problem;
+  const json checked = CheckedTiming(timing, variant, ops::OpRegistry().At(o.op).reference, o.rounds,
+                                     timed.wall_seconds, problem);
+  if (checked.is_null()) return finish("refused", problem);
+  verdict["timing"] = checked;
+  return finish("timed", "");
+}
+
+int RunCandidate(const CandidateRunOptions& o, std::ostream& err) {
+  try {
+    const TrialSpec spec = LoadTrialSpecFile(o.spec_path);
+    SpecOpCalls recorded = RecordSpecOpCalls(spec);  // before the candidate is loaded
+    const std::vector<ops::OpCall> calls = CallsOf(recorded.calls, o.op);
+    if (calls.empty()) {
+      err << "the spec's model makes no " << o.op << " call\n";
+      return 2;
+    }
+    const ops::Op& op = ops::OpRegistry().At(o.op);
+    const std::vector<std::string> before = op.variants();
+    LoadPlugins({o.plugin});
+    std::vector<std::string> added;
+    for (const std::string& name : op.variants()) {
+      if (std::find(before.begin(), before.end(), name) == before.end()) added.push_back(name);
+    }
+    if (added.size() != 1) {
+      err << "the candidate registers " << added.size() << " variants of " << o.op << " (it must register one)\n";
+      return kExitNotAVariant;
+    }
+    const std::string& variant = added.front();
+    const fs::path out(o.out);
+    if (o.time) {
+      ops::OpCall call = calls.front();
+      call.variant = variant;
+      OpBenchOptions bench;
+      bench.rounds = o.rounds;
+      const json timing =
+          TimeVariants(call, {variant}, recorded.dev, MeasureCopyBandwidth(recorded.dev), bench, o.seed);
+      WriteText(out / "timing.json", Dump(timing));
+    } else {
+      json listed = json::array();
+      std::vector<torch::Tensor> tensors;
+      for (size_t c = 0; c < calls.size(); ++c) {
+        size_t edges = 0;
+        const ops::GateOptions options = GateOptionsFor(o.draws, o.seed, c);
+        const std::vector<ops::OpCall> gate_calls = ops::GateCalls(calls[c], options, &edges);
+        const std::vector<ops::CaseRun> runs =
+            ops::RunCasesHere(variant, gate_calls, ops::GateCases(gate_calls, edges, options));
+        json cases = json::array();
+        for (const ops::CaseRun& run : runs) {
+          cases.push_back({{"error", run.error},
+                           {"backward_error", run.backward_error},
+                           {"output_requires_grad", run.output_requires_grad},
+                           {"aliases_input", run.aliases_input}});
+          tensors.push_back(run.output);
+          tensors.insert(tensors.end(), run.grads.begin(), run.grads.end());
+          tensors.insert(tensors.end(), run.inputs_after.begin(), run.inputs_after.end());
+        }
+        listed.push_back(cases);
+      }
+      lab::WriteTensors((out / "runs.bin").string(), tensors);
+      WriteText(out / "runs.json", Dump(json{{"variant", variant}, {"calls", listed}}));
+    }
+  } catch (const c10::Error& e) {
+    err << e.what_without_backtrace() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace frontier
