@@ -59,7 +59,7 @@ for _ in $(seq 600); do
 done
 kill -INT "$pid"; wait "$pid" || true
 first=$("$frontier" ops show attn-lab --db runs/lab.db -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["candidates"])')
-[ "$first" -ge 1 ] && [ "$first" -lt 8 ] || fail "after Ctrl-C: $first candidates recorded"
+[ "$first" -ge 1 ] && [ "$first" -lt 7 ] || fail "after Ctrl-C: $first candidates recorded"
 "${optimize[@]}" > second.txt 2> second.err || { cat second.err; fail "the continued run failed"; }
 grep -q "continuing attn-lab" second.err || fail "not continued"
 [ "$(grep -c "recorded already" second.err)" -eq "$first" ] || { cat second.err; fail "recorded candidates judged again"; }
@@ -75,7 +75,7 @@ def check(name, outcome, words=()):
     assert c["outcome"] == outcome, (name, c)
     for w in words:
         assert w in c.get("reason", ""), (name, w, c.get("reason"))
-assert board["candidates"] == 8, board["candidates"]
+assert board["candidates"] == 7, board["candidates"]
 check("right_baddbmm.cc", "timed")
 check("escape.cc", "refused", ["tried the network"])
 check("wrong_scale.cc", "incorrect", ["differs from the reference", "rule: numbers"])
@@ -84,8 +84,8 @@ check("does_not_compile.cc", "compile_error", ["does not compile", "error"])
 check("crash.cc", "crashed", ["SIGSEGV"])
 check("hang.cc", "timed_out", ["wall"])
 assert by["right_baddbmm.cc"]["speedup"]["low"] > 0
-assert abs(board["fast_1"] * 8 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
-assert board["compile_failure_share"] == 1 / 8 and board["gate_failure_share"] == 2 / 8, board
+assert abs(board["fast_1"] * 7 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
+assert abs(board["compile_failure_share"] - 1 / 7) < 1e-9 and abs(board["gate_failure_share"] - 2 / 7) < 1e-9, board
 assert board["best"]["candidate"] == "right_baddbmm.cc", board["best"]
 print("leaderboard ok:", {k: board[k] for k in ("fast_1", "fast_1_5", "compile_failure_share", "gate_failure_share")})
 PY

@@ -208,7 +208,7 @@ std::vector<sock_filter> SeccompFilter(bool kill_on_network) {
 #endif
   f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, "socket");
   f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, "clone");
-  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, "network");
+  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, "eacces");
   for (uint32_t nr : {__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_clone3}) {
     f.Jump(BPF_JMP | BPF_JEQ | BPF_K, nr, "enosys");
   }
@@ -222,7 +222,7 @@ std::vector<sock_filter> SeccompFilter(bool kill_on_network) {
   f.Jump(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, "network", /*when_false=*/true);
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(1));
   f.Statement(BPF_ALU | BPF_AND | BPF_K, ~static_cast<uint32_t>(SOCK_NONBLOCK | SOCK_CLOEXEC));
-  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, "network");
+  f.Jump(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, "eacces");
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   f.Label("clone");
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(0));

@@ -62,8 +62,8 @@ int ApplyLandlock(int abi, const LandlockPath* paths, size_t count, uint32_t* ap
 // read); unshare, setns, clone with namespace flags, mount, umount2,
 // pivot_root, bpf, userfaultfd and the keyring calls fail with EPERM; system
 // calls of another architecture (i386, x32) fail with EACCES. With
-// `kill_on_network` the refused sockets and connect() kill the process
-// (SIGSYS) instead.
+// `kill_on_network` a socket of any family but AF_UNIX kills the process
+// (SIGSYS) instead (glibc itself tries nscd's UNIX socket: that stays EACCES).
 std::vector<sock_filter> SeccompFilter(bool kill_on_network);
 
 // child: installs `filter` (no_new_privs must be set).

@@ -60,9 +60,10 @@ struct Options {
   // and mount namespaces; use_landlock: Landlock.
   bool use_namespaces = true;
   bool use_landlock = true;
-  // A socket other than a UNIX stream socket, or any connect(), kills the
-  // program (SIGSYS) instead of failing with EACCES: the caller learns that
-  // it tried the network (the kernel lab's candidates).
+  // A socket of any family but AF_UNIX kills the program (SIGSYS) instead of
+  // failing with EACCES: the caller learns that it tried the network (the
+  // kernel lab's candidates). UNIX sockets and connect() still fail with
+  // EACCES (glibc asks nscd's socket on its own).
   bool kill_on_network = false;
 };
 

@@ -124,8 +124,8 @@ std::pair<std::string, std::string> RunnerFailure(const sandbox::Outcome& outcom
       return {"timed_out", phase + ": " + outcome.Reason()};
     case sandbox::Ending::kSignaled:
       if (outcome.signal == SIGSYS) {
-        return {"refused", phase + ": it tried the network (a socket or connect() the sandbox refuses; killed by "
-                           "SIGSYS)"};
+        return {"refused", phase + ": it tried the network (a network socket, which the sandbox refuses; killed "
+                           "by SIGSYS)"};
       }
       return {"crashed", phase + ": " + outcome.Reason() + (last.empty() ? "" : " (" + last + ")")};
     case sandbox::Ending::kOutputLimit:
