@@ -153,14 +153,39 @@ ops::GateOptions GateOptionsFor(int draws, uint64_t seed, size_t call) {
   return options;
 }
 
-// The runner's results of every case of every call, read back with bounds.
-// `variant`: the name the candidate registered (a label only).
-std::vector<std::vector<ops::CaseRun>> ReadRuns(const fs::path& folder, const std::vector<ops::OpCall>& calls,
-                                                int draws, uint64_t seed, std::string& variant) {
+// The runner's results, per call a list of cases: runs.json (the variant's
+// name, each case's errors and flags) and runs.bin (each case's output, then
+// the gradient of each input, then each input after the call).
+void WriteRuns(const fs::path& folder, const std::string& variant,
+               const std::vector<std::vector<ops::CaseRun>>& calls) {
+  json listed = json::array();
+  std::vector<torch::Tensor> tensors;
+  for (const std::vector<ops::CaseRun>& runs : calls) {
+    json cases = json::array();
+    for (const ops::CaseRun& run : runs) {
+      cases.push_back({{"error", run.error},
+                       {"backward_error", run.backward_error},
+                       {"output_requires_grad", run.output_requires_grad},
+                       {"aliases_input", run.aliases_input}});
+      tensors.push_back(run.output);
+      tensors.insert(tensors.end(), run.grads.begin(), run.grads.end());
+      tensors.insert(tensors.end(), run.inputs_after.begin(), run.inputs_after.end());
+    }
+    listed.push_back(cases);
+  }
+  lab::WriteTensors((folder / "runs.bin").string(), tensors);
+  WriteText(folder / "runs.json", Dump(json{{"variant", variant}, {"calls", listed}}));
+}
+
+// What WriteRuns wrote, read back with bounds: `inputs[c][k]` is the input
+// count of case k of call c. `variant`: the name the candidate registered (a
+// label only).
+std::vector<std::vector<ops::CaseRun>> ReadRuns(const fs::path& folder,
+                                                const std::vector<std::vector<size_t>>& inputs, std::string& variant) {
   const json runs =
       ParseBoundedJson(lab::ReadBoundedFile((folder / "runs.json").string(), kMaxRunsJson), kMaxRunsJson);
   if (!runs.is_object() || !runs.contains("calls") || !runs["calls"].is_array() ||
-      runs["calls"].size() != calls.size()) {
+      runs["calls"].size() != inputs.size()) {
     throw std::runtime_error("runs.json does not list one entry per recorded call");
   }
   variant = runs.contains("variant") && runs["variant"].is_string() ? runs["variant"].get<std::string>() : "";
@@ -169,20 +194,12 @@ std::vector<std::vector<ops::CaseRun>> ReadRuns(const fs::path& folder, const st
           std::string::npos) {
     throw std::runtime_error("runs.json names no variant of [A-Za-z0-9_.-], at most 128 characters");
   }
-  std::vector<std::vector<size_t>> inputs;  // per call, per case: the case's input count
   size_t tensors = 0;
-  for (size_t c = 0; c < calls.size(); ++c) {
-    size_t edges = 0;
-    const ops::GateOptions options = GateOptionsFor(draws, seed, c);
-    const std::vector<ops::OpCall> gate_calls = ops::GateCalls(calls[c], options, &edges);
-    inputs.emplace_back();
-    for (const ops::GateCase& gate_case : ops::GateCases(gate_calls, edges, options)) {
-      inputs.back().push_back(gate_case.inputs.size());
-      tensors += 1 + 2 * gate_case.inputs.size();
-    }
-    if (!runs["calls"][c].is_array() || runs["calls"][c].size() != inputs.back().size()) {
+  for (size_t c = 0; c < inputs.size(); ++c) {
+    if (!runs["calls"][c].is_array() || runs["calls"][c].size() != inputs[c].size()) {
       throw std::runtime_error("runs.json has the wrong number of cases for call " + std::to_string(c + 1));
     }
+    for (size_t n : inputs[c]) tensors += 1 + 2 * n;
   }
   const std::vector<torch::Tensor> all = lab::ReadTensors((folder / "runs.bin").string(), kMaxRunsBin, tensors);
   std::vector<std::vector<ops::CaseRun>> result;
@@ -193,7 +210,7 @@ std::vector<std::vector<ops::CaseRun>> ReadRuns(const fs::path& folder, const st
   const auto flag = [](const json& j, const char* key) {
     return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
   };
-  for (size_t c = 0; c < calls.size(); ++c) {
+  for (size_t c = 0; c < inputs.size(); ++c) {
     result.emplace_back();
     for (size_t k = 0; k < inputs[c].size(); ++k) {
       const json& entry = runs["calls"][c][k];
@@ -211,6 +228,30 @@ std::vector<std::vector<ops::CaseRun>> ReadRuns(const fs::path& folder, const st
     }
   }
   return result;
+}
+
+// The gate's cases of a recorded call (and the calls they index), as the
+// runner and the judge both build them.
+std::vector<ops::GateCase> CasesOf(const ops::OpCall& call, const ops::GateOptions& options,
+                                   std::vector<ops::OpCall>& gate_calls) {
+  size_t edges = 0;
+  gate_calls = ops::GateCalls(call, options, &edges);
+  return ops::GateCases(gate_calls, edges, options);
+}
+
+// The timed rounds as gate cases: each round's inputs and output gradient
+// (DrawTimingInputs), compared like the gate's draws.
+std::vector<ops::GateCase> TimedCases(const ops::OpCall& call, int rounds, uint64_t seed) {
+  const TimingDraws draws = DrawTimingInputs(call, rounds, seed);
+  std::vector<ops::GateCase> cases;
+  for (size_t r = 0; r < draws.rounds.size(); ++r) {
+    ops::GateCase c;
+    c.label = "timed round " + std::to_string(r + 1);
+    c.inputs = draws.rounds[r];
+    c.upstream_seed = draws.upstream_seed;
+    cases.push_back(std::move(c));
+  }
+  return cases;
 }
 
 bool Positive(const json& j, const char* key) {
@@ -424,10 +465,18 @@ json JudgeCandidate(const CandidateOptions& o) {
     verdict["runner_log"] = Tail(gated.stderr_text, kMaxLog);
     return finish(outcome, reason);
   }
+  std::vector<std::vector<ops::OpCall>> gate_calls(calls.size());
+  std::vector<std::vector<ops::GateCase>> gate_cases;
+  std::vector<std::vector<size_t>> expected;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    gate_cases.push_back(CasesOf(calls[c], GateOptionsFor(o.draws, seed, c), gate_calls[c]));
+    expected.emplace_back();
+    for (const ops::GateCase& gate_case : gate_cases.back()) expected.back().push_back(gate_case.inputs.size());
+  }
   std::vector<std::vector<ops::CaseRun>> runs;
   std::string variant;
   try {
-    runs = ReadRuns(workdir / "gate", calls, o.draws, seed, variant);
+    runs = ReadRuns(workdir / "gate", expected, variant);
   } catch (const std::exception& e) {
     return finish("refused", std::string("its results cannot be read: ") + e.what());
   }
@@ -438,9 +487,8 @@ json JudgeCandidate(const CandidateOptions& o) {
   for (size_t c = 0; c < calls.size() && passed; ++c) {
     ops::OpCall call = calls[c];
     call.variant = variant;
-    const auto replay = [&runs, c](const std::string&, const std::vector<ops::OpCall>&,
-                                   const std::vector<ops::GateCase>&) { return runs[c]; };
-    const ops::VariantCheck check = ops::CheckVariant(call, GateOptionsFor(o.draws, seed, c), replay);
+    const ops::VariantCheck check =
+        ops::CompareRuns(call, gate_calls[c], gate_cases[c], runs[c], GateOptionsFor(o.draws, seed, c));
     gate.push_back(check.ToJson());
     if (!check.passed) {
       passed = false;
@@ -467,6 +515,25 @@ json JudgeCandidate(const CandidateOptions& o) {
   const json checked = CheckedTiming(timing, variant, ops::OpRegistry().At(o.op).reference, o.rounds,
                                      timed.wall_seconds, problem);
   if (checked.is_null()) return finish("refused", problem);
+  // What it returned while timed must be right too.
+  {
+    ops::OpCall call = calls.front();
+    call.variant = variant;
+    const std::vector<ops::GateCase> cases = TimedCases(call, o.rounds, seed);
+    std::vector<std::vector<ops::CaseRun>> kept;
+    std::string named;
+    try {
+      kept = ReadRuns(workdir / "timing", {std::vector<size_t>(cases.size(), call.inputs.size())}, named);
+    } catch (const std::exception& e) {
+      return finish("refused", std::string("its timed results cannot be read: ") + e.what());
+    }
+    ops::GateOptions options = GateOptionsFor(o.draws, seed, 0);
+    const ops::VariantCheck check = ops::CompareRuns(call, {call}, cases, kept.front(), options);
+    verdict["timed_check"] = check.ToJson();
+    if (!check.passed) {
+      return finish("incorrect", "while timed: " + check.problem + " (" + check.where + ")");
+    }
+  }
   verdict["timing"] = checked;
   return finish("timed", "");
 }
@@ -498,32 +565,20 @@ int RunCandidate(const CandidateRunOptions& o, std::ostream& err) {
       call.variant = variant;
       OpBenchOptions bench;
       bench.rounds = o.rounds;
+      std::vector<ops::CaseRun> kept;
+      bench.kept = &kept;
       const json timing =
           TimeVariants(call, {variant}, recorded.dev, MeasureCopyBandwidth(recorded.dev), bench, o.seed);
       WriteText(out / "timing.json", Dump(timing));
+      WriteRuns(out, variant, {kept});
     } else {
-      json listed = json::array();
-      std::vector<torch::Tensor> tensors;
+      std::vector<std::vector<ops::CaseRun>> all;
       for (size_t c = 0; c < calls.size(); ++c) {
-        size_t edges = 0;
-        const ops::GateOptions options = GateOptionsFor(o.draws, o.seed, c);
-        const std::vector<ops::OpCall> gate_calls = ops::GateCalls(calls[c], options, &edges);
-        const std::vector<ops::CaseRun> runs =
-            ops::RunCasesHere(variant, gate_calls, ops::GateCases(gate_calls, edges, options));
-        json cases = json::array();
-        for (const ops::CaseRun& run : runs) {
-          cases.push_back({{"error", run.error},
-                           {"backward_error", run.backward_error},
-                           {"output_requires_grad", run.output_requires_grad},
-                           {"aliases_input", run.aliases_input}});
-          tensors.push_back(run.output);
-          tensors.insert(tensors.end(), run.grads.begin(), run.grads.end());
-          tensors.insert(tensors.end(), run.inputs_after.begin(), run.inputs_after.end());
-        }
-        listed.push_back(cases);
+        std::vector<ops::OpCall> gate_calls;
+        const std::vector<ops::GateCase> cases = CasesOf(calls[c], GateOptionsFor(o.draws, o.seed, c), gate_calls);
+        all.push_back(ops::RunCasesHere(variant, gate_calls, cases));
       }
-      lab::WriteTensors((out / "runs.bin").string(), tensors);
-      WriteText(out / "runs.json", Dump(json{{"variant", variant}, {"calls", listed}}));
+      WriteRuns(out, variant, all);
     }
   } catch (const c10::Error& e) {
     err << e.what_without_backtrace() << "\n";

@@ -42,22 +42,33 @@ json MedianInterval(std::vector<double> ratios) {
 }
 
 // One timed call: forward, or forward + backward with `upstream`, between
-// synchronized points. Returns milliseconds.
+// synchronized points. Returns milliseconds; with `kept`, what the call gave
+// (copied after the clock stopped).
 double TimeCall(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
-                const torch::Tensor& upstream, bool backward, const DeviceInfo& dev) {
+                const torch::Tensor& upstream, bool backward, const DeviceInfo& dev, ops::CaseRun* kept = nullptr) {
   std::vector<torch::Tensor> leaves;
   for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(backward && t.is_floating_point()));
+  torch::Tensor out;
   Synchronize(dev);
   const auto start = Clock::now();
   if (backward) {
-    const torch::Tensor out = call.run(variant, leaves);
+    out = call.run(variant, leaves);
     out.backward(upstream.to(out.options()));
   } else {
     torch::NoGradGuard no_grad;
-    call.run(variant, leaves);
+    out = call.run(variant, leaves);
   }
   Synchronize(dev);
-  return MsSince(start);
+  const double ms = MsSince(start);
+  if (kept != nullptr) {
+    kept->output = out.detach().clone();
+    kept->output_requires_grad = out.requires_grad();
+    for (const torch::Tensor& leaf : leaves) {
+      kept->grads.push_back(leaf.grad().defined() ? leaf.grad().detach().clone() : torch::Tensor());
+      kept->inputs_after.push_back(leaf.detach().clone());
+    }
+  }
+  return ms;
 }
 
 // MiB allocated at the peak of one forward+backward call beyond its inputs
@@ -119,16 +130,26 @@ std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::functi
   return recorder.calls();
 }
 
+TimingDraws DrawTimingInputs(const ops::OpCall& call, int rounds, uint64_t seed) {
+  const ops::Op& op = ops::OpRegistry().At(call.op);
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  TimingDraws draws;
+  draws.fixed = ops::RandomInputs(op, call, generator);
+  for (int r = 0; r < rounds; ++r) draws.rounds.push_back(ops::RandomInputs(op, call, generator));
+  draws.upstream_seed = seed * 1000003 + 999983;
+  return draws;
+}
+
 json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& variants, const DeviceInfo& dev,
                   double copy_bytes_per_s, const OpBenchOptions& options, uint64_t seed) {
   const ops::Op& op = ops::OpRegistry().At(call.op);
-  at::Generator generator = at::detail::createCPUGenerator(seed);
-  const std::vector<torch::Tensor> inputs = ops::RandomInputs(op, call, generator);
+  const TimingDraws draws = DrawTimingInputs(call, options.rounds, seed);
+  const std::vector<torch::Tensor>& inputs = draws.fixed;
   torch::Tensor upstream;
   {
     torch::NoGradGuard no_grad;
     const torch::Tensor out = call.run(op.reference, inputs);
-    upstream = torch::randn(out.sizes(), generator, torch::kFloat).to(out.device());
+    upstream = ops::UpstreamGradient(out.sizes(), draws.upstream_seed).to(torch::kFloat).to(out.device());
   }
   std::vector<std::string> timed{op.reference};
   for (const std::string& v : variants) {
@@ -138,11 +159,15 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
   for (int round = -options.warmup; round < options.rounds; ++round) {
     // Fresh inputs each round (drawn untimed): a variant that keeps results
     // across calls gains nothing.
-    const std::vector<torch::Tensor> drawn = round < 0 ? inputs : ops::RandomInputs(op, call, generator);
+    const std::vector<torch::Tensor>& drawn = round < 0 ? inputs : draws.rounds[static_cast<size_t>(round)];
     for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
       const std::string& v = timed[(k + static_cast<size_t>(std::max(round, 0))) % timed.size()];
+      ops::CaseRun* kept = nullptr;
+      if (options.kept != nullptr && round >= 0 && timed.size() > 1 && v == timed[1]) {
+        kept = &options.kept->emplace_back();
+      }
       const double f = TimeCall(call, v, drawn, upstream, false, dev);
-      const double t = TimeCall(call, v, drawn, upstream, true, dev);
+      const double t = TimeCall(call, v, drawn, upstream, true, dev, kept);
       if (round < 0) continue;
       fwd[v].push_back(f);
       total[v].push_back(t);

@@ -11,6 +11,7 @@
 
 #include "search_spaces/trial_spec.h"
 #include "worker/trial/measure/device.h"
+#include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
 
 namespace frontier {
@@ -18,7 +19,24 @@ namespace frontier {
 struct OpBenchOptions {
   int rounds = 15;  // timed rounds; each runs every variant once, in rotating order
   int warmup = 2;   // untimed rounds before them
+  // When set, TimeVariants appends what the first variant after the
+  // reference gave in each timed forward+backward (its output, the inputs'
+  // gradients, the inputs after the call): the kernel lab's judge compares
+  // them with the reference, so a candidate cannot be right in the gate and
+  // fast and wrong when timed.
+  std::vector<ops::CaseRun>* kept = nullptr;
 };
+
+// The inputs TimeVariants draws from `seed`: `fixed` (the warm-up rounds
+// and the peak-memory call) and one set per timed round, and the seed of the
+// output gradient (ops::UpstreamGradient of the output's shape) every
+// forward+backward uses.
+struct TimingDraws {
+  std::vector<torch::Tensor> fixed;
+  std::vector<std::vector<torch::Tensor>> rounds;
+  uint64_t upstream_seed = 0;
+};
+TimingDraws DrawTimingInputs(const ops::OpCall& call, int rounds, uint64_t seed);
 
 // Builds the spec's model (loading its plugins), records one forward pass in
 // the spec's precision, then per recorded op call: checks every variant

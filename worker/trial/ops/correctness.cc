@@ -408,23 +408,27 @@ nlohmann::json VariantCheck::ToJson() const {
 }
 
 VariantCheck CheckVariant(const OpCall& call, const GateOptions& options, const CaseRunner& runner) {
+  torch::AutoGradMode grad_mode(true);  // gradients are compared, whatever the caller's mode
+  size_t edges = 0;
+  const std::vector<OpCall> calls = GateCalls(call, options, &edges);
+  const std::vector<GateCase> cases = GateCases(calls, edges, options);
+  return CompareRuns(call, calls, cases, runner(call.variant, calls, cases), options);
+}
+
+VariantCheck CompareRuns(const OpCall& call, const std::vector<OpCall>& calls, const std::vector<GateCase>& cases,
+                         const std::vector<CaseRun>& runs, const GateOptions& options) {
   const Op& op = OpRegistry().At(call.op);
   VariantCheck c;
   c.op = call.op;
   c.variant = call.variant;
   c.reference = op.reference;
   c.shapes = call.Shapes();
-  for (GateRule rule : {GateRule::kNumbers, GateRule::kStructured, GateRule::kEdgeCases,
-                        GateRule::kOtherShapes, GateRule::kRepeatedCall, GateRule::kUnchangedInputs,
-                        GateRule::kNoAliasing}) {
+  for (GateRule rule : {GateRule::kNumbers, GateRule::kStructured, GateRule::kEdgeCases, GateRule::kOtherShapes,
+                        GateRule::kRepeatedCall, GateRule::kUnchangedInputs, GateRule::kNoAliasing}) {
     if (options.Applies(rule)) c.rules.push_back(RuleName(rule));
   }
   const c10::ScalarType dtype = CallDtype(call);
-  torch::AutoGradMode grad_mode(true);  // gradients are compared, whatever the caller's mode
-  size_t edges = 0;
-  const std::vector<OpCall> calls = GateCalls(call, options, &edges);
-  const std::vector<GateCase> cases = GateCases(calls, edges, options);
-  std::vector<CaseRun> runs = runner(call.variant, calls, cases);
+  torch::AutoGradMode grad_mode(true);
   if (runs.size() != cases.size()) {
     c.passed = false;
     c.rule = RuleName(GateRule::kNumbers);

@@ -133,6 +133,10 @@ struct VariantCheck {
 // failed check naming the error); throws std::invalid_argument for an op
 // that is not registered.
 VariantCheck CheckVariant(const OpCall& call, const GateOptions& options, const CaseRunner& runner = RunCasesHere);
+// The comparison CheckVariant makes once the cases ran: `runs[i]` of
+// `call.variant` on `cases[i]` (at `calls`) against the reference.
+VariantCheck CompareRuns(const OpCall& call, const std::vector<OpCall>& calls, const std::vector<GateCase>& cases,
+                         const std::vector<CaseRun>& runs, const GateOptions& options);
 // The same with `draws` draws and every rule.
 VariantCheck CheckVariant(const OpCall& call, int draws, uint64_t seed);
 
