@@ -157,18 +157,40 @@ Interval DifferenceInterval(const MetricSummary& variant, const MetricSummary& b
 
 std::optional<Interval> SpeedupInterval(const MetricSummary& variant, const MetricSummary& baseline) {
   RequireData(variant, baseline);
-  if (!(baseline.mean > 0)) return std::nullopt;
+  if (!(baseline.mean > 0) || variant.mean < 0) return std::nullopt;
   const double ratio = variant.mean / baseline.mean;
   if (variant.n < 2 || baseline.n < 2 || variant.mean == 0) {
     return Interval{ratio, ratio, ratio, variant.n, baseline.n};
   }
-  // Squared coefficients of variation of the two means.
+  // Squared coefficients of variation of the two means: the variances of their logs.
   const double term_v = variant.std * variant.std / (variant.n * variant.mean * variant.mean);
   const double term_b = baseline.std * baseline.std / (baseline.n * baseline.mean * baseline.mean);
   if (term_v + term_b == 0) return Interval{ratio, ratio, ratio, variant.n, baseline.n};
-  return SymmetricInterval(ratio, std::fabs(ratio) * std::sqrt(term_v + term_b),
-                           WelchDegreesOfFreedom(term_v, variant.n, term_b, baseline.n), kTwoSidedQuantile,
-                           variant.n, baseline.n);
+  const Interval log_ratio = SymmetricInterval(std::log(ratio), std::sqrt(term_v + term_b),
+                                               WelchDegreesOfFreedom(term_v, variant.n, term_b, baseline.n),
+                                               kTwoSidedQuantile, variant.n, baseline.n);
+  return Interval{ratio, std::exp(log_ratio.low), std::exp(log_ratio.high), variant.n, baseline.n};
+}
+
+MetricSummary SummarizeRatio(const std::vector<double>& values) {
+  MetricSummary summary = SummarizeMetric(values);
+  if (summary.n < 2 || summary.std == 0 || !(summary.mean > 0)) return summary;
+  const double half = MeanHalfWidth(summary, kTwoSidedQuantile) / summary.mean;  // on the log scale
+  summary.ci_low = summary.mean * std::exp(-half);
+  summary.ci_high = summary.mean * std::exp(half);
+  return summary;
+}
+
+std::optional<Interval> GeometricMeanInterval(const std::vector<double>& ratios) {
+  if (ratios.empty()) return std::nullopt;
+  std::vector<double> logs;
+  logs.reserve(ratios.size());
+  for (double r : ratios) {
+    if (!(r > 0)) return std::nullopt;
+    logs.push_back(std::log(r));
+  }
+  const MetricSummary s = SummarizeMetric(logs);
+  return Interval{std::exp(s.mean), std::exp(s.ci_low), std::exp(s.ci_high), s.n, s.n};
 }
 
 }  // namespace frontier

@@ -1,6 +1,7 @@
 // Statistics over the seeds of a configuration and comparisons of two
 // configurations' means: Student-t quantiles, the mean with its 95% interval,
-// Welch's difference interval and the speed-up (ratio) interval. Pure
+// Welch's difference interval and the intervals of ratios (speed-ups, ratio
+// metrics, geometric means: all on the log scale, never below 0). Pure
 // functions. Definitions: docs/report.md.
 #pragma once
 
@@ -52,12 +53,30 @@ Interval WelchInterval(const MetricSummary& variant, const MetricSummary& baseli
 // spread). Requires n >= 1 on both sides (throws std::invalid_argument otherwise).
 Interval DifferenceInterval(const MetricSummary& variant, const MetricSummary& baseline);
 
-// Throughput ratio variant / baseline with a two-sided 95% interval: the delta
-// method on the ratio of means, SE = R * sqrt(s_v^2 / (n_v m_v^2) + s_b^2 / (n_b m_b^2)),
-// with Welch-Satterthwaite degrees of freedom on those two terms. The interval
-// is the point value when either side has fewer than 2 values (no variance) or
-// both have zero spread. nullopt when the baseline mean is not positive.
-// Requires n >= 1 on both sides (throws std::invalid_argument otherwise).
+// Throughput ratio R = variant mean / baseline mean with a two-sided 95%
+// interval computed on the log scale (the delta method for log R):
+// SE(log R) = sqrt(a + b), a = s_v^2 / (n_v m_v^2), b = s_b^2 / (n_b m_b^2),
+// Welch-Satterthwaite degrees of freedom on those two terms, and the interval
+// R exp(-+t(0.975, df) SE(log R)): always positive, containing R, and the
+// reciprocal of the swapped comparison's. The interval is the point value when
+// either side has fewer than 2 values (no variance), the variant's mean is 0,
+// or both have zero spread. nullopt when the baseline mean is not positive or
+// the variant's is negative. Requires n >= 1 on both sides (throws
+// std::invalid_argument otherwise).
 std::optional<Interval> SpeedupInterval(const MetricSummary& variant, const MetricSummary& baseline);
+
+// Summary of a metric that is itself a ratio (an op's speed-up): the mean and
+// sample standard deviation as SummarizeMetric, the 95% interval of the mean
+// on the log scale as SpeedupInterval's (delta method): mean
+// exp(-+t(0.975, n - 1) s / (sqrt(n) mean)), so it stays positive. Values with
+// a mean that is not positive get SummarizeMetric's interval.
+MetricSummary SummarizeRatio(const std::vector<double>& values);
+
+// Geometric mean of positive ratios with the two-sided 95% Student-t interval
+// of the mean of their logs (n - 1 degrees of freedom), exponentiated: always
+// positive. n_variant = n_baseline = the number of ratios; the point value with
+// fewer than 2 ratios or no spread. nullopt when `ratios` is empty or one is
+// not positive.
+std::optional<Interval> GeometricMeanInterval(const std::vector<double>& ratios);
 
 }  // namespace frontier

@@ -36,6 +36,11 @@ const std::vector<std::string> kInternalMetrics = {
     "profile.by_class.other.share",
 };
 
+// Metrics that are ratios of two timings (an op variant's speed-up over its
+// reference): summarized with their interval on the log scale (SummarizeRatio).
+// scaling_efficiency, the other ratio, is one value per config, no interval.
+bool IsRatioMetric(const std::string& metric) { return metric == "op_speedup"; }
+
 // Feasible when the config has completed trials and every constraint holds on
 // the metric's mean; otherwise the reasons, joined by "; ".
 void CheckConstraints(const std::vector<Constraint>& constraints, ConfigSummary& summary) {
@@ -314,7 +319,10 @@ struct ReportBuilder::State {
       for (uint32_t t : group.trials) {
         if (trials[t].completed && !std::isnan(Value(t, m))) column.push_back(Value(t, m));
       }
-      if (!column.empty()) summary.metrics.emplace(metrics[m], SummarizeMetric(column));
+      if (column.empty()) continue;
+      // A ratio's interval is on the log scale, never below 0 (docs/report.md).
+      summary.metrics.emplace(metrics[m],
+                              IsRatioMetric(metrics[m]) ? SummarizeRatio(column) : SummarizeMetric(column));
     }
     return summary;
   }

@@ -214,8 +214,8 @@ std::vector<std::string> ReportNotes(const Report& report) {
                                            "baseline's seeds, else Welch"
                                          : "Welch"),
       "intervals: \u00b1 is the half-width of the two-sided 95% Student-t interval of the mean (of the "
-      "difference, Welch, for the \u0394 column); speed-up: mean throughput ratio, 95% delta-method interval "
-      "with Welch-Satterthwaite degrees of freedom",
+      "difference, Welch, for the \u0394 column); speed-up: mean throughput ratio, 95% interval on the log "
+      "scale (delta method, Welch-Satterthwaite degrees of freedom), always positive",
   };
   std::string reference;
   for (double r : report.reference_point) reference += (reference.empty() ? "" : ", ") + Printf("%g", r);

@@ -111,9 +111,22 @@ std::vector<MainEffect> MainEffects(const Report& report) {
           if (auto e = ChangeOf(*a, *b, metric)) changes.push_back(e->interval.value);
         }
         if (changes.empty()) continue;
-        const MetricSummary s = SummarizeMetric(changes);
-        const int n = static_cast<int>(changes.size());
-        effect.effects.push_back({metric, !IsQuality(metric), Interval{s.mean, s.ci_low, s.ci_high, n, n}});
+        if (IsQuality(metric)) {
+          const MetricSummary s = SummarizeMetric(changes);
+          const int n = static_cast<int>(changes.size());
+          effect.effects.push_back({metric, false, Interval{s.mean, s.ci_low, s.ci_high, n, n}});
+          continue;
+        }
+        // Relative changes: the pairs' ratios on the log scale (their geometric
+        // mean), so the interval never reaches below -100%.
+        std::vector<double> ratios;
+        for (double change : changes) ratios.push_back(1 + change);
+        std::optional<Interval> ratio = GeometricMeanInterval(ratios);
+        if (!ratio) continue;
+        ratio->value -= 1;
+        ratio->low -= 1;
+        ratio->high -= 1;
+        effect.effects.push_back({metric, true, *ratio});
       }
       out.push_back(std::move(effect));
     }
@@ -297,6 +310,14 @@ std::string IntervalText(const std::optional<Interval>& i, const char* format) {
   return value + " \u00b1 " + Printf("%.3g", (i->high - i->low) / 2);
 }
 
+// A ratio's interval is not symmetric (log scale): "1.234x [1.05, 1.45]".
+std::string RatioText(const std::optional<Interval>& i) {
+  if (!i) return "-";
+  const std::string value = Printf("%.3fx", i->value);
+  if (i->n_variant < 2 || i->n_baseline < 2) return value;
+  return value + Printf(" [%.3g, %.3g]", i->low, i->high);
+}
+
 std::string Seeds(const MetricComparison& m) {
   return Printf("%d/%d", m.a ? m.a->n : 0, m.b ? m.b->n : 0);
 }
@@ -309,7 +330,7 @@ std::string RenderComparisonTable(const Report& report, const Comparison& c) {
   table.right_aligned = {false, true, true, true, true, true};
   for (const MetricComparison& m : c.metrics) {
     table.rows.push_back({m.metric, Seeds(m), Summary(m.a), Summary(m.b), IntervalText(m.difference, "%+.4g"),
-                          IntervalText(m.ratio, "%.3fx")});
+                          RatioText(m.ratio)});
   }
   std::string out = "experiment " + report.experiment_id + ": A = " + c.a->label + " vs B = " + c.b->label +
                     "\n  A: " + c.a->config_key + "\n  B: " + c.b->config_key + "\n\n";
@@ -317,8 +338,9 @@ std::string RenderComparisonTable(const Report& report, const Comparison& c) {
   out += Printf("\nparity of A against B (%s, margin %g, %s test): %s; delta %s\n", report.parity.metric.c_str(),
                 report.parity.margin, c.parity_test.empty() ? "no" : c.parity_test.c_str(), c.parity.c_str(),
                 IntervalText(c.quality_delta, "%+.4f").c_str());
-  out += "\u00b1: half-width of the 95% interval: Student-t of each mean, Welch for A - B, the delta method for "
-         "A / B (docs/report.md)\n";
+  out +=
+      "\u00b1: half-width of the 95% interval: Student-t of each mean, Welch for A - B; [low, high] of "
+      "A / B: the 95% interval on the log scale, delta method (docs/report.md)\n";
   return out;
 }
 

@@ -20,10 +20,12 @@ struct Effect {
   Interval interval;  // n_variant = n_baseline = matched pairs when pairs > 1, else seeds
 };
 
-// One choice of one dimension against the baseline's choice: the mean over
-// matched pairs (two configs equal on every other dimension) of the change,
-// Student-t over the pairs; with one pair (a one-factor config and the
-// baseline) the seeds' Welch interval (the speed-up's delta-method interval for relative changes).
+// One choice of one dimension against the baseline's choice: over matched
+// pairs (two configs equal on every other dimension) the mean of the absolute
+// changes, or for relative changes the geometric mean of the pairs' ratios
+// less 1 (GeometricMeanInterval), Student-t over the pairs; with one pair (a
+// one-factor config and the baseline) the seeds' Welch interval (the
+// speed-up's log-scale interval less 1 for relative changes).
 struct MainEffect {
   std::string dimension, short_name, choice;
   int pairs = 0;

@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -215,16 +216,98 @@ TEST(HypervolumeTest, RejectsMismatchedSizes) {
 // ---------------------------------------------------------------------------
 // Comparisons with the baseline
 
-TEST(SpeedupIntervalTest, DeltaMethodWithWelchSatterthwaite) {
-  // Ratio 2; both relative variance terms 1/1200, so SE = 2 sqrt(2/1200) and df = 4.
+TEST(SpeedupIntervalTest, DeltaMethodOnTheLogScaleWithWelchSatterthwaite) {
+  // Ratio 2; both relative variance terms 1/1200, so SE(log R) = sqrt(2/1200) and df = 4:
+  // 2 exp(-+t(0.975, 4) sqrt(1/600)).
   std::optional<Interval> s = SpeedupInterval(Summary({200, 210, 190}), Summary({100, 105, 95}));
   ASSERT_TRUE(s.has_value());
-  const double half = 2.776445105 * 2 * std::sqrt(2.0 / 1200);
+  const double half = 2.776445105 * std::sqrt(2.0 / 1200);
   EXPECT_NEAR(s->value, 2, 1e-12);
-  EXPECT_NEAR(s->low, 2 - half, 1e-8);
-  EXPECT_NEAR(s->high, 2 + half, 1e-8);
+  EXPECT_NEAR(s->low, 2 * std::exp(-half), 1e-8);
+  EXPECT_NEAR(s->high, 2 * std::exp(half), 1e-8);
+  EXPECT_NEAR(s->low, 1.78567997985, 1e-8);
+  EXPECT_NEAR(s->high, 2.2400430341, 1e-8);
   EXPECT_EQ(s->n_variant, 3);
   EXPECT_EQ(s->n_baseline, 3);
+}
+
+TEST(SpeedupIntervalTest, TwoSeedsNeverGiveANegativeLowerBound) {
+  // Ratio 0.44 with 2 seeds a side (df 1.1956): the delta method on the ratio
+  // itself gave 0.44 [-0.838, 1.718]; on the log scale the interval stays
+  // positive and contains the estimate.
+  std::optional<Interval> s = SpeedupInterval(Summary({30, 58}), Summary({90, 110}));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_NEAR(s->value, 0.44, 1e-12);
+  EXPECT_GT(s->low, 0);
+  EXPECT_LT(s->low, s->value);
+  EXPECT_GT(s->high, s->value);
+  // Known answer (mpmath: t(0.975, 1.19564221727) = 8.70811370983).
+  EXPECT_NEAR(s->low, 0.024104327576, 1e-7);
+  EXPECT_NEAR(s->high, 8.03175277923, 1e-5);
+}
+
+TEST(SpeedupIntervalTest, KnownAnswerWithUnequalSeedsAndFractionalDegrees) {
+  // Lognormal-like throughputs, 3 variant seeds and 4 baseline seeds. Reference
+  // (mpmath, 30 digits): R = 1.47450980392, df = 3.05467802747,
+  // t(0.975, df) = 3.15046142821, interval R exp(-+t sqrt(a + b)).
+  std::optional<Interval> s = SpeedupInterval(Summary({1.30, 1.55, 1.85}), Summary({0.95, 1.00, 1.10, 1.20}));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_NEAR(s->value, 1.47450980392, 1e-10);
+  EXPECT_NEAR(s->low, 1.02924998846, 1e-7);
+  EXPECT_NEAR(s->high, 2.11239172818, 1e-7);
+  EXPECT_EQ(s->n_variant, 3);
+  EXPECT_EQ(s->n_baseline, 4);
+}
+
+TEST(SpeedupIntervalTest, SymmetricOnTheLogScale) {
+  // The interval of 1/R (the sides swapped) is the reciprocal of R's, and R
+  // sits at the geometric middle of its interval.
+  const std::vector<std::pair<std::vector<double>, std::vector<double>>> cases = {
+      {{30, 58}, {90, 110}},
+      {{1.30, 1.55, 1.85}, {0.95, 1.00, 1.10, 1.20}},
+      {{200, 210, 190}, {100, 105, 95}}};
+  for (const auto& [v, b] : cases) {
+    std::optional<Interval> r = SpeedupInterval(Summary(v), Summary(b));
+    std::optional<Interval> inverse = SpeedupInterval(Summary(b), Summary(v));
+    ASSERT_TRUE(r && inverse);
+    EXPECT_NEAR(inverse->value, 1 / r->value, 1e-12);
+    EXPECT_NEAR(inverse->low, 1 / r->high, 1e-9 / r->high);
+    EXPECT_NEAR(inverse->high, 1 / r->low, 1e-9 / r->low);
+    EXPECT_NEAR(std::log(r->value) - std::log(r->low), std::log(r->high) - std::log(r->value), 1e-9);
+  }
+}
+
+TEST(GeometricMeanIntervalTest, LogScaleStudentTOverTheRatios) {
+  // One ratio of 30 and eight of 0.5. Reference (mpmath): exp(mean log) =
+  // 0.788029300075, t(0.975, 8) over the logs: [0.276019448416, 2.24980587904].
+  // The arithmetic mean of r - 1 with a Student-t interval was 2.78 [-4.78, 10.3].
+  std::vector<double> ratios(8, 0.5);
+  ratios.push_back(30);
+  std::optional<Interval> g = GeometricMeanInterval(ratios);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_NEAR(g->value, 0.788029300075, 1e-10);
+  EXPECT_NEAR(g->low, 0.276019448416, 1e-9);
+  EXPECT_NEAR(g->high, 2.24980587904, 1e-9);
+  EXPECT_EQ(g->n_variant, 9);
+  std::optional<Interval> one = GeometricMeanInterval({1.5});
+  ASSERT_TRUE(one.has_value());
+  EXPECT_DOUBLE_EQ(one->low, 1.5);
+  EXPECT_DOUBLE_EQ(one->high, 1.5);
+  EXPECT_FALSE(GeometricMeanInterval({}).has_value());
+  EXPECT_FALSE(GeometricMeanInterval({1.2, 0}).has_value());
+}
+
+TEST(SummarizeRatioTest, ArithmeticMeanWithALogScaleInterval) {
+  // Speed-ups 1 and 2: mean 1.5, s = 0.7071; the Student-t interval was
+  // [-4.85, 7.85]; on the log scale 1.5 exp(-+12.7062 s / (sqrt(2) 1.5)).
+  const MetricSummary s = SummarizeRatio({1.0, 2.0});
+  EXPECT_DOUBLE_EQ(s.mean, 1.5);
+  EXPECT_NEAR(s.std, std::sqrt(0.5), 1e-12);
+  EXPECT_NEAR(s.ci_low, 0.0217109948722, 1e-9);
+  EXPECT_NEAR(s.ci_high, 103.634127006, 1e-6);
+  const MetricSummary single = SummarizeRatio({1.25});
+  EXPECT_DOUBLE_EQ(single.ci_low, 1.25);
+  EXPECT_DOUBLE_EQ(single.ci_high, 1.25);
 }
 
 TEST(SpeedupIntervalTest, DegenerateCases) {

@@ -95,6 +95,29 @@ TEST(ReportOpsTest, ASpaceWithAnOpDimensionShowsOpSpeedupInEveryFormat) {
   EXPECT_NE(html.find("1.60x"), std::string::npos);
 }
 
+TEST(ReportOpsTest, OpSpeedupIntervalsStayPositive) {
+  // Op speed-ups 1.0 and 2.0 over 2 seeds: the Student-t interval of their mean
+  // was [-4.85, 7.85]; on the log scale (docs/report.md) it is positive and
+  // holds the mean, in the report, its JSON and its CSV.
+  std::vector<TrialRecord> trials = OpTrials("ops.attention_kernel", "chunked");
+  for (TrialRecord& t : trials) {
+    if (!t.is_baseline) t.result["op"]["speedup"] = t.seed == 1 ? 1.0 : 2.0;
+  }
+  const Report report =
+      BuildReport("e", OpSpace("ops.attention_kernel", "arch.ops.attention_kernel"), trials);
+  const ConfigSummary& chunked = report.configs[0].is_baseline ? report.configs[1] : report.configs[0];
+  const MetricSummary& s = chunked.metrics.at("op_speedup");
+  EXPECT_DOUBLE_EQ(s.mean, 1.5);
+  // Reference (mpmath): 1.5 exp(-+t(0.975, 1) s / (sqrt(2) 1.5)).
+  EXPECT_NEAR(s.ci_low, 0.0217109948722, 1e-9);
+  EXPECT_NEAR(s.ci_high, 103.634127006, 1e-6);
+  for (const json& c : ReportToJson(report)["configs"]) {
+    EXPECT_GT(c["metrics"]["op_speedup"]["ci_low"].get<double>(), 0) << c.dump();
+  }
+  const std::string csv = RenderCsv(report);
+  EXPECT_NE(csv.find(",1.5,0.7071067811865476,0.0217109948721"), std::string::npos) << csv;
+}
+
 TEST(ReportOpsTest, TheBevPoolingDimensionIsAnOpDimensionToo) {
   const Report report =
       BuildReport("e", OpSpace("ops.bev_pool", "arch.bev.pooling"), OpTrials("ops.bev_pool", "depth_fused"));

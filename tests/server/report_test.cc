@@ -280,10 +280,11 @@ TEST(BuildReportTest, EndToEnd) {
   EXPECT_EQ(patchify.metrics.at("throughput").n, 3);
   EXPECT_DOUBLE_EQ(patchify.metrics.at("throughput").mean, 200);
   ASSERT_TRUE(patchify.speedup.has_value());
-  const double half = 2.776445105 * 2 * std::sqrt(2.0 / 1200);
+  // On the log scale: 2 exp(-+t(0.975, 4) sqrt(2/1200)) (docs/report.md).
+  const double half = 2.776445105 * std::sqrt(2.0 / 1200);
   EXPECT_NEAR(patchify.speedup->value, 2, 1e-12);
-  EXPECT_NEAR(patchify.speedup->low, 2 - half, 1e-8);
-  EXPECT_NEAR(patchify.speedup->high, 2 + half, 1e-8);
+  EXPECT_NEAR(patchify.speedup->low, 2 * std::exp(-half), 1e-8);
+  EXPECT_NEAR(patchify.speedup->high, 2 * std::exp(half), 1e-8);
   ASSERT_TRUE(patchify.quality_delta.has_value());
   EXPECT_NEAR(patchify.quality_delta->value, -0.001, 1e-12);
   EXPECT_EQ(patchify.quality_delta->n_variant, 3);
@@ -522,9 +523,9 @@ TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
   EXPECT_NE(table.find("experiment exp-1 (quickstart)"), std::string::npos);
   for (const char* text :
        {"config", "seeds", "val acc", "speed-up [95% CI]", "parity", "front", "baseline", "stem=patchify",
-        "prec=bf16", "block=convnext", "3 (1 failed)", "0 (3 failed)", "2.00x [1.77,2.23]", "-0.0010\u00b1",
-        "at parity", "no data", "0.9010\u00b10.0025", "infeasible: prec=bf16: peak_memory_mb mean 5000 > max 4096",
-        "hypervolume: 1.99889"}) {
+        "prec=bf16", "block=convnext", "3 (1 failed)", "0 (3 failed)", "2.00x [1.79,2.24]", "-0.0010\u00b1",
+        "at parity", "no data", "0.9010\u00b10.0025",
+        "infeasible: prec=bf16: peak_memory_mb mean 5000 > max 4096", "hypervolume: 1.99889"}) {
     EXPECT_NE(table.find(text), std::string::npos) << text;
   }
   // Aligned: every column starts at the same display position on every row
