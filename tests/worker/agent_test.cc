@@ -17,6 +17,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -1232,20 +1233,43 @@ TEST_F(AgentTest, OutOfMemoryFailsOnceWithTheLimit) {
   EXPECT_EQ(result["error"], failure.error());
 }
 
+// How this host applies a trial's memory limit, read from a probe child
+// started with it before the test runs (as trial_process_test.cc's
+// LimitsTheChildsMemory reads it): "cgroup memory.max" where the worker's
+// cgroup delegates memory, else "RLIMIT_AS". The environment, not the agent.
+std::string MemoryLimitKindHere(int64_t limit_mb) {
+  ProcessTrialLauncher launcher("/bin/true");
+  TrialCommand command;
+  command.memory_limit_mb = limit_mb;
+  std::string error;
+  std::unique_ptr<TrialProcess> probe = launcher.Start(command, &error);
+  if (probe == nullptr) return "no probe: " + error;
+  const std::string kind = probe->MemoryLimitKind();
+  if (!probe->Wait(milliseconds(5000))) probe->Terminate(milliseconds(100));
+  return kind;
+}
+
 TEST_F(AgentTest, ACrashOnAnAllocationUnderTheLimitIsOutOfMemory) {
+  // Only under RLIMIT_AS is an allocation crash out of memory (under a cgroup
+  // limit the OOM killer's count says so): skipped where this host gives trials
+  // a cgroup limit, decided before the trial runs, never from the outcome.
+  const std::string kind = MemoryLimitKindHere(64);
+  if (kind == "cgroup memory.max") GTEST_SKIP() << "a cgroup memory limit applies here, not RLIMIT_AS";
+  ASSERT_EQ(kind, "RLIMIT_AS");
   const std::string crash =
       "echo \"terminate called after throwing an instance of 'std::bad_alloc'\" >&2\nkill -ABRT $$";
   AgentOptions options = Options();
   options.memory_limit_mb = 64;
   RunOneTrial(Script("abort.sh", crash), options);
   const auto failure = OnlyFailure();
-  if (failure.error().find("RLIMIT_AS") == std::string::npos)
-    GTEST_SKIP() << "a cgroup limit: " << failure.error();
-  EXPECT_FALSE(failure.retryable());
+  EXPECT_FALSE(failure.retryable()) << failure.error();
   EXPECT_THAT(failure.error(),
               HasSubstr("out of memory under the worker's limit of 64 MiB per trial (RLIMIT_AS)"));
   EXPECT_THAT(failure.error(), HasSubstr("std::bad_alloc"));
-  EXPECT_EQ(nlohmann::json::parse(failure.result_json())["error_kind"], "out_of_memory");
+  const auto result = nlohmann::json::parse(failure.result_json());
+  EXPECT_EQ(result["error_kind"], "out_of_memory");
+  EXPECT_EQ(result["memory_limit_kind"], "RLIMIT_AS");
+  EXPECT_EQ(result["memory_limit_mb"], 64);
 }
 
 TEST_F(AgentTest, ACrashWithoutAMemoryLimitStaysRetryable) {
