@@ -144,4 +144,12 @@ YAML
 variant=$(/usr/bin/python3 -c 'import json; print(json.load(open("ops/attn-lab/best/manifest.json"))["variant"])')
 grep -q "$variant" search.txt || { cat search.txt; fail "the kept variant is not in the report"; }
 grep -qi "op speed-up" search.txt || { cat search.txt; fail "no op speed-up column"; }
+"$frontier" report attn-lab --db runs/lab.db | grep -q "fast_1" || fail "frontier report does not show the leaderboard"
+
+# Shapes (and profile) from a stored trial of that search.
+trial=$(/usr/bin/python3 -c 'import sqlite3; print(sqlite3.connect("runs/search/frontier.db").execute("select id from trials order by id limit 1").fetchone()[0])')
+mkdir one && sed 's/"lab_test_baddbmm"/"lab_test_baddbmm_again"/' candidates/right_baddbmm.cc > one/right_baddbmm.cc
+"$frontier" ops optimize from-trial --op attention_kernel --from-trial "$trial" --candidates one --db runs/search/frontier.db \
+  --dir ops --timing-rounds 3 --run-timeout 20 > from_trial.txt 2> from_trial.err || { cat from_trial.err; fail "--from-trial"; }
+grep -q "right_baddbmm.cc .* timed" from_trial.txt || { cat from_trial.txt; fail "--from-trial did not time the candidate"; }
 echo "kernel lab e2e ok"

@@ -455,6 +455,9 @@ json JudgeCandidate(const CandidateOptions& o) {
     if (time) argv.push_back("--time");
     sandbox::Options options = SandboxFor(argv, workdir, o.run_seconds, o.memory_mb);
     options.read_only.push_back(fs::path(self).parent_path().string());
+    for (const std::string& plugin : spec.runtime.plugins) {  // the spec's own, which its model may use
+      if (fs::is_regular_file(plugin)) options.read_only.push_back(fs::absolute(plugin).string());
+    }
     return sandbox::Run(options);
   };
 
@@ -549,7 +552,12 @@ int RunCandidate(const CandidateRunOptions& o, std::ostream& err) {
     }
     const ops::Op& op = ops::OpRegistry().At(o.op);
     const std::vector<std::string> before = op.variants();
-    LoadPlugins({o.plugin});
+    try {
+      LoadPlugins({o.plugin});
+    } catch (const PluginError& e) {  // e.g. a name the spec's own plugins registered already
+      err << e.what() << "\n";
+      return kExitNotAVariant;
+    }
     std::vector<std::string> added;
     for (const std::string& name : op.variants()) {
       if (std::find(before.begin(), before.end(), name) == before.end()) added.push_back(name);

@@ -67,7 +67,8 @@ struct CandidateRunOptions {
   int rounds = 15;
 };
 
-// Exit status of the runner when the plugin registers no variant of the op,
+// Exit status of the runner when the plugin does not load as a plugin (its
+// registration throws, a name is taken), or registers no variant of the op
 // or more than one (the judge's outcome: refused).
 inline constexpr int kExitNotAVariant = 5;
 
