@@ -76,6 +76,7 @@ struct GateCase {
   std::vector<torch::Tensor> inputs;   // in the call's dtypes
   uint64_t upstream_seed = 0;          // the output gradient: standard normal (float64) of the output's shape
   int repeats = -1;                    // the repeated call: the index of the case it repeats
+  bool forward_only = false;           // only the output is compared (StructuredInputs::forward_only)
 };
 
 // The recorded call, then its edge cases (`*edges` of them) and other shapes

@@ -48,6 +48,15 @@ struct OpCall {
   std::string Shapes() const;
 };
 
+// One set of the gate's structured inputs. `forward_only`: the set is made
+// to break the forward (e.g. a softmax that overflows) and leaves the
+// gradients ill-conditioned by construction; only the output is compared.
+struct StructuredInputs {
+  std::string name;
+  std::vector<torch::Tensor> inputs;
+  bool forward_only = false;
+};
+
 // What the gate and the benchmark know of an op.
 struct Op {
   std::string reference;                               // the variant every other is checked against
@@ -59,9 +68,7 @@ struct Op {
   // (the gate's structured inputs), in the op's domain. Unset: the generic
   // sets of correctness.cc (constants, small integers, one-hot rows, large
   // and tiny magnitudes).
-  std::function<std::vector<std::pair<std::string, std::vector<torch::Tensor>>>(const OpCall& call,
-                                                                                at::Generator& generator)>
-      structured_inputs;
+  std::function<std::vector<StructuredInputs>(const OpCall& call, at::Generator& generator)> structured_inputs;
   // What a variant computes, its signature and the plugin call that
   // registers one (the kernel lab's prompt, docs/kernel-lab.md).
   std::string contract;
