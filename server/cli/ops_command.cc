@@ -218,8 +218,9 @@ void KeepBest(Store& store, const OpRunRecord& run, const fs::path& run_dir) {
 
 class OpRun {
  public:
-  OpRun(const OpsOptions& options, Store& store, OpRunRecord run, fs::path dir)
-      : options_(options), store_(store), run_(std::move(run)), dir_(std::move(dir)) {}
+  // `profile`: the stored trial's profile the model is told of (null without one).
+  OpRun(const OpsOptions& options, Store& store, OpRunRecord run, fs::path dir, json profile)
+      : options_(options), store_(store), run_(std::move(run)), dir_(std::move(dir)), profile_(std::move(profile)) {}
 
   // Judges `source` as `name` unless the run has it already; true when judged now.
   bool Judge(const fs::path& source, const std::string& name, const std::string& kind, int round) {
@@ -359,8 +360,6 @@ class OpRun {
     return last;
   }
 
-  json profile_;
-
  private:
   std::string TrialBinary() const {
     return options_.trial_binary.empty() ? SiblingBinary("frontier-trial") : options_.trial_binary;
@@ -375,6 +374,7 @@ class OpRun {
   Store& store_;
   OpRunRecord run_;
   fs::path dir_;
+  json profile_;
 };
 
 // What the model is told of the trial's profile: its bottleneck class and
@@ -475,8 +475,7 @@ int OptimizeOp(const OpsOptions& options) {
   const fs::path dir = fs::absolute(fs::path(options.dir) / run.name);
   fs::create_directories(dir / "candidates");
   WriteFile(dir / "spec.json", spec.dump(2));
-  OpRun lab(options, *store, run, dir);
-  lab.profile_ = profile;
+  OpRun lab(options, *store, run, dir, profile);
   if (!options.candidates.empty()) {
     std::vector<fs::path> files;
     for (const fs::directory_entry& entry : fs::directory_iterator(options.candidates)) {
