@@ -2,10 +2,20 @@
 // leases trials, runs each in a child frontier-trial process, forwards its
 // progress, keeps its lease alive and reports its result (docs/worker.md).
 // Torch-free: it only talks gRPC and starts processes.
+//
+// Agent's members are defined by concern: agent.cc (Run, the slots' loop and
+// RunTrial: a leased trial from its spec to its report), coordinator_calls.cc
+// (registration, Call and its retry rules, reporting a trial's end),
+// supervision.cc (Supervise: one running trial, its heartbeats, progress, stop
+// and timeout; which failures are retried), calibration.cc (Calibrate) and
+// trial_artifacts.cc (UploadArtifacts). The free functions they share are in
+// rank_launch.h, profile_tool.h, trial_protocol.h, result_line.h and
+// trial_artifacts.h.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -146,19 +156,55 @@ class Agent {
   std::string worker_id() const;
 
  private:
-  struct Lease;
-  struct Outcome;
-  struct Launch;
-  struct RankPlan;
-  enum class Retry;
+  // How long a call keeps retrying.
+  enum class Retry {
+    kOnce,        // one attempt (heartbeats, progress: the next one is coming anyway)
+    kUntilDrain,  // until a drain or stop is requested (registration, leasing)
+    kUntilStop,   // until a stop, or a drain's deadline passes (results, failures)
+  };
+
+  struct Lease {
+    std::string trial_id;
+    int attempt = 0;
+    std::string spec_json;
+  };
+
+  // How one trial runs: what to call it in messages, its stop file, its time limit.
+  struct Launch {
+    std::string what;       // "frontier-trial" or "the command `python3 train.py`"
+    std::string stop_file;  // created when the trial is asked to stop
+    std::chrono::milliseconds timeout;
+    // A line that is not a JSON object fails the trial: a command trial's own
+    // program, unless a profiler wrapper (which prints to stdout) runs it.
+    bool strict_output = false;
+  };
+
+  // How a trial ended, as the coordinator is to hear it.
+  struct Outcome {
+    enum class Kind {
+      kComplete,   // CompleteTrial(result_json): completed or diverged
+      kFail,       // FailTrial(error, retryable, result_json)
+      kLeaseLost,  // nothing: the coordinator already re-queued the trial
+    };
+    Kind kind = Kind::kFail;
+    std::string error;
+    bool retryable = true;
+    std::string result_json;  // the result line exactly as frontier-trial printed it, if it did
+  };
+
+  // The longest a trial's supervisor (or the calibration's reader) goes
+  // without checking for a stop, a drain or its timeout.
+  static constexpr std::chrono::milliseconds kSupervisePoll{100};
+
+  // One RPC as Call makes it: on `context`, for the worker id registered now.
+  using Rpc = std::function<grpc::Status(grpc::ClientContext* context, const std::string& worker_id)>;
 
   // Calls `rpc(context, worker_id)` with a fresh context whose deadline is
   // `deadline` away. UNAVAILABLE and DEADLINE_EXCEEDED are retried with
   // jittered exponential backoff until `retry` gives up (one attempt is
   // always made); with `reregister`, NOT_FOUND or UNAUTHENTICATED (the
   // coordinator forgot this worker) registers again once and repeats the call.
-  template <typename Rpc>
-  grpc::Status Call(const char* name, Retry retry, std::chrono::milliseconds deadline, Rpc&& rpc,
+  grpc::Status Call(const char* name, Retry retry, std::chrono::milliseconds deadline, const Rpc& rpc,
                     bool reregister = true);
   grpc::Status Register(Retry retry);
   // Registers again unless another slot already replaced `stale_worker_id`.
@@ -175,10 +221,6 @@ class Agent {
   // Runs and reports one trial; *next is the slot's next trial when the
   // completion brought one (CompleteTrial.lease_next).
   void RunTrial(int slot, const Lease& lease, std::optional<Lease>* next);
-  // `command` as one process, or (runtime.ranks > 1) its ranks as one
-  // RankGroup or one srun child; nullptr and *error when none could start.
-  std::unique_ptr<TrialProcess> StartRanks(const TrialCommand& command, const RankPlan& plan,
-                                           const std::vector<int>& cpus, std::string* error);
   // Streams the trial's output until it exits, is killed or times out.
   Outcome Supervise(const Lease& lease, const Launch& launch, TrialProcess& process);
   // With `next`, a completion also asks for the slot's next trial when the
@@ -195,6 +237,8 @@ class Agent {
   void ClassifyOutOfMemory(const TrialProcess& process, Outcome* outcome) const;
   void Fail(const Lease& lease, const std::string& error, bool retryable, const std::string& result_json);
   std::chrono::milliseconds Now() const;  // clock_'s time
+  // "2.5": a duration in seconds for messages.
+  static std::string Seconds(std::chrono::milliseconds duration);
 
   const AgentOptions options_;
   const std::unique_ptr<v1::WorkerService::StubInterface> stub_;
