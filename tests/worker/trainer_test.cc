@@ -90,6 +90,36 @@ TEST(TrainerTest, ResultCarriesEveryMetric) {
               1e-9);
 }
 
+// The result's phases split the trial's wall time: the measured steps are the
+// train phase (their step times are inside it), the warm-up steps their own,
+// and the phases with `other` add up to the wall time.
+TEST(TrainerTest, PhasesSplitTheWallTime) {
+  TrialSpec spec = Spec([](json& j) { j["profile"] = {{"steps", 1}}; });
+  TrialOptions options;
+  options.process_start_s = 0.25;  // as frontier-trial measures it
+  const json r = RunTrial(spec, options);
+  ASSERT_EQ(r["status"], "completed") << r.dump();
+  const json& p = r["phases"];
+  double sum = 0;
+  for (const char* phase : {"start_s", "data_s", "model_s", "flops_s", "gate_s", "warmup_s", "train_s", "eval_s",
+                            "latency_s", "profile_s", "other_s"}) {
+    ASSERT_TRUE(p.contains(phase)) << phase << " in " << p.dump();
+    EXPECT_GE(p[phase].get<double>(), 0) << phase;
+    sum += p[phase].get<double>();
+  }
+  EXPECT_DOUBLE_EQ(p["start_s"].get<double>(), 0.25);
+  EXPECT_NEAR(p["wall_s"].get<double>(), 0.25 + r["wall_time_s"].get<double>(), 1e-9);
+  EXPECT_NEAR(sum, p["wall_s"].get<double>(), 1e-6);
+  EXPECT_EQ(p["gate_s"].get<double>(), 0);  // reference ops only: no gate
+  for (const char* phase : {"data_s", "model_s", "flops_s", "warmup_s", "eval_s", "latency_s", "profile_s"}) {
+    EXPECT_GT(p[phase].get<double>(), 0) << phase;
+  }
+  // The 10 measured steps' times are inside the train phase, the 2 warm-up steps' outside it.
+  const double measured_s = r["step_time_ms"]["mean"].get<double>() * 10 / 1e3;
+  EXPECT_GE(p["train_s"].get<double>(), measured_s * (1 - 1e-9));
+  EXPECT_LT(p["train_s"].get<double>(), r["train_time_s"].get<double>() + r["data_wait_ms"]["mean"].get<double>() * 12 / 1e3);
+}
+
 // Inference latency: eval-mode forward at batch 1 and at the training batch,
 // warm-up excluded, as catalog metrics of the result.
 TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {

@@ -16,6 +16,7 @@
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/flop_counter.h"
 #include "worker/trial/measure/latency.h"
+#include "worker/trial/measure/phases.h"
 #include "worker/trial/measure/profiler.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/model/model.h"
@@ -176,17 +177,21 @@ class TrialRun {
     format_ =
         rt_.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 
+    auto since = PhaseTimes::Clock::now();
     LoadPlugins(rt_.plugins);
     const ResolvedArch arch = ResolveArch(spec_.arch, task_spec_);
     task_ = MakeTask(task_spec_);
+    since = phases_.AddSince("model", since);
     data_ = task_->LoadData(spec_, arch);
     result_["dataset_bytes"] = data_.bytes();
+    since = phases_.AddSince("data", since);
     net_ = task_->BuildNetwork(arch, task_spec_);
     net_->to(dev_.device);
     task_->Describe(data_, &result_);
     model::SetMemoryFormat(*net_, format_);
     const int64_t params = model::CountParameters(*net_);
     const torch::Tensor batch = Normalize(data_, data_.train.images.slice(0, 0, shard_.count), dev_.device, format_);
+    since = phases_.AddSince("model", since);
     bool checked_variants = false;
     std::string recorded_op;  // the first op the model calls, if any
     {
@@ -195,8 +200,10 @@ class TrialRun {
       checked_variants = UsesNonReferenceVariants(recorder.calls());
       if (!recorder.calls().empty()) recorded_op = recorder.calls().front().op;
     }
+    since = phases_.AddSince("flops", since);
     if (checked_variants) {
       CheckOpVariants(batch);
+      phases_.AddSince("gate", since);
     } else if (!recorded_op.empty()) {  // the reference itself: 1 by definition, nothing timed
       result_["op"] = {{"op", recorded_op}, {"variant", ops::OpRegistry().At(recorded_op).reference},
                        {"reference", ops::OpRegistry().At(recorded_op).reference}, {"speedup", 1.0}};
@@ -296,15 +303,19 @@ class TrialRun {
     profiler_ = std::make_unique<StepProfiler>(spec_.profile, task_spec_.steps, options_.artifact_dir,
                                                spec_.trial_id, dev_.is_cuda());
     for (int step = 0; step < task_spec_.steps; ++step) {
+      auto since = PhaseTimes::Clock::now();
       const StepResult s = RunStep(step);
       if (profiler_->Covers(step)) {
         profiled_times_.push_back(s.step_s);
+        since = phases_.AddSince("profile", since);
       } else {
+        const bool warmup = step_times_.size() < static_cast<size_t>(task_spec_.warmup_steps);
         step_times_.push_back(s.step_s);
         data_waits_.push_back(s.wait_s);
         train_time_ += s.step_s;
         own_step_times_.push_back(s.own_step_s);
         comms_.push_back(s.comms);
+        since = phases_.AddSince(warmup ? "warmup" : "train", since);
       }
       steps_run_ = step + 1;
       last_loss_ = s.loss;
@@ -319,7 +330,10 @@ class TrialRun {
       }
       const bool eval_point = (task_spec_.eval_every > 0 && steps_run_ % task_spec_.eval_every == 0) ||
                               steps_run_ == task_spec_.steps;
-      if (eval_point) EvaluateValidation();
+      if (eval_point) {
+        EvaluateValidation();
+        phases_.AddSince("eval", since);
+      }
     }
     result_["peak_memory_mb"] = memory.PeakBytes() / (1024.0 * 1024.0);
     result_["peak_memory_kind"] = memory.kind();
@@ -359,6 +373,7 @@ class TrialRun {
       result_["time_to_target_s"] = time_to_target_ ? json(*time_to_target_) : json(nullptr);
       result_["steps_to_target"] = steps_to_target_ ? json(*steps_to_target_) : json(nullptr);
     }
+    auto since = PhaseTimes::Clock::now();
     if (status_ == "completed") {
       if (!evaluated_) last_eval_ = EvaluateOn(data_.val);
       const EvalResult test = EvaluateOn(data_.test);
@@ -369,10 +384,13 @@ class TrialRun {
       result_["test_" + quality] = test.quality;
     }
     if (loss_scale_) result_["loss_scale"] = *loss_scale_;
+    since = phases_.AddSince("eval", since);
     if (status_ == "completed") MeasureLatency();
+    since = phases_.AddSince("latency", since);
     std::string profile_error;
     if (status_ == "completed" && spec_.profile.start < 0) profile_error = RunProfiledSteps();
     const json profile = profiler_->Finish();
+    phases_.AddSince("profile", since);
     if (!profile.is_null()) {
       result_["profile"] = profile;
       result_["profile"]["profiled_step_time_ms"] = StatsJson(Summarize(profiled_times_), 1e3);
@@ -383,6 +401,7 @@ class TrialRun {
   }
 
   int steps_run() const { return steps_run_; }
+  PhaseTimes& phases() { return phases_; }
 
  private:
   struct StepResult {
@@ -679,6 +698,7 @@ class TrialRun {
   std::optional<double> time_to_target_;
   std::optional<int> steps_to_target_;
   std::optional<double> loss_scale_;
+  PhaseTimes phases_;
 };
 
 }  // namespace
@@ -729,6 +749,8 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
     result["steps_run"] = run.steps_run();
   }
   result["wall_time_s"] = Seconds(wall_start, Clock::now());
+  run.phases().Add("start", options.process_start_s);
+  result["phases"] = run.phases().ToJson(options.process_start_s + result["wall_time_s"].get<double>());
   return result;
 }
 

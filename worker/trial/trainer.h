@@ -35,6 +35,10 @@ struct TrialOptions {
   // Called before each batch is drawn (with the step), inside the step's data
   // wait: how tests stand in for a slow input pipeline. Empty: nothing.
   std::function<void(int step)> before_batch;
+  // Seconds this process ran before the trial began (exec, loading the
+  // libraries, reading the spec): the result's phases.start_s. frontier-trial
+  // sets it; a trial run inside another program leaves it 0.
+  double process_start_s = 0;
 };
 
 // Never throws for problems of the trial itself: they come back as a result

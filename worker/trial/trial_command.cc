@@ -7,6 +7,7 @@
 
 #include "worker/trial/kernel_lab.h"
 #include "worker/trial/measure/device.h"
+#include "worker/trial/measure/phases.h"
 #include "worker/trial/op_bench.h"
 
 namespace frontier {
@@ -41,6 +42,7 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
     }
   }
   options.emit = print;
+  options.process_start_s = SecondsSinceProcessStart();
   const nlohmann::json result = RunTrial(spec, options);
   // Rank 0 speaks for a data-parallel trial; the other ranks' standard
   // output stays empty (under srun every task's output is the trial's).
