@@ -238,6 +238,9 @@ std::string CostSection(const Report& report) {
                             totals.trials_completed, totals.mean_completed_s, totals.total.device_s,
                             totals.total.device_s / 3600)) +
           "</li>\n";
+  if (const std::string goodput = GoodputLine(totals); !goodput.empty()) {
+    html += "<li>" + EscapeHtml(goodput) + "</li>\n";
+  }
   if (totals.trials_stopped > 0) {
     html += "<li>" +
             EscapeHtml(Printf("early stopping: %d trials stopped after %.1f device-s; run to the end they would "

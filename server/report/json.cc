@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "server/report/report.h"
+#include "server/report/views.h"
+#include "server/search/external.h"
 
 namespace frontier {
 namespace {
@@ -85,6 +87,7 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"parity", c.parity},
                        {"parity_test", c.parity_test},
                        {"proposer", c.proposer},
+                       {"fallback", IsFallbackProposer(c.proposer)},
                        {"rationale", c.rationale},
                        {"ranks", c.ranks},
                        {"scaling_efficiency", OptionalToJson(c.scaling_efficiency)},
@@ -114,8 +117,12 @@ nlohmann::json ReportToJson(const Report& report) {
         {"latency_ms", report.proposer_calls.latency_ms},
         {"model_calls", report.proposer_calls.model_calls},
         {"prompt_tokens", report.proposer_calls.prompt_tokens},
-        {"completion_tokens", report.proposer_calls.completion_tokens}}},
-      {"screening", ScreeningToJson(report.screening)}};
+        {"completion_tokens", report.proposer_calls.completion_tokens},
+        {"fallback_configs", FallbackConfigs(report)},
+        {"last_error", report.proposer_calls.last_error},
+        {"paused", report.proposer_calls.paused}}},
+      {"screening", ScreeningToJson(report.screening)},
+      {"goodput", GoodputToJson(TotalCost(report))}};
 }
 
 }  // namespace frontier

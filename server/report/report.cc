@@ -6,11 +6,13 @@
 #include <numeric>
 #include <utility>
 
+#include "search_spaces/trial_phases.h"
 #include "server/analysis/hypervolume.h"
 #include "server/analysis/pareto.h"
 #include "server/analysis/parity.h"
 #include "server/report/format.h"
 #include "server/report/result_reader.h"
+#include "server/search/external.h"
 #include "server/search/screen.h"
 
 namespace frontier {
@@ -21,7 +23,8 @@ using nlohmann::json;
 // Read of every result beside the reported metrics, for the views (the step
 // time's spread, the profile by operator class, what the trials cost); only
 // the step-time quantiles stay in ConfigSummary::metrics.
-const std::vector<std::string> kInternalMetrics = {
+const std::vector<std::string> kInternalMetrics = [] {
+  std::vector<std::string> metrics = {
     "step_time_ms.p10",
     "step_time_ms.p90",
     "train_time_s",
@@ -34,7 +37,10 @@ const std::vector<std::string> kInternalMetrics = {
     "profile.by_class.view.share",
     "profile.by_class.autograd.share",
     "profile.by_class.other.share",
-};
+  };
+  for (const std::string& phase : ReportedPhases()) metrics.push_back("phases." + phase + "_s");
+  return metrics;
+}();
 
 // Metrics that are ratios of two timings (an op variant's speed-up over its
 // reference): summarized with their interval on the log scale (SummarizeRatio).
@@ -205,6 +211,15 @@ std::string BottleneckLabel(const ConfigSummary& config) {
     label += (label.empty() ? "" : ", ") + verdict + " " + std::to_string(n);
   }
   return label;
+}
+
+const std::vector<std::string>& ReportedPhases() {
+  static const std::vector<std::string> kPhases = [] {
+    std::vector<std::string> names(kTrialPhases.begin(), kTrialPhases.end());
+    names.insert(names.end(), {"other", "wall"});
+    return names;
+  }();
+  return kPhases;
 }
 
 const std::vector<std::string>& ReportMetrics() {
@@ -396,6 +411,14 @@ struct ReportBuilder::State {
         cost.train_s += train_s;
         cost.profile_s += profile_s;
         cost.other_s += std::max(0.0, trial.device_s - train_s - profile_s);
+        if (const double wall = Value(t, Index("phases.wall_s")); !std::isnan(wall)) {
+          ++cost.trials_with_phases;
+          cost.phased_device_s += trial.device_s;
+          for (const std::string& phase : ReportedPhases()) {
+            const double seconds = Value(t, Index("phases." + phase + "_s"));
+            cost.phases[phase] += std::isnan(seconds) ? 0 : seconds;
+          }
+        }
       } else {
         cost.other_s += trial.device_s;  // cancelled while running
       }
@@ -718,6 +741,11 @@ Report BuildReport(const std::string& experiment_id, const SearchSpace& space,
   ReportBuilder builder(experiment_id, space);
   for (TrialRecord& trial : trials) builder.Add(std::move(trial));
   return builder.Build();
+}
+
+int FallbackConfigs(const Report& report) {
+  return static_cast<int>(std::count_if(report.configs.begin(), report.configs.end(),
+                                        [](const ConfigSummary& c) { return IsFallbackProposer(c.proposer); }));
 }
 
 }  // namespace frontier

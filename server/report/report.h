@@ -59,7 +59,18 @@ struct SearchCost {
   double other_s = 0;    // the rest of completed trials: start-up, data, evaluations
   double stopped_s = 0;  // trials stopped early by the strategy
   double failed_s = 0;   // failed and diverged trials
+  // Where completed trials' time went, from their results' phases
+  // (docs/trial-output.md, Phases): by ReportedPhases() name, summed over the
+  // trials_with_phases completed trials that have them, whose device-seconds
+  // are phased_device_s (results of older workers have none).
+  std::map<std::string, double> phases;
+  int trials_with_phases = 0;
+  double phased_device_s = 0;
 };
+
+// The names of a result's phases the report sums: kTrialPhases
+// (search_spaces/trial_phases.h), then "other" and "wall".
+const std::vector<std::string>& ReportedPhases();
 
 struct ConfigSummary {
   std::string config_key;
@@ -112,7 +123,10 @@ struct ProposerCallsSummary {
   int calls = 0, failed = 0, accepted = 0, rejected = 0, model_calls = 0;
   int64_t latency_ms = 0;  // summed, as the coordinator measured the calls
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  std::string last_error;  // of the latest call that failed ("" when none did)
+  std::string paused;      // why the search is paused now ("" when it is not)
 };
+
 
 // The bottleneck column: the verdict all completed seeds share, or the counts
 // when they differ ("compute-bound 1, memory-bound 1"); "" when none has one.
@@ -182,6 +196,10 @@ struct Report {
   std::string artifacts_href;
   std::optional<ScreeningSummary> screening;  // only when the experiment screened
 };
+
+// How many configurations a proposer drew as a fallback (IsFallbackProposer,
+// server/search/external.h), not by its own method.
+int FallbackConfigs(const Report& report);
 
 // Metrics summarized per configuration, by name as they appear in reports:
 // the catalog's reported metrics (search_spaces/metric_catalog.h), by their

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 
 #include "server/report/format.h"
+#include "server/report/views.h"
+#include "server/search/external.h"
 
 namespace frontier {
 namespace {
@@ -253,6 +256,8 @@ std::vector<std::string> ReportNotes(const Report& report) {
       if (!c.kept) notes.push_back("screened out: " + c.label + ": " + c.reason);
     }
   }
+  // Goodput: the measured training steps' share of the device time (docs/report.md#goodput).
+  if (const std::string goodput = GoodputLine(TotalCost(report)); !goodput.empty()) notes.push_back(goodput);
   // An external proposer's rationales and what its calls cost (docs/proposers.md).
   for (const ConfigSummary& c : report.configs) {
     if (!c.rationale.empty()) notes.push_back("proposed by " + c.proposer + ": " + c.label + ": " + c.rationale);
@@ -263,7 +268,23 @@ std::vector<std::string> ReportNotes(const Report& report) {
                            p.calls, p.failed, p.accepted, p.rejected, static_cast<double>(p.latency_ms) / p.calls,
                            p.model_calls, static_cast<long long>(p.prompt_tokens),
                            static_cast<long long>(p.completion_tokens)));
+    if (!p.last_error.empty()) notes.push_back("last proposer error: " + p.last_error);
   }
+  if (const int fallback = FallbackConfigs(report); fallback > 0) {
+    std::map<std::string, int> by_proposer;  // every proposer's configurations, the fallback ones apart
+    int proposed = 0;
+    for (const ConfigSummary& c : report.configs) {
+      if (c.is_baseline || c.proposer.empty()) continue;
+      ++by_proposer[c.proposer];
+      ++proposed;
+    }
+    std::string counts;
+    for (const auto& [proposer, n] : by_proposer) counts += (counts.empty() ? "" : ", ") + proposer + " " + std::to_string(n);
+    notes.push_back(Printf("fallback: %d of %d proposed configurations were drawn by a fallback, not by the "
+                           "proposer's own method (%s)",
+                           fallback, proposed, counts.c_str()));
+  }
+  if (!report.proposer_calls.paused.empty()) notes.push_back("search paused: " + report.proposer_calls.paused);
   return notes;
 }
 

@@ -212,9 +212,21 @@ CostTotals TotalCost(const Report& report) {
     totals.total.other_s += s.other_s;
     totals.total.stopped_s += s.stopped_s;
     totals.total.failed_s += s.failed_s;
+    totals.total.trials_with_phases += s.trials_with_phases;
+    totals.total.phased_device_s += s.phased_device_s;
+    for (const auto& [phase, seconds] : s.phases) totals.total.phases[phase] += seconds;
     totals.trials_completed += c.seeds_completed;
     totals.trials_stopped += c.trials_stopped;
     completed_s += s.train_s + s.profile_s + s.other_s;
+  }
+  if (const SearchCost& s = totals.total; s.trials_with_phases > 0 && s.device_s > 0) {
+    const auto phase = [&s](const char* name) {
+      const auto it = s.phases.find(name);
+      return it == s.phases.end() ? 0.0 : it->second;
+    };
+    totals.goodput = phase("train") / s.device_s;
+    totals.fixed_cost_s = std::max(0.0, s.phased_device_s - phase("train") - phase("warmup")) / s.trials_with_phases;
+    totals.outside_process_s = std::max(0.0, s.phased_device_s - phase("wall")) / s.trials_with_phases;
   }
   if (totals.trials_completed == 0) return totals;
   totals.mean_completed_s = completed_s / totals.trials_completed;
@@ -230,6 +242,35 @@ CostTotals TotalCost(const Report& report) {
         static_cast<double>(report.grid_size) * std::max(1, report.repeats) * totals.mean_completed_s;
   }
   return totals;
+}
+
+std::string GoodputLine(const CostTotals& totals) {
+  if (!totals.goodput) return "";
+  const SearchCost& s = totals.total;
+  std::string parts;
+  for (const std::string& phase : ReportedPhases()) {
+    if (phase == "train" || phase == "warmup" || phase == "wall") continue;
+    const auto it = s.phases.find(phase);
+    parts += Printf("%s %.2f, ", phase.c_str(), (it == s.phases.end() ? 0.0 : it->second) / s.trials_with_phases);
+  }
+  return Printf("goodput %.2f: measured training steps %.1f s of %.1f device-s; fixed cost %.2f s a completed "
+                "trial: %soutside the trial process %.2f (lease to launch, upload, report)",
+                *totals.goodput, s.phases.count("train") ? s.phases.at("train") : 0.0, s.device_s,
+                totals.fixed_cost_s, parts.c_str(), totals.outside_process_s);
+}
+
+nlohmann::json GoodputToJson(const CostTotals& totals) {
+  if (!totals.goodput) return nullptr;
+  const SearchCost& s = totals.total;
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& [phase, seconds] : s.phases) phases[phase + "_s"] = seconds;
+  return {{"share", *totals.goodput},
+          {"device_s", s.device_s},
+          {"train_s", s.phases.count("train") ? s.phases.at("train") : 0.0},
+          {"fixed_cost_s", totals.fixed_cost_s},
+          {"outside_process_s", totals.outside_process_s},
+          {"trials", s.trials_with_phases},
+          {"phases", phases}};
 }
 
 const ConfigSummary& FindConfig(const Report& report, const std::string& name) {

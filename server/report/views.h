@@ -56,8 +56,24 @@ struct CostTotals {
   // what it used; and the full grid at every seed at the mean completed cost.
   double early_stopping_saved_s = 0;
   double full_grid_s = 0;  // 0 when the grid size is unknown
+  // Goodput (docs/report.md#goodput): the measured training steps' share of
+  // every device-second the experiment's trials used (phases.train_s summed
+  // over completed trials, over total.device_s); nullopt when no completed
+  // trial's result has phases. fixed_cost_s: a completed trial's mean
+  // device-seconds outside its training steps (warm-up and measured), of the
+  // trials with phases; outside_process_s: the part of it before and after the
+  // trial's process (lease to launch, upload, the report).
+  std::optional<double> goodput;
+  double fixed_cost_s = 0;
+  double outside_process_s = 0;
 };
 CostTotals TotalCost(const Report& report);
+// One sentence for people: the goodput, the fixed cost of a completed trial
+// and its phases; "" when TotalCost has no goodput.
+std::string GoodputLine(const CostTotals& totals);
+// {share, device_s, train_s, fixed_cost_s, outside_process_s, trials, phases: {NAME_s: seconds summed}},
+// or null when TotalCost has no goodput.
+nlohmann::json GoodputToJson(const CostTotals& totals);
 
 // Two configs side by side: every summarized metric of each with its
 // interval, their difference (a - b, Welch) and the parity verdict of a

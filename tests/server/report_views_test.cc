@@ -21,6 +21,7 @@
 #include "search_spaces/search_space.h"
 #include "server/report/labels.h"
 #include "server/report/report.h"
+#include "server/report/table.h"
 #include "server/report/views.h"
 #include "server/rpc/stored_report.h"
 #include "server/store/sqlite_store.h"
@@ -355,6 +356,48 @@ TEST(ReportViewsTest, CostCountsDeviceTimeAndWhatEarlyStoppingSaved) {
   EXPECT_NEAR(totals.full_grid_s, 18 * 2 * 10, 1e-9);
   const std::string html = RenderHtml(report);
   EXPECT_NE(html.find("early stopping: 2 trials stopped"), std::string::npos);
+}
+
+// Goodput: the measured steps' share of every device-second, and a
+// completed trial's fixed cost split by phase; trials of older workers (no
+// phases) leave the goodput out rather than count as zero.
+TEST(ReportViewsTest, GoodputIsTheMeasuredStepsShareOfTheDeviceTime) {
+  const SearchSpace space = Quickstart();
+  std::vector<TrialRecord> trials = QuickstartTrials(space);
+  EXPECT_FALSE(TotalCost(BuildReport("exp-1", space, trials)).goodput);  // no result has phases
+  EXPECT_EQ(ReportToJson(BuildReport("exp-1", space, trials))["goodput"], nullptr);
+  // Each 10 s lease: 9 s in the trial's process, of which 6 s measured steps and 1 s warm-up.
+  for (TrialRecord& t : trials) {
+    t.result["phases"] = {{"start_s", 0.5}, {"data_s", 0.25}, {"model_s", 0.25}, {"flops_s", 0.0},
+                          {"gate_s", 0.0},  {"warmup_s", 1.0}, {"train_s", 6.0},  {"eval_s", 0.5},
+                          {"latency_s", 0.25}, {"profile_s", 0.25}, {"other_s", 0.0}, {"wall_s", 9.0}};
+  }
+  // A failed trial: its 3 s count as device time, not as training.
+  TrialRecord failed = trials.back();
+  failed.trial_id = "failed";
+  failed.seed = 9;
+  failed.state = "failed";
+  failed.result = nullptr;
+  failed.finished_ms = failed.started_ms + 3000;
+  trials.push_back(failed);
+  const size_t completed = trials.size() - 1;
+  const Report report = BuildReport("exp-1", space, trials);
+  const CostTotals totals = TotalCost(report);
+  ASSERT_TRUE(totals.goodput);
+  EXPECT_NEAR(*totals.goodput, 6.0 * completed / (10.0 * completed + 3), 1e-9);
+  EXPECT_NEAR(totals.fixed_cost_s, 10 - 6 - 1, 1e-9);
+  EXPECT_NEAR(totals.outside_process_s, 1, 1e-9);
+  EXPECT_NEAR(totals.total.phases.at("start"), 0.5 * completed, 1e-9);
+  const json goodput = ReportToJson(report)["goodput"];
+  EXPECT_NEAR(goodput["share"].get<double>(), *totals.goodput, 1e-12);
+  EXPECT_EQ(goodput["trials"], static_cast<int>(completed));
+  EXPECT_NEAR(goodput["phases"]["train_s"].get<double>(), 6.0 * completed, 1e-9);
+  const std::string line = GoodputLine(totals);
+  EXPECT_NE(line.find("fixed cost 3.00 s a completed trial: start 0.50, data 0.25"), std::string::npos) << line;
+  EXPECT_NE(line.find("outside the trial process 1.00"), std::string::npos) << line;
+  const std::vector<std::string> notes = ReportNotes(report);  // the table's notes, before wrapping
+  EXPECT_NE(std::find(notes.begin(), notes.end(), line), notes.end());
+  EXPECT_NE(RenderHtml(report).find("goodput 0."), std::string::npos);
 }
 
 TEST(ReportViewsTest, HtmlHasEveryView) {
