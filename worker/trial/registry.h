@@ -33,7 +33,7 @@ class Registry {
 
   // Throws std::invalid_argument("unknown <what> '<name>'") for a name never
   // added. (Trial specs are validated by name before they are built, with the
-  // field's path in the message: search_spaces/trial_spec.cc.)
+  // field's path in the message: search_spaces/trial_spec_arch.cc.)
   const Entry& At(const std::string& name) const {
     const auto it = entries_.find(name);
     if (it == entries_.end()) throw std::invalid_argument("unknown " + what_ + " '" + name + "'");

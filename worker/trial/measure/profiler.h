@@ -25,7 +25,7 @@ namespace frontier {
 // operator table under <artifact_dir>/<trial_id>/ and returns the summary
 // (time shares by bound, small calls counted as overhead: docs/profiling.md).
 // tool "nsys" | "ncu": the worker wraps the whole trial process in the tool
-// (worker/agent/agent.cc); in a CUDA build the profiled steps are marked with NVTX
+// (worker/agent/profile_tool.cc); in a CUDA build the profiled steps are marked with NVTX
 // ranges ("frontier.profiled_steps" around them, one per operator inside),
 // so the tool's timeline shows them and ncu can be limited to them.
 //

@@ -9,7 +9,7 @@
 // Stems, block families and attention kinds are looked up by name in the
 // registries below (StemRegistry, BlockRegistry, AttentionRegistry): a new
 // kind is one entry in model.cc's built-in list (and its name in the spec's
-// validation, search_spaces/trial_spec.cc).
+// validation, search_spaces/trial_spec_arch.cc).
 #pragma once
 
 #include <functional>
