@@ -26,17 +26,13 @@ against tests/proposers/llm_standin.py; no real model has been run with it.
 """
 
 import argparse
-import email.utils
-import http
-import http.client
 import json
 import os
-import re
-import socket
 import sys
-import time
-import urllib.error
-import urllib.request
+
+from chat_client import (AnswerTooLong, ChatClient, KeyFileError, ModelUnusable,  # noqa: F401 (kd._retry_after)
+                         _retry_after, check_endpoint, fenced_blocks, strip_reasoning)
+from chat_client import read_key as _read_key
 
 PROG = "frontier-llm-kernels"
 
@@ -51,23 +47,13 @@ ATTEMPT_CAPS = [(COMPILE_LOG_CAP, 600, 300), (256, 600, 300), (128, 200, 150)]
 MAX_ATTEMPTS = 20               # most recent attempts shown
 BLOCK_CAP = 256 * 1024          # bytes of one candidate
 ANSWER_CAP = 1 << 20            # bytes of one answer's text read
-RESPONSE_CAP = 2 << 20          # bytes of one HTTP response body read (the JSON around the answer)
 FOLLOW_UP_ANSWER_CAP = 32 * 1024  # bytes of the first answer repeated in the follow-up call
-RETRY_AFTER_CAP = 30.0          # seconds of Retry-After honoured; longer: the model cannot be used now
 
 CPP_LANGUAGES = {"", "cpp", "c++", "cc", "cxx", "c"}
 
 
 class UsageError(Exception):
     """Bad flags or context: exit 2."""
-
-
-class AnswerTooLong(Exception):
-    """A 200 response over RESPONSE_CAP: an answer that cannot be read (an error entry, not exit 3)."""
-
-
-class ModelUnusable(Exception):
-    """The model cannot be used (unreachable, auth, wrong model or path, persistent errors): exit 3."""
 
 
 def cut(text, limit, what="bytes"):
@@ -310,47 +296,6 @@ def build_prompt(ctx, count):
 # ----------------------------------------------------------------------------------------------
 # The answer.
 
-def strip_reasoning(text):
-    """The answer without a <think>...</think> prefix; None when it is all reasoning (never closed)."""
-    stripped = text.lstrip()
-    if stripped.startswith("<think>"):
-        end = stripped.find("</think>")
-        return None if end < 0 else stripped[end + len("</think>"):]
-    end = text.find("</think>")
-    if end >= 0 and "<think>" not in text[:end]:  # the opening tag was part of the chat template
-        return text[end + len("</think>"):]
-    return text
-
-
-_OPEN = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*([^\n]*)$")
-
-
-def fenced_blocks(text):
-    """Every fenced block: [(language, code, closed)], in order."""
-    blocks = []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        m = _OPEN.match(lines[i])
-        if not m or (m.group(2)[0] == "`" and "`" in m.group(3)):
-            i += 1
-            continue
-        indent, fence, info = m.group(1), m.group(2), m.group(3).strip()
-        language = info.split()[0].strip("{}.").lower() if info else ""
-        close = re.compile(r"^[ \t]*" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}[ \t]*$")
-        body, i, closed = [], i + 1, False
-        while i < len(lines):
-            if close.match(lines[i]):
-                closed = True
-                i += 1
-                break
-            line = lines[i]
-            body.append(line[len(indent):] if indent and line.startswith(indent) else line)
-            i += 1
-        blocks.append((language, "\n".join(body), closed))
-    return blocks
-
-
 def candidates_of(text, wanted, answer_no, taken_codes):
     """(codes, errors): at most `wanted` usable C++ blocks of one answer's text."""
     errors = []
@@ -397,171 +342,14 @@ def candidates_of(text, wanted, answer_no, taken_codes):
 
 
 # ----------------------------------------------------------------------------------------------
-# The model server.
+# The program.
 
 def read_key(path):
-    if path:
-        try:
-            with open(path) as f:
-                key = f.read().strip()
-        except OSError as e:
-            raise UsageError(f"cannot read --api-key-file {path}: {e.strerror or e}") from None
-        if not key:
-            raise UsageError(f"--api-key-file {path} is empty")
-        return key
-    return os.environ.get("FRONTIER_LLM_API_KEY", "")
-
-
-def _phrase(code):
     try:
-        return http.HTTPStatus(code).phrase
-    except ValueError:
-        return ""
+        return _read_key(path)
+    except KeyFileError as e:
+        raise UsageError(str(e)) from None
 
-
-def _retry_after(headers):
-    """Seconds a Retry-After header asks for (delta-seconds or an HTTP date), None without one."""
-    value = (headers.get("Retry-After", "") if headers else "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
-class ChatClient:
-    """POST <endpoint>/chat/completions with bounded retries; counts calls and tokens."""
-
-    def __init__(self, endpoint, model, key, timeout_s, retries, temperature, max_tokens=0):
-        self.url = endpoint.rstrip("/") + "/chat/completions"
-        self.model = model
-        self._key = key
-        self.timeout_s = timeout_s
-        self.retries = retries
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.sleep = time.sleep
-
-    def __repr__(self):  # never the key
-        return f"ChatClient({self.url}, model={self.model})"
-
-    def redact(self, text):
-        return text.replace(self._key, "***") if self._key else text
-
-    def _count_usage(self, data):
-        usage = data.get("usage") if isinstance(data, dict) else None
-        if isinstance(usage, dict):
-            for field in ("prompt_tokens", "completion_tokens"):
-                value = usage.get(field)
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                    setattr(self, field, getattr(self, field) + int(value))
-
-    def _send(self, body):
-        """(status, headers, payload) of one HTTP request; raises TimeoutError, OSError/URLError."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = "Bearer " + self._key
-        request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        deadline = time.monotonic() + self.timeout_s
-        try:
-            response = urllib.request.urlopen(request, timeout=self.timeout_s)
-        except urllib.error.HTTPError as e:
-            with e:
-                return e.code, e.headers, e.read(64 * 1024)
-        with response:  # each wait is bounded by the socket's timeout, the whole read by the deadline
-            chunks, size = [], 0
-            while True:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the answer did not arrive in time")
-                chunk = response.read1(min(64 * 1024, RESPONSE_CAP + 1 - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > RESPONSE_CAP:
-                    break
-            return response.status, response.headers, b"".join(chunks)
-
-    def ask(self, messages):
-        """(content, finish_reason) of one answered call (content may be ""); ModelUnusable when none comes."""
-        body = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if self.max_tokens > 0:
-            body["max_tokens"] = self.max_tokens
-        last = ""
-        tries = 1 + self.retries
-        for attempt in range(tries):
-            self.calls += 1
-            wait = min(0.25 * 2 ** attempt, 4.0)
-            try:
-                status, headers, payload = self._send(body)
-            except (TimeoutError, socket.timeout):
-                last = f"no answer from {self.url} within --timeout-s {self.timeout_s:g}"
-                status = None
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-                reason = getattr(e, "reason", None) or e
-                if isinstance(reason, (TimeoutError, socket.timeout)):
-                    last = f"no answer from {self.url} within --timeout-s {self.timeout_s:g}"
-                else:
-                    last = f"could not reach the model server at {self.url}: {reason}"
-                status = None
-            if status is not None:
-                try:
-                    data = json.loads(payload) if payload else None
-                except ValueError:
-                    data = None
-                self._count_usage(data)
-                if status == 200:
-                    if len(payload) > RESPONSE_CAP:
-                        raise AnswerTooLong(f"the response is longer than {RESPONSE_CAP >> 20} MiB: not read")
-                    try:
-                        choice = data["choices"][0]
-                        content = choice["message"].get("content")
-                    except (TypeError, KeyError, IndexError, AttributeError):
-                        last = "the model server answered 200 with no chat-completions message"
-                    else:
-                        if isinstance(content, list):  # content parts
-                            content = "".join(p.get("text", "") for p in content
-                                              if isinstance(p, dict) and isinstance(p.get("text"), str))
-                        return (content if isinstance(content, str) else ""), choice.get("finish_reason")
-                else:
-                    detail = " ".join(payload[:2000].decode("utf-8", "replace").split())[:300]
-                    said = f"the model server answered {status} {_phrase(status)}".rstrip()
-                    if status == 401:
-                        raise ModelUnusable(said + (": check --api-key-file (or FRONTIER_LLM_API_KEY)" if self._key
-                                                    else ": no API key was given: pass --api-key-file or set "
-                                                         "FRONTIER_LLM_API_KEY"))
-                    if status == 403:
-                        raise ModelUnusable(f"{said}: the API key may not use model '{self.model}' at {self.url}"
-                                            + (f" ({detail})" if detail else ""))
-                    if status == 404:
-                        raise ModelUnusable(f"{said} at {self.url}: check --endpoint (the base URL, ending in /v1) "
-                                            f"and --model '{self.model}'" + (f" ({detail})" if detail else ""))
-                    if status != 429 and status < 500:
-                        raise ModelUnusable(said + (f": {detail}" if detail else ""))
-                    last = said + (f": {detail}" if detail else "")
-                    if status in (429, 503):
-                        after = _retry_after(headers)
-                        if after is not None:
-                            if after > RETRY_AFTER_CAP:
-                                raise ModelUnusable(f"{said} and asks to wait {after:.0f} s (Retry-After), more "
-                                                    f"than {RETRY_AFTER_CAP:.0f} s")
-                            wait = after
-            if attempt + 1 < tries:
-                self.sleep(wait)
-        raise ModelUnusable(f"{last} ({tries} tr{'y' if tries == 1 else 'ies'})")
-
-
-# ----------------------------------------------------------------------------------------------
-# The program.
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
@@ -584,12 +372,10 @@ def parse_args(argv):
     p.add_argument("--out", required=True, help="an existing folder for the candidates")
     p.add_argument("--count", type=int, required=True, help="candidates to draft")
     args = p.parse_args(argv)
-    if not args.endpoint.strip():
-        p.error("--endpoint is empty")
+    if check_endpoint(args.endpoint):
+        p.error(check_endpoint(args.endpoint))
     if not args.model.strip():
         p.error("--model is empty")
-    if not args.endpoint.startswith(("http://", "https://")):
-        p.error(f"--endpoint {args.endpoint!r} must be an http:// or https:// URL")
     if not 1 <= args.count <= 64:
         p.error("--count must be 1..64")
     if not args.timeout_s > 0:

@@ -1,6 +1,7 @@
 #include "server/proposer/grpc_proposer.h"
 
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include <grpcpp/grpcpp.h>
@@ -59,7 +60,9 @@ class GrpcProposerClient final : public ProposerClient {
     if (!status.ok()) {
       std::string message = CodeName(status.error_code());
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        message += " (" + std::to_string(deadline_ms_ / 1000.0).substr(0, 6) + " s)";
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(deadline_ms_) / 1000.0);
+        message += std::string(" (") + seconds + " s: the strategy's deadline_s; a slower proposer needs more)";
       }
       if (!status.error_message().empty()) message += ": " + status.error_message().substr(0, 300);
       throw ProposerUnavailable(message);

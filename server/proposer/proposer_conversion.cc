@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "search_spaces/metric_catalog.h"
 
 namespace frontier {
 namespace {
@@ -96,6 +97,7 @@ v1::ProposeRequest ToProposeRequest(const SearchSpace& space, const ProposerCall
     v1::ProposerObjective* objective = request.add_objectives();
     objective->set_metric(o.metric);
     objective->set_maximize(o.maximize);
+    if (const MetricInfo* info = FindMetric(o.metric)) objective->set_unit(std::string(info->unit));
   }
   for (const Constraint& c : space.constraints) {
     v1::ProposerConstraint* constraint = request.add_constraints();
@@ -104,6 +106,7 @@ v1::ProposeRequest ToProposeRequest(const SearchSpace& space, const ProposerCall
     constraint->set_min(c.min.value_or(0));
     constraint->set_has_max(c.max.has_value());
     constraint->set_max(c.max.value_or(0));
+    if (const MetricInfo* info = FindMetric(c.metric)) constraint->set_unit(std::string(info->unit));
   }
   if (call.baseline) *request.mutable_baseline() = ToProposerOutcome(space, *call.baseline, "", "");
   for (const ToldProposal& told : call.proposals) {
@@ -128,6 +131,7 @@ v1::ProposeRequest ToProposeRequest(const SearchSpace& space, const ProposerCall
   request.set_space_size(grid == SIZE_MAX || grid > static_cast<size_t>(INT64_MAX)
                              ? 0
                              : static_cast<int64_t>(grid) - (baseline_in_grid && grid > 0 ? 1 : 0));
+  request.set_max_configs(std::max(0, call.max_configs));
   return request;
 }
 
@@ -141,10 +145,12 @@ ProposerAnswer FromProposeResponse(const v1::ProposeResponse& response, size_t m
     }
     choices.rationale = proposed.rationale();
     choices.steps = proposed.steps();
+    choices.fallback = proposed.fallback().substr(0, 100);
     answer.configs.push_back(std::move(choices));
   }
   answer.finished = response.finished();
   answer.proposer = response.proposer().substr(0, 200);
+  answer.error = response.error().substr(0, 2000);
   answer.usage.prompt_tokens = std::max<int64_t>(0, response.usage().prompt_tokens());
   answer.usage.completion_tokens = std::max<int64_t>(0, response.usage().completion_tokens());
   answer.usage.model_calls = std::max(0, response.usage().model_calls());

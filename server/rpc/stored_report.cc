@@ -72,7 +72,9 @@ std::optional<Report> StoredReport(Store& store, const std::string& id, bool fro
     p.model_calls += call.model_calls;
     p.prompt_tokens += call.prompt_tokens;
     p.completion_tokens += call.completion_tokens;
+    if (!call.error.empty()) p.last_error = call.error;
   }
+  report.proposer_calls.paused = e->paused;
   const auto t4 = Clock::now();
   const auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();

@@ -155,6 +155,7 @@ class ExternalStrategy final : public Strategy {
     call.baseline = baseline_;
     call.proposals = proposals_;
     call.rejections = rejections_;
+    call.max_configs = options_.trials;
     return call;
   }
 
@@ -184,7 +185,9 @@ class ExternalStrategy final : public Strategy {
         last_reason = checked.reason;
         continue;
       }
-      Proposal proposal{*checked.config, steps_, proposer, OneBoundedLine(proposed.rationale)};
+      const std::string label =
+          proposed.fallback.empty() ? proposer : FallbackProposer(proposer, OneBoundedLine(proposed.fallback));
+      Proposal proposal{*checked.config, steps_, label, OneBoundedLine(proposed.rationale)};
       index_[ConfigKey(proposal.config)] = proposals_.size();
       proposals_.push_back({proposal, std::nullopt});
       arrived_.push_back(std::move(proposal));
@@ -200,7 +203,12 @@ class ExternalStrategy final : public Strategy {
     }
     ++fruitless_;
     Backoff();
-    if (fruitless_ >= options_.max_invalid_answers) {
+    if (!answer.error.empty()) {
+      // The proposer says it cannot propose (its model is down, refuses the key, ...): waiting for
+      // max_invalid answers would only hide it.
+      paused_ = OneBoundedLine("proposer " + proposer + " at " + client_->Where() +
+                               " cannot propose: " + answer.error);
+    } else if (fruitless_ >= options_.max_invalid_answers) {
       paused_ = OneBoundedLine(
           "proposer at " + client_->Where() + " proposed no valid configuration in " +
           std::to_string(fruitless_) + " answers in a row (" +
@@ -241,6 +249,7 @@ class ExternalStrategy final : public Strategy {
         record.prompt_tokens = answer->usage.prompt_tokens;
         record.completion_tokens = answer->usage.completion_tokens;
         record.model_calls = answer->usage.model_calls;
+        record.error = OneBoundedLine(answer->error);
       } else {
         paused_ = "proposer at " + client_->Where() + " unavailable: " + error;
         record.proposer = client_->Where();
@@ -281,6 +290,12 @@ class ExternalStrategy final : public Strategy {
 };
 
 }  // namespace
+
+std::string FallbackProposer(const std::string& proposer, const std::string& fallback) {
+  return kFallbackProposerPrefix + fallback.substr(0, 100) + " (" + proposer + ")";
+}
+
+bool IsFallbackProposer(const std::string& proposer) { return proposer.rfind(kFallbackProposerPrefix, 0) == 0; }
 
 Choices ChoicesOf(const SearchSpace& space, const Config& config) {
   Choices choices;

@@ -7,7 +7,10 @@
 // before, not the baseline, fidelity the task's steps, a valid trial spec)
 // and tells the rejected ones, with the reason, in the next call. A proposer
 // that is down, past its deadline, or that answers only invalid proposals
-// pauses the search (Paused() says why) until an answer brings a valid one.
+// pauses the search (Paused() says why) until an answer brings a valid one;
+// so does, at once, an answer that says the proposer cannot propose (its
+// `error`: a language model that is down or refuses the key). A proposal a
+// proposer drew as a fallback is labelled so (FallbackProposer).
 // Its state comes from the stored proposals and outcomes (Restore), so a
 // proposer may be stateless and a coordinator may restart.
 #pragma once
@@ -51,12 +54,14 @@ struct ProposerCall {
   std::optional<Evaluation> baseline;
   std::vector<ToldProposal> proposals;  // every accepted proposal, in order; evaluation set once told
   std::vector<ProposerRejection> rejections;  // of the previous call
+  int max_configs = 0;  // the strategy's `trials`: accepted configurations at most (0: no limit)
 };
 
 struct ProposedChoices {
   Choices choices;
   std::string rationale;
   int steps = 0;  // 0: the task's steps
+  std::string fallback;  // not empty: drawn by this stand-in, not the proposer's method ("random")
 };
 
 struct ProposerUsage {
@@ -70,7 +75,17 @@ struct ProposerAnswer {
   bool finished = false;
   std::string proposer;  // who proposes ("optuna:tpe"); empty: "external"
   ProposerUsage usage;
+  // Not empty: why the proposer could not propose as asked (its model failed);
+  // with nothing accepted the search pauses at once with it.
+  std::string error;
 };
+
+// The proposer of a configuration a proposer drew with a fallback:
+// "fallback:random (llm:qwen)". Stored with its trials, so the report, its
+// counts and its CSV/JSON tell it from the proposer's own choices.
+constexpr const char* kFallbackProposerPrefix = "fallback:";
+std::string FallbackProposer(const std::string& proposer, const std::string& fallback);
+bool IsFallbackProposer(const std::string& proposer);
 
 // The proposer could not answer (unreachable, deadline, refused, an answer
 // it could not read). what() says so, for the paused status.

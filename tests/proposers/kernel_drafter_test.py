@@ -10,6 +10,7 @@ Run: /usr/bin/python3 tests/proposers/kernel_drafter_test.py
 """
 
 import contextlib
+import email.utils
 import io
 import json
 import os
@@ -361,7 +362,7 @@ class KernelDrafterTest(unittest.TestCase):
         self.assertEqual(kd.strip_reasoning("no reasoning"), "no reasoning")
         self.assertEqual(kd._retry_after({"Retry-After": "2.5"}), 2.5)
         self.assertIsNone(kd._retry_after({}))
-        date = kd.email.utils.formatdate(time.time() + 20, usegmt=True)
+        date = email.utils.formatdate(time.time() + 20, usegmt=True)
         self.assertAlmostEqual(kd._retry_after({"Retry-After": date}), 20, delta=2)
         blocks = kd.fenced_blocks("~~~\nA\n~~~\n  ```C++ {x}\n  B\n  ```\n````\n```\n````")
         self.assertEqual(blocks, [("", "A", True), ("c++", "B", True), ("", "```", True)])

@@ -6,8 +6,10 @@ A step is a dict:
   {"content": TEXT}              200 with that message content (and usage)
   {"status": 429|500|400, "body": TEXT, "retry_after": S}   an HTTP error
   {"sleep": S, ...}              waits S seconds first (a timeout when S is past the client's)
-  {"from_schema": true}          valid JSON built from the request's response_format schema:
-                                 the first `maxItems` combinations of the enums not named in the prompt
+  {"from_schema": true}          valid JSON built from the request's response_format schema: the
+                                 first N combinations of its enums (N: "propose N" in the prompt) that
+                                 the prompt's table of measured configurations does not list
+  {"call": FUNCTION}             (in-process only) the content FUNCTION(body) returns
 When the script runs out, the last step repeats.
 
 As a process (main below): `llm_standin.py --script SCRIPT.json --port-file FILE
@@ -16,6 +18,7 @@ As a process (main below): `llm_standin.py --script SCRIPT.json --port-file FILE
 
 import itertools
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,6 +52,8 @@ class StandIn:
                 content = step.get("content")
                 if step.get("from_schema"):
                     content = from_schema(body)
+                if step.get("call"):
+                    content = step["call"](body)
                 reply = {"id": "x", "object": "chat.completion", "model": body.get("model"),
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                       "finish_reason": "stop"}],
@@ -82,22 +87,39 @@ class StandIn:
         self.server.server_close()
 
 
+def prompt_table(prompt):
+    """The configurations the prompt's table lists (frontier-llm-proposer's proposal_prompt.table), each as
+    (label, [choice values], [metric texts], outcome text), and the dimension and metric column names."""
+    rows, names, metrics = [], [], []
+    for line in prompt.split("\n"):
+        if line.startswith("Measured so far:") and "Columns: " in line:
+            dims, _, rest = line.split("Columns: ", 1)[1].partition(" || ")
+            names = dims.split(" | ")
+            metrics = [m.split(" (")[0] for m in rest.split(" | ")[:-1]]
+        elif names and line.startswith("- ") and " || " in line:
+            label, _, rest = line[2:].partition(": ")
+            left, _, right = rest.partition(" || ")
+            cells = right.split(" | ")
+            rows.append((label, [json.loads(v) if v != "?" else None for v in left.split(" | ")],
+                         cells[:len(metrics)], " | ".join(cells[len(metrics):])))
+    return rows, names, metrics
+
+
 def from_schema(body):
     schema = body["response_format"]["json_schema"]["schema"]["properties"]["configs"]
     props = schema["items"]["properties"]["config"]["properties"]
     names = list(props)
-    prompt = " ".join(m["content"] for m in body["messages"])
-    tried = []
-    marker = "do not propose again): "
-    if marker in prompt:
-        tried = json.loads(prompt.split(marker, 1)[1].split("\n", 1)[0])
+    prompt = " ".join(m["content"] for m in body["messages"] if m["role"] == "user")
+    wanted = re.search(r"propose (\d+) new configuration", prompt)
+    rows, columns, _ = prompt_table(prompt)
+    tried = [dict(zip(columns, values)) for _, values, _, _ in rows]
     configs = []
     for values in itertools.product(*(props[n]["enum"] for n in names)):
         config = dict(zip(names, values))
         if config in tried:
             continue
         configs.append({"config": config, "rationale": "stand-in: next untried combination"})
-        if len(configs) >= schema["maxItems"]:
+        if len(configs) >= (int(wanted.group(1)) if wanted else 1):
             break
     return json.dumps({"configs": configs})
 
