@@ -188,21 +188,19 @@ def fmt_value(value, unit):
 
 
 def front(space, outcomes):
-    """The feasible completed outcomes no other one dominates on the objectives."""
+    """The positions in `outcomes` of the feasible completed ones no other one dominates on the
+    objectives. Positions, not the messages: a protobuf message's repeated field hands out a new
+    Python wrapper at each access (the C++ implementation), so neither identity nor id() is stable."""
     points = []
-    for o in outcomes:
+    for i, o in enumerate(outcomes):
         if o.status != "completed" or o.violation > 0:
             continue
         values = [o.metrics.get(m) for m, _ in space.objectives]
         if any(v is None for v in values):
             continue
-        points.append((o, [v if maximize else -v for v, (_, maximize) in zip(values, space.objectives)]))
-    out = []
-    for o, p in points:
-        dominated = any(all(a >= b for a, b in zip(q, p)) and any(a > b for a, b in zip(q, p)) for _, q in points)
-        if not dominated:
-            out.append(o)
-    return out
+        points.append((i, [v if maximize else -v for v, (_, maximize) in zip(values, space.objectives)]))
+    return {i for i, p in points
+            if not any(all(a >= b for a, b in zip(q, p)) and any(a > b for a, b in zip(q, p)) for _, q in points)}
 
 
 def _outcome_text(outcome, on_front):
@@ -230,7 +228,9 @@ def table(space, request):
     metrics = metric_columns(space)
     header = " | ".join(space.names) + " || " + " | ".join(
         f"{m}" + (f" ({unit_of(space, m)})" if unit_of(space, m) else "") for m in metrics) + " | outcome"
-    best = {id(o) for o in front(space, request.outcomes)}
+    outcomes = list(request.outcomes)
+    measured = outcomes + ([request.baseline] if request.HasField("baseline") else [])
+    best = front(space, measured)  # the baseline competes too: a config it dominates is not on the front
 
     def row(label, indices, outcome=None, on_front=False):
         values = " | ".join(values_text(space, indices))
@@ -240,18 +240,21 @@ def table(space, request):
         return f"- {label}: {values} || {figures} | {_outcome_text(outcome, on_front)}"
 
     rows = []
-    if space.baseline() is not None:
-        rows.append(row("baseline", space.baseline(), request.baseline if request.HasField("baseline") else None))
-    told = [(n + 1, o) for n, o in enumerate(request.outcomes)]
+    if space.baseline() is not None or request.HasField("baseline"):
+        # A dimension whose baseline value is none of its choices (a block's default kernel, say) shows "?".
+        indices = [i if i >= 0 else None for i in space.baseline_index]
+        rows.append(row("baseline", indices, request.baseline if request.HasField("baseline") else None,
+                        request.HasField("baseline") and len(outcomes) in best))
+    told = [(n + 1, o) for n, o in enumerate(outcomes)]  # row #n is outcomes[n - 1]
     left_out = 0
     if len(told) + len(request.pending) > MAX_ROWS:
         keep = MAX_ROWS - min(len(request.pending), MAX_ROWS // 3)
-        on_front = [t for t in told if id(t[1]) in best]
-        newest = [t for t in told if id(t[1]) not in best][-max(0, keep - len(on_front)):]
+        on_front = [t for t in told if t[0] - 1 in best]
+        newest = [t for t in told if t[0] - 1 not in best][-max(0, keep - len(on_front)):]
         kept = {n for n, _ in on_front + newest}
         left_out = len(told) - len(kept)
         told = [t for t in told if t[0] in kept]
-    rows += [row(f"#{n}", space.indices(o.config), o, id(o) in best) for n, o in told]
+    rows += [row(f"#{n}", space.indices(o.config), o, n - 1 in best) for n, o in told]
     pending = list(request.pending)[-(MAX_ROWS // 3):]
     left_out += len(request.pending) - len(pending)
     rows += [row("running", space.indices(p)) for p in pending]
@@ -292,7 +295,9 @@ def prompt(space, request, count):
                      ", ".join(parts))
     header, rows, left_out = table(space, request)
     lines += ["", "Measured so far: every configuration already tried or running, the baseline first (do not "
-                  "propose any of these again). Columns: " + header]
+                  "propose any of these again" +
+              ("; a \"?\" in the baseline's row: its value is none of that dimension's choices"
+               if min(space.baseline_index, default=0) < 0 else "") + "). Columns: " + header]
     lines += rows
     if left_out:
         lines.append(f"({left_out} older configuration(s) off the front are not listed; they were tried too.)")

@@ -8,7 +8,8 @@
 # the proposer comes back on its port. Last, frontier-llm-proposer against
 # the stand-in chat server (tests/proposers/llm_standin.py) drives a run: its
 # rationales, calls and tokens reach the store and the report, and its key
-# reaches the stand-in but no log.
+# reaches the stand-in but no log; and against a stand-in that refuses the key
+# (401), which pauses the experiment with the reason.
 set -euo pipefail
 build="$1"; src="$2"
 export FRONTIER_PROTO_PYTHON="$build/python" PYTHONWARNINGS=ignore
@@ -146,4 +147,44 @@ grep -q "proposed by llm:stand-in: [^:]*: stand-in: next untried combination" <<
 grep -Eq "proposer calls: [0-9]+ \(0 failed\), 3 configurations accepted .* model: [0-9]+ calls, [1-9][0-9]* prompt \+ [1-9][0-9]* completion tokens" \
   <<< "$report" || fail "the report shows no proposer calls"
 if grep -rq "$key" llm.log run3.out runs3/*/*.log 2>/dev/null; then fail "the key was logged"; fi
+
+# 4. A model that refuses the key (HTTP 401): the proposer says it cannot propose and the experiment
+# pauses at once with that reason, shown by `frontier status`, the run's progress line and the report;
+# no configuration runs without the model (no fallback unless asked).
+kill "$proposer_pid"; wait "$proposer_pid" 2>/dev/null || true; proposer_pid=""
+kill "$standin_pid"; wait "$standin_pid" 2>/dev/null || true; standin_pid=""
+echo '[{"status": 401, "body": "{\"error\": {\"message\": \"Incorrect API key provided\"}}"}]' > refuse.json
+/usr/bin/python3 "$src/tests/proposers/llm_standin.py" refuse.json > standin4.out 2>&1 &
+standin_pid=$!
+for _ in $(seq 100); do [[ -s standin4.out ]] && break; sleep 0.1; done
+endpoint="$(head -1 standin4.out)"
+[[ "$endpoint" == http://127.0.0.1:*/v1 ]] || fail "no stand-in: $endpoint"
+rm -f port
+"$src/proposers/llm/frontier-llm-proposer" --endpoint "$endpoint" --model stand-in --api-key-file key \
+  --listen 127.0.0.1:0 --port-file port > llm4.log 2>&1 &
+proposer_pid=$!
+for _ in $(seq 200); do [[ -s port ]] && break; sleep 0.1; done
+port="$(cat port)"
+make_space four.yaml 3 2
+"$build/server/frontier" run four.yaml --workers 1 --runs-dir runs4 > run4.out 2>&1 &
+run_pid=$!
+db=runs4/frontier.db
+for _ in $(seq 600); do
+  [[ -f $db ]] && [[ -n "$(sql $db "SELECT paused FROM experiments" 2>/dev/null)" ]] && break
+  sleep 0.1
+done
+exp="$(sql $db "SELECT id FROM experiments")"
+paused="$(sql $db "SELECT paused FROM experiments WHERE id = '$exp'")"
+[[ "$paused" == "proposer llm:stand-in at 127.0.0.1:$port cannot propose: "*401* ]] || fail "not paused by the 401: '$paused'"
+"$build/server/frontier" status "$exp" --db $db > status4.out || fail "frontier status"
+grep -q "paused: proposer llm:stand-in at 127.0.0.1:$port cannot propose: .*401" status4.out ||
+  { cat status4.out; fail "frontier status does not say why"; }
+for _ in $(seq 300); do grep -q "paused: proposer llm:stand-in .*401" run4.out && break; sleep 0.1; done
+grep -q "paused: proposer llm:stand-in .*401" run4.out || fail "the run's progress line does not say why"
+"$build/server/frontier" report "$exp" --db $db > report4.out || fail "frontier report"
+tr -s '\n ' '  ' < report4.out | grep -q "last proposer error: .*401" || { cat report4.out; fail "the report does not say why"; }
+[[ "$(sql $db "SELECT COUNT(*) FROM trials WHERE experiment_id = '$exp' AND is_baseline = 0")" == 0 ]] ||
+  fail "configurations ran without the model"
+kill "$run_pid"; wait "$run_pid" 2>/dev/null || true; run_pid=""
+echo "a refused key pauses: $paused"
 echo "proposer e2e: ok"

@@ -160,6 +160,22 @@ class LlmProposerTest(unittest.TestCase):
         self.assertEqual((names, metrics), (["block", "stem.width"], ["val_accuracy", "throughput", "peak_memory_mb"]))
         self.assertEqual([r[0] for r in rows], ["baseline", "#1", "#2", "#3", "running"])
 
+    def test_the_front_marks_are_the_non_dominated_rows_the_baseline_included(self):
+        # #2 is dominated by #1 and #3, #4 only by the baseline; marks by message identity (id() of a
+        # protobuf wrapper, new at each access) marked rows at random.
+        r = request(outcomes=[(1, 1, "completed"), (2, 1, "completed"), (0, 0, "completed"), (1, 0, "completed")])
+        for o, (accuracy, throughput) in zip(r.outcomes, [(0.6, 900), (0.5, 800), (0.4, 1200), (0.55, 950)]):
+            o.metrics["val_accuracy"], o.metrics["throughput"] = accuracy, throughput
+        r.baseline.status, r.baseline.seeds, r.baseline.seeds_completed = "completed", 1, 1
+        r.baseline.metrics.update({"val_accuracy": 0.58, "throughput": 1000, "peak_memory_mb": 80})
+        r.dimensions[0].baseline_index = -1  # the baseline's block is none of the choices
+        for _ in range(20):  # identities would differ from call to call; positions do not
+            header, rows, _ = proposal_prompt.table(fp.Space(r), r)
+            marked = [row.split(":")[0][2:] for row in rows if row.endswith(", front")]
+            self.assertEqual(marked, ["baseline", "#1", "#3"], rows)
+        self.assertTrue(rows[0].startswith('- baseline: ? | 16 || 0.58 | 1000 | 80 | completed'), rows[0])
+        self.assertIn('a "?" in the baseline\'s row', proposal_prompt.prompt(fp.Space(r), r, 2))
+
     def test_answers_are_read_the_way_models_write_them(self):
         space = fp.Space(request())
         good = '{"configs": [{"config": {"block": "mbconv", "stem.width": 8}, "rationale": "r"}]}'

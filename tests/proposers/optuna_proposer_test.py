@@ -8,6 +8,7 @@ Run: FRONTIER_PROTO_PYTHON=<build>/python /usr/bin/python3 optuna_proposer_test.
 """
 
 import contextlib
+import io
 import itertools
 import os
 import sys
@@ -139,6 +140,31 @@ class OptunaProposerTest(unittest.TestCase):
             r = stub.Propose(request(1), timeout=30,
                              metadata=[("authorization", "Bearer proposer-token-0123456789")])
             self.assertEqual(len(r.configs), 1)
+
+    def test_a_single_objective_sampler_on_two_objectives_is_refused_naming_both(self):
+        proposer = optuna_proposer.OptunaProposer("CmaEsSampler")
+        r = proposer.propose(request(2))
+        self.assertEqual(len(r.configs), 0)
+        self.assertIn("CmaEsSampler is single-objective", r.error)
+        self.assertIn("val_accuracy, params", r.error)
+        one = request(2)
+        del one.objectives[1]
+        self.assertEqual(proposer.propose(one).error, "", "one objective: CmaEs can search it")
+
+    def test_the_sampler_is_checked_against_the_space_file_at_start(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write("space:\n  block: [basic, mbconv]\n  width: [8, 16, 32]\n"
+                    "objectives:\n  - {metric: val_accuracy, goal: maximize}\n  - {metric: throughput}\n")
+        self.addCleanup(os.unlink, f.name)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(optuna_proposer.main(["--sampler", "CmaEsSampler", "--space", f.name]), 2)
+        self.assertIn("CmaEsSampler is single-objective", err.getvalue())
+        self.assertIn("val_accuracy, throughput", err.getvalue())
+        with self.assertRaises(SystemExit) as e:
+            optuna_proposer.main(["--sampler", "tpe", "--space", f.name + ".missing"])
+        self.assertIn(".missing", str(e.exception))
 
 if __name__ == "__main__":
     unittest.main()

@@ -265,6 +265,47 @@ TEST(ExternalStrategy, OnlyInvalidAnswersPauseAfterTheLimit) {
   EXPECT_EQ(f.strategy->Paused(), "");
 }
 
+TEST(ExternalStrategy, AProposerThatSaysItCannotProposePausesAtOnceWithItsReason) {
+  Fixture f;  // max_invalid_answers is 3: the proposer's own error does not wait for it
+  f.strategy->Attach("e");
+  f.Script([](const ProposerCall&) {
+    ProposerAnswer answer = Answer({});
+    answer.proposer = "llm:m";
+    answer.error = "model call failed: HTTP 401 Unauthorized: the key was refused";
+    return answer;
+  });
+  f.WaitUntil([&] { return !f.strategy->Paused().empty(); });
+  EXPECT_EQ(f.strategy->Paused(),
+            "proposer llm:m at fake:1 cannot propose: model call failed: HTTP 401 Unauthorized: the key was refused");
+  EXPECT_FALSE(f.strategy->Finished()) << "paused, not failed";
+  const std::vector<ProposerCallRecord> calls = f.strategy->TakeCalls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].error, "model call failed: HTTP 401 Unauthorized: the key was refused");
+  EXPECT_EQ(calls[0].accepted, 0);
+}
+
+TEST(ExternalStrategy, AFallbackConfigIsLabelledAFallbackAndTheCallCarriesTrials) {
+  ExternalOptions options;
+  options.trials = 6;
+  Fixture f(options);
+  f.strategy->Attach("e");
+  f.Script([](const ProposerCall&) {
+    ProposedChoices drawn = Choose(0, 2, 0, "seeded random");
+    drawn.fallback = "random";
+    ProposerAnswer answer = Answer({Choose(0, 1, 0), drawn});
+    answer.proposer = "llm:m";
+    answer.error = "model unreachable";  // with configs: what it did propose is still taken
+    return answer;
+  });
+  const std::vector<Proposal> got = f.AskUntil([](const auto& all) { return all.size() >= 2; });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].proposer, "llm:m");
+  EXPECT_EQ(got[1].proposer, FallbackProposer("llm:m", "random"));
+  EXPECT_TRUE(IsFallbackProposer(got[1].proposer));
+  EXPECT_FALSE(IsFallbackProposer(got[0].proposer));
+  EXPECT_EQ(f.Call(0).max_configs, 6);
+}
+
 TEST(ExternalStrategy, FinishesWhenTheProposerSaysSoOrAtTrials) {
   {
     Fixture f;
