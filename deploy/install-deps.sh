@@ -18,6 +18,7 @@ all_packages=(
   libsqlite3-dev libjemalloc-dev libgtest-dev libgmock-dev googletest
   postgresql prometheus python3-torch python3-optuna python3-psycopg2 openssl
   chromium python3-yaml
+  python3-venv python3-pip python3-setuptools  # the SDK's offline install (docs/byo-model.md)
   # deployment checks (tests/deploy): network namespaces, linters, the CUDA
   # image's library bundling, gRPC health probes, systemd-analyze
   iproute2 yamllint shellcheck patchelf binutils python3-grpcio systemd

@@ -259,7 +259,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.source = source_;
   Fields top(*this, root, "",
              {"name", "description", "task", "baseline", "trial", "space", "objectives", "constraints", "repeats",
-              "parity", "strategy", "screen", "max_attempts", "profile", "latency"});
+              "parity", "strategy", "screen", "max_attempts", "retry_timeouts", "profile", "latency"});
   top.Required("name");
   top.String("name", space.name);
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");
@@ -285,6 +285,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.parity.looks = space.max_repeats - space.repeats + 1;
   if (top.Has("strategy")) ParseStrategy(top.Get("strategy"), space);
   top.Integer("max_attempts", space.max_attempts, 1, 100);
+  top.Bool("retry_timeouts", space.retry_timeouts);
   if (top.Has("screen")) ParseScreen(top.Get("screen"), space);
   if (space.strategy.name == "grid" && GridSize(space) > kMaxGridForGridStrategy) {
     Fail("space", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +

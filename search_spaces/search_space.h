@@ -148,6 +148,7 @@ struct SearchSpace {
   StrategySpec strategy;
   ScreenSpec screen;
   int max_attempts = 3;   // leases per trial before it fails for good
+  bool retry_timeouts = false;  // a timed-out attempt runs again too (server/scheduler/retry_policy.h)
 };
 
 // Direction of a metric (a parity metric, an objective): an objective's goal

@@ -105,6 +105,13 @@ class SpaceParser {
       out = static_cast<Int>(i);
     }
 
+    void Bool(const std::string& key, bool& out) const {
+      if (!Has(key)) return;
+      json v = Value(key);
+      if (!v.is_boolean()) parser_.Fail(Field(key), "expected true or false, got " + Describe(v));
+      out = v.get<bool>();
+    }
+
     std::optional<double> Number(const std::string& key) const {
       if (!Has(key)) return std::nullopt;
       json v = Value(key);

@@ -53,10 +53,7 @@ void SpaceParser::ParseScreen(const YAML::Node& node, SearchSpace& space) const 
     screen.noise = *noise;
   }
   if (fields.Has("in_trial")) {
-    const json in_trial = fields.Value("in_trial");
-    if (!in_trial.is_boolean())
-      Fail(fields.Field("in_trial"), "expected true or false, got " + Describe(in_trial));
-    screen.in_trial = in_trial.get<bool>();
+    fields.Bool("in_trial", screen.in_trial);
     if (screen.in_trial && space.strategy.name != "asha") {
       Fail(fields.Field("in_trial"),
            "screening inside the trials needs strategy asha, whose trials report their "

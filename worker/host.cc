@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -98,6 +99,26 @@ int FreeTcpPort(const std::string& host) {
   }
   ::close(fd);
   return ntohs(address.sin_port);
+}
+
+namespace {
+constexpr int kMmapThreshold = 64 << 20;
+constexpr int kTrimThreshold = 1 << 30;
+constexpr int kTopPad = 64 << 20;
+}  // namespace
+
+std::string HostAllocatorPolicy() { return "glibc mmap_threshold=64MiB trim_threshold=1GiB top_pad=64MiB"; }
+
+std::string HostAllocatorTunables() {
+  return "glibc.malloc.mmap_threshold=" + std::to_string(kMmapThreshold) +
+         ":glibc.malloc.trim_threshold=" + std::to_string(kTrimThreshold) +
+         ":glibc.malloc.top_pad=" + std::to_string(kTopPad);
+}
+
+std::string ConfigureHostAllocator() {
+  const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1 &&
+                  mallopt(M_TOP_PAD, kTopPad) == 1;
+  return ok ? HostAllocatorPolicy() : "glibc defaults (mallopt failed)";
 }
 
 }  // namespace frontier

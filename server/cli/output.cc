@@ -8,6 +8,7 @@
 
 #include "search_spaces/metric_catalog.h"
 #include "server/report/csv.h"
+#include "server/report/report.h"
 
 namespace frontier {
 using nlohmann::json;
@@ -146,7 +147,7 @@ void PrintTrials(const v1::ListTrialsResponse& trials, const std::string& output
       std::printf("%-18s %-9s %4lld %3d %8.4f %10.2f %10.0f  %s%s\n", t.id().c_str(),
                   TrialStateName(t.state()), static_cast<long long>(t.seed()), t.attempt(),
                   std::isnan(val) ? val_iou : val, step, tput, config.c_str(),
-                  t.error().empty() ? "" : ("  [" + t.error() + "]").c_str());
+                  t.error().empty() ? "" : ("  [" + FirstLineOf(t.error(), 300) + "]").c_str());
       // Who proposed it and why (an external proposer's rationale: docs/proposers.md), once per config.
       if (!t.rationale().empty() && t.seed() == 1) {
         std::printf("%-18s %s: %s\n", "", t.proposer().c_str(), t.rationale().c_str());

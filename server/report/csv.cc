@@ -43,6 +43,7 @@ std::string RenderCsv(const Report& report) {
   header.push_back("label");
   header.push_back("proposer");   // who proposed the config (docs/proposers.md); empty for the baseline
   header.push_back("rationale");  // the reason it gave, if any
+  header.push_back("failure");    // the first failed seed's error, if any
   // Why screening dropped a config (docs/strategies.md#screening), only when the experiment screened.
   if (report.screening) header.push_back("screened_out");
   if (report.data_parallel) {      // docs/distributed.md
@@ -97,6 +98,7 @@ std::string RenderCsv(const Report& report) {
     row.push_back(c.label);
     row.push_back(c.proposer);
     row.push_back(c.rationale);
+    row.push_back(c.failure);
     if (report.screening) {
       // Screened out inside its trial: a config of the table, with its reason here.
       const auto reason = screened_out_in_trial.find(c.config_key);

@@ -1,5 +1,7 @@
 #include "server/report/format.h"
 
+#include "server/report/report.h"
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -45,6 +47,19 @@ std::string EscapeHtml(const std::string& text) {
     }
   }
   return out;
+}
+
+std::string FirstLineOf(const std::string& text, size_t max_bytes) {
+  const std::string line = text.substr(0, text.find_first_of("\r\n"));
+  std::string out;
+  for (const char c : line.substr(0, max_bytes)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7f ? ' ' : c;
+  }
+  if (line.size() <= max_bytes) return out;
+  while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+  if (!out.empty() && (static_cast<unsigned char>(out.back()) & 0x80)) out.pop_back();  // a lead byte
+  return out + "...";
 }
 
 }  // namespace frontier

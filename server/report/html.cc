@@ -347,8 +347,11 @@ std::string RenderHtml(const Report& report) {
         html += ConfigCell(c);
         continue;
       }
+      // Why seeds failed, on hover over their count (the notes have its first line).
+      const std::string why =
+          table.header[j] == "seeds" && !c.failure.empty() ? " title=\"" + EscapeHtml(c.failure) + "\"" : "";
       html += std::string(table.right_aligned[j] ? "<td class=\"num\"" : "<td") + " data-column=\"" +
-              EscapeHtml(table.header[j]) + "\">" + EscapeHtml(table.rows[i][j]) + "</td>";
+              EscapeHtml(table.header[j]) + "\"" + why + ">" + EscapeHtml(table.rows[i][j]) + "</td>";
     }
     html += "</tr>\n";
   }

@@ -89,6 +89,7 @@ nlohmann::json ReportToJson(const Report& report) {
                        {"proposer", c.proposer},
                        {"fallback", IsFallbackProposer(c.proposer)},
                        {"rationale", c.rationale},
+                       {"failure", c.failure},
                        {"ranks", c.ranks},
                        {"scaling_efficiency", OptionalToJson(c.scaling_efficiency)},
                        {"bottleneck",

@@ -278,6 +278,7 @@ struct ReportBuilder::State {
     std::string bottleneck_summary;
     json profiles = json::array();
     std::string proposer, rationale;  // of the first trial with a rationale (else the first one's proposer)
+    std::string failure;              // the first failed or diverged trial's error
   };
 
   std::string experiment_id;
@@ -355,6 +356,7 @@ struct ReportBuilder::State {
     summary.profiles = std::move(group.profiles);
     summary.proposer = std::move(group.proposer);
     summary.rationale = std::move(group.rationale);
+    summary.failure = std::move(group.failure);
     summary.changes = labeler.Changes(summary.config);
     summary.label = summary.is_baseline ? "baseline" : JoinLabel(summary.changes);
     summary.choices = labeler.EffectiveChoices(summary.config);
@@ -561,6 +563,7 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
     group.proposer = std::move(trial.proposer);
   }
   group.trials.push_back(index);
+  if (t.failed && group.failure.empty()) group.failure = trial.error.substr(0, 4000);
   s.values.insert(s.values.end(), facts.values.begin(), facts.values.end());
   if (t.completed) {
     const double parity = s.Value(index, s.parity_index);

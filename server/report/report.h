@@ -68,6 +68,12 @@ struct SearchCost {
   double phased_device_s = 0;
 };
 
+// How a table shows a stored error (why a trial or a config failed): its
+// first line, control characters as spaces, at most `max_bytes` (cut at a
+// UTF-8 boundary, "..." added). The CSV, the JSON and the HTML's hover keep
+// the full text.
+std::string FirstLineOf(const std::string& text, size_t max_bytes = 160);
+
 // The names of a result's phases the report sums: kTrialPhases
 // (search_spaces/trial_phases.h), then "other" and "wall".
 const std::vector<std::string>& ReportedPhases();
@@ -82,6 +88,7 @@ struct ConfigSummary {
   int seeds_completed = 0;
   int trials_total = 0;
   int trials_failed = 0;                         // failed or diverged
+  std::string failure;  // why: the first failed or diverged seed's error as stored; "" when none did
   int trials_stopped = 0;                        // stopped early by the strategy (asha)
   std::map<std::string, MetricSummary> metrics;  // see ReportMetrics()
   bool feasible = true;                          // meets every constraint (on means)

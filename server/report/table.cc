@@ -258,6 +258,13 @@ std::vector<std::string> ReportNotes(const Report& report) {
   }
   // Goodput: the measured training steps' share of the device time (docs/report.md#goodput).
   if (const std::string goodput = GoodputLine(TotalCost(report)); !goodput.empty()) notes.push_back(goodput);
+  // Why configs failed: the first line of the first failed seed's error (the HTML's hover has all of it).
+  for (const ConfigSummary& c : report.configs) {
+    if (c.trials_failed > 0 && !c.failure.empty()) {
+      notes.push_back(Printf("failed: %s (%d of %d seeds): ", c.label.c_str(), c.trials_failed, c.trials_total) +
+                      FirstLineOf(c.failure));
+    }
+  }
   // An external proposer's rationales and what its calls cost (docs/proposers.md).
   for (const ConfigSummary& c : report.configs) {
     if (!c.rationale.empty()) notes.push_back("proposed by " + c.proposer + ": " + c.label + ": " + c.rationale);

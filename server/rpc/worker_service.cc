@@ -156,15 +156,17 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::FailTrial(grpc::CallbackServerConte
   return Answer(ctx, "FailTrial", req->worker_id(), [=] {  // runs on calls_: copies, no references
     const std::string problem = ReportedJsonProblem("result_json", req->result_json());
     if (!problem.empty()) return Status(StatusCode::INVALID_ARGUMENT, problem);
+    bool retried = false;
     const Transition t = scheduler_.Fail(req->worker_id(), req->trial_id(), req->attempt(), req->error(),
-                                         req->retryable(), req->result_json());
+                                         req->retryable(), req->result_json(), &retried);
     resp->set_accepted(t == Transition::kApplied || t == Transition::kDuplicate);
     resp->set_reason(TransitionReason(t));
+    resp->set_retried(retried);
     if (t == Transition::kApplied && !req->retryable() && req->error().rfind("stopped:", 0) == 0) {
       spdlog::info("trial {} attempt {} {}", req->trial_id(), req->attempt(), req->error());
     } else if (t == Transition::kApplied) {
       spdlog::warn("trial {} attempt {} failed ({}): {}", req->trial_id(), req->attempt(),
-                   req->retryable() ? "retryable" : "final", req->error());
+                   retried ? "to be retried" : "final", req->error());
     }
     return Status::OK;
   });

@@ -112,8 +112,11 @@ class Scheduler {
   // commit, as Lease would (CompleteTrial.lease_next); nullopt when none is pending.
   Transition Complete(const std::string& worker_id, const std::string& trial_id, int attempt,
                       const std::string& result_json, std::optional<TrialRow>* next = nullptr);
+  // Records a failed attempt; whether it runs again is DecideRetry's
+  // (retry_policy.h): *retried says so when given.
   Transition Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
-                  const std::string& error, bool retryable, const std::string& result_json);
+                  const std::string& error, bool retryable, const std::string& result_json,
+                  bool* retried = nullptr);
 
   // Expires leases (telling strategies about trials that failed for good),
   // completes finished experiments. Call periodically.
@@ -159,6 +162,8 @@ class Scheduler {
   // The steps of a screening trial (server/search/screen.h) of a running
   // experiment; nullopt for any other trial. Takes search_mu_.
   std::optional<int> ScreeningSteps(const std::string& trial_id);
+  // The space's retry_timeouts for the trial's experiment (false when it is not loaded).
+  bool RetriesTimeouts(const std::string& trial_id);
   // Asynchronous strategies (external proposers): adds what arrived, records
   // their calls, stores their paused status. True when anything changed.
   bool PollProposers();

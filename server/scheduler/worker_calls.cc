@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
+#include "server/scheduler/retry_policy.h"
 #include "server/scheduler/search_state.h"
 #include "server/search/screen.h"
 
@@ -60,6 +61,12 @@ std::optional<int> Scheduler::ScreeningSteps(const std::string& trial_id) {
   if (key == search->group_of.end()) return std::nullopt;
   const Search::Group& group = search->groups.at(key->second);
   return group.screening ? std::optional<int>(group.steps) : std::nullopt;
+}
+
+bool Scheduler::RetriesTimeouts(const std::string& trial_id) {
+  std::lock_guard<std::mutex> lock(search_mu_);
+  Search* search = SearchOf(ExperimentOfTrial(trial_id));
+  return search && search->space.retry_timeouts;
 }
 
 bool Scheduler::ExperimentCancelled(const std::string& experiment_id) {
@@ -183,7 +190,9 @@ bool Scheduler::TellStoredEnd(const std::string& trial_id) {
 }
 
 Transition Scheduler::Fail(const std::string& worker_id, const std::string& trial_id, int attempt,
-                           const std::string& error, bool retryable, const std::string& result_json) {
+                           const std::string& error, bool retryable, const std::string& result_json,
+                           bool* retried) {
+  if (retried) *retried = false;
   // A trial the coordinator asked to stop ends as stopped (or cancelled with
   // its experiment), not as a failure.
   const bool stopped = !retryable && error.rfind("stopped:", 0) == 0;
@@ -196,20 +205,30 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
     }
     t = store_.FinishTrial(trial_id, attempt, cancelled ? trial_state::kCancelled : trial_state::kStopped,
                            result_json, error, clock_.NowMs());
-  } else if (const std::optional<int> steps = ScreeningSteps(trial_id)) {
-    // A screening trial that failed for good (a crash, out of memory) ends
-    // as screened with its error: its configuration is dropped for it.
-    const std::optional<TrialRow> row = store_.GetTrial(trial_id);
-    if (retryable && row && row->attempt < row->max_attempts) {
-      t = store_.FailAttempt(trial_id, attempt, error, retryable, "", clock_.NowMs());
-    } else {
-      nlohmann::json result = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
-      if (result.is_discarded()) result = nullptr;
-      t = store_.FinishTrial(trial_id, attempt, kScreenedState, ScreenedResult(result, *steps).dump(), error,
-                             clock_.NowMs());
-    }
   } else {
-    t = store_.FailAttempt(trial_id, attempt, error, retryable, result_json, clock_.NowMs());
+    const std::optional<TrialRow> row = store_.GetTrial(trial_id);
+    FailedAttempt failed;
+    failed.error = error;
+    failed.retryable = retryable;
+    const nlohmann::json result = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+    if (result.is_object()) failed.error_kind = result.value("error_kind", std::string());
+    failed.attempt = attempt;
+    failed.max_attempts = row ? row->max_attempts : 1;
+    if (row && row->attempt == attempt && attempt > 1) failed.previous_error = row->error;
+    failed.retry_timeouts = RetriesTimeouts(trial_id);
+    const RetryDecision decision = DecideRetry(failed);
+    const std::optional<int> steps = ScreeningSteps(trial_id);
+    if (steps && !decision.retry) {
+      // A screening trial that failed for good (a crash, out of memory) ends
+      // as screened with its error: its configuration is dropped for it.
+      nlohmann::json screened = result.is_discarded() ? nlohmann::json(nullptr) : result;
+      t = store_.FinishTrial(trial_id, attempt, kScreenedState, ScreenedResult(screened, *steps).dump(),
+                             decision.error, clock_.NowMs());
+    } else {
+      t = store_.FailAttempt(trial_id, attempt, decision.error, decision.retryable,
+                             steps ? "" : result_json, clock_.NowMs());
+      if (retried) *retried = t == Transition::kApplied && decision.retry;
+    }
   }
   if (t == Transition::kApplied) {
     TellStoredEnd(trial_id);  // failed for good or stopped; pending again: nothing to tell

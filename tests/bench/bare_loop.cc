@@ -9,6 +9,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "worker/host.h"
 #include "worker/trial/data/dataset.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/step_stats.h"

@@ -442,7 +442,7 @@ INSTANTIATE_TEST_SUITE_P(
             "UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
             "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, "
             "space, "
-            "objectives, constraints, repeats, parity, strategy, screen, max_attempts, profile, latency"},
+            "objectives, constraints, repeats, parity, strategy, screen, max_attempts, retry_timeouts, profile, latency"},
         ErrorCase{"MissingName", "!baseline: {arch: {stages: [{}]}}\nobjectives: [{metric: mfu}]\n",
                   "t.yaml: missing field 'name'"},
         ErrorCase{"BadName", "!name: my space\n",

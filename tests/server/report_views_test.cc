@@ -167,9 +167,51 @@ TEST(ReportCsvTest, KeepsTheFullConfigAndAddsTheLabel) {
   const SearchSpace space = Quickstart();
   const std::string csv = RenderCsv(BuildReport("exp-1", space, QuickstartTrials(space)));
   EXPECT_NE(csv.find("\"{\"\"block\"\":\"\"convnext\"\""), std::string::npos);
-  EXPECT_NE(csv.find(",label,proposer,rationale\r\n"), std::string::npos);
-  // The label, then the empty proposer and rationale (no external proposer here).
-  EXPECT_NE(csv.find(",convnext \u00b7 attn=linear \u00b7 bf16,,\r\n"), std::string::npos);
+  EXPECT_NE(csv.find(",label,proposer,rationale,failure\r\n"), std::string::npos);
+  // The label, then the empty proposer, rationale and failure (no external proposer, nothing failed).
+  EXPECT_NE(csv.find(",convnext \u00b7 attn=linear \u00b7 bf16,,,\r\n"), std::string::npos);
+}
+
+// Why a config failed is in the report, not only in `frontier trials` (issue 44).
+TEST(ReportFailuresTest, AFailedConfigSaysWhyInTheNotesCsvJsonAndHtml) {
+  const SearchSpace space = Quickstart();
+  std::vector<TrialRecord> trials = QuickstartTrials(space);
+  const std::string error =
+      "ValueError: shapes (128,10) and (64,) do not match; traceback tail: Traceback (most recent call last):\n"
+      "  File \"train.py\", line 40, in <module>\n    loss = head(x)";
+  std::string failed_key;
+  for (TrialRecord& t : trials) {
+    if (t.is_baseline || (!failed_key.empty() && t.config_key != failed_key)) continue;
+    failed_key = t.config_key;  // both seeds of the first variant fail the same way
+    t.state = "failed";
+    t.error = error;
+    t.result = json::object();
+  }
+  const Report report = BuildReport("exp-1", space, trials);
+  const auto config = std::find_if(report.configs.begin(), report.configs.end(),
+                                   [&](const ConfigSummary& c) { return c.config_key == failed_key; });
+  ASSERT_NE(config, report.configs.end());
+  EXPECT_EQ(config->failure, error);
+  const std::vector<std::string> notes = ReportNotes(report);
+  const std::string note = "failed: " + config->label +
+                           " (2 of 2 seeds): ValueError: shapes (128,10) and (64,) do not match; traceback tail: "
+                           "Traceback (most recent call last):";
+  EXPECT_NE(std::find(notes.begin(), notes.end(), note), notes.end()) << "the first line, once per config";
+  EXPECT_EQ(std::count_if(notes.begin(), notes.end(), [](const std::string& n) { return n.rfind("failed:", 0) == 0; }),
+            1);
+  EXPECT_EQ(ReportToJson(report)["configs"][config - report.configs.begin()]["failure"], error);
+  EXPECT_NE(RenderCsv(report).find("\n  File \"\"train.py\"\", line 40"), std::string::npos) << "the full text";
+  const std::string html = RenderHtml(report);
+  EXPECT_NE(html.find("data-column=\"seeds\" title=\"ValueError: shapes (128,10) and (64,) do not match;"),
+            std::string::npos);
+  EXPECT_NE(html.find("line 40, in &lt;module&gt;"), std::string::npos) << "escaped";
+}
+
+TEST(ReportFailuresTest, FirstLineOfIsOneBoundedLine) {
+  EXPECT_EQ(FirstLineOf("a\tb\nsecond"), "a b");
+  EXPECT_EQ(FirstLineOf("abcdef", 3), "abc...");
+  EXPECT_EQ(FirstLineOf("ab\u00e9", 3), "ab...") << "never half a UTF-8 sequence";
+  EXPECT_EQ(FirstLineOf(""), "");
 }
 
 // The numbers of every `<NAME ... attr="N"` in `svg`.

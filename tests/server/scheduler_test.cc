@@ -118,6 +118,63 @@ TEST_F(SchedulerTest, AttemptsRunOutAfterMaxAttempts) {
   EXPECT_NE(row->error.find("lease expired"), std::string::npos);
 }
 
+// Retry policy (retry_policy.h): the same failure twice in a row is a bug, not bad luck.
+TEST_F(SchedulerTest, AFailureThatRepeatsItselfIsFinalAfterOneRetry) {
+  std::string space = kSpace;
+  space.replace(space.find("max_attempts: 2"), 15, "max_attempts: 3");
+  scheduler_.Submit(space, "tiny.yaml");
+  const std::string traceback =
+      "ValueError: bad shape; traceback tail: File \"train.py\", line 12, in <module>";
+  const std::string result = nlohmann::json{{"event", "result"}, {"schema", 1}, {"status", "failed"},
+                                            {"error_kind", "exception"}, {"error", traceback}}
+                                 .dump();
+  auto t = scheduler_.Lease("w1");
+  bool retried = false;
+  ASSERT_EQ(scheduler_.Fail("w1", t->id, 1, traceback, true, result, &retried), Transition::kApplied);
+  EXPECT_TRUE(retried) << "the first failure may be bad luck";
+  t = scheduler_.Lease("w1");
+  ASSERT_EQ(t->attempt, 2);
+  ASSERT_EQ(scheduler_.Fail("w1", t->id, 2, traceback, true, result, &retried), Transition::kApplied);
+  EXPECT_FALSE(retried) << "a third attempt was left, but the second failed the same way";
+  const auto row = store_.GetTrial(t->id);
+  EXPECT_EQ(row->state, "failed");
+  EXPECT_EQ(row->error, traceback + " (final: attempt 1 failed the same way)");
+
+  // A different failure on the next attempt is retried as before.
+  t = scheduler_.Lease("w1");
+  ASSERT_EQ(scheduler_.Fail("w1", t->id, 1, "frontier-trial crashed: SIGSEGV", true, "", &retried),
+            Transition::kApplied);
+  t = scheduler_.Lease("w1");
+  ASSERT_EQ(scheduler_.Fail("w1", t->id, 2, "frontier-trial crashed: SIGBUS", true, "", &retried),
+            Transition::kApplied);
+  EXPECT_TRUE(retried);
+  EXPECT_EQ(store_.GetTrial(t->id)->state, "pending");
+}
+
+TEST_F(SchedulerTest, TimeOutsAreFinalUnlessTheSpaceRetriesThem) {
+  const std::string timeout = nlohmann::json{{"event", "result"}, {"schema", 1}, {"status", "failed"},
+                                             {"error_kind", "timeout"}, {"error", "timed out after 60 s"}}
+                                  .dump();
+  for (const bool retry_timeouts : {false, true}) {
+    SCOPED_TRACE(retry_timeouts);
+    SqliteStore store(":memory:");
+    Scheduler scheduler(store, clock_, Options());
+    scheduler.Submit(std::string(kSpace) + (retry_timeouts ? "retry_timeouts: true\n" : ""), "tiny.yaml");
+    auto t = scheduler.Lease("w1");
+    bool retried = !retry_timeouts;
+    ASSERT_EQ(scheduler.Fail("w1", t->id, 1, "timed out after 60 s", true, timeout, &retried),
+              Transition::kApplied);
+    EXPECT_EQ(retried, retry_timeouts);
+    const auto row = store.GetTrial(t->id);
+    EXPECT_EQ(row->state, retry_timeouts ? "pending" : "failed");
+    if (!retry_timeouts) {
+      EXPECT_EQ(row->error,
+                "timed out after 60 s (final: time-outs are not retried unless the space sets "
+                "retry_timeouts: true)");
+    }
+  }
+}
+
 TEST_F(SchedulerTest, DivergedIsAResultAndExperimentsComplete) {
   const std::string id = Submit();
   for (int i = 0; i < 4; ++i) {

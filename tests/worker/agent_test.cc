@@ -508,6 +508,8 @@ TEST_F(AgentTest, HungTrialIsKilledWithItsProcessGroupAfterTheTimeout) {
   const auto failure = OnlyFailure();
   EXPECT_TRUE(failure.retryable());
   EXPECT_EQ(failure.error(), "frontier-trial timed out after 0.5 s");
+  EXPECT_EQ(nlohmann::json::parse(failure.result_json()).value("error_kind", ""), "timeout")
+      << "the coordinator's retry policy tells time-outs apart by it";
   EXPECT_TRUE(ProcessGone("grandchild.pid"));
 }
 
@@ -808,7 +810,7 @@ TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
                                                    "echo \"$#\" > " +
                                                    dir_ +
                                                    "/argc\n"
-                                                   "env | grep '^FRONTIER_' | sort > " +
+                                                   "env | grep -E '^(FRONTIER_|GLIBC_TUNABLES=)' | sort > " +
                                                    dir_ +
                                                    "/env\n"
                                                    "cp \"$FRONTIER_TRIAL_SPEC\" " +
@@ -835,6 +837,9 @@ TEST_F(AgentTest, CommandTrialRunsInItsWorkdirWithTheProtocolEnvironment) {
   EXPECT_THAT(env, HasSubstr("FRONTIER_STOP_FILE=" + dir_ + "/work/"));
   EXPECT_THAT(env, HasSubstr("FRONTIER_TRIAL_SPEC=" + dir_ + "/work/"));
   EXPECT_THAT(env, HasSubstr("FRONTIER_CPU_MEMORY_LIB=" + dir_ + "/libfrontier_cpu_memory.so\n"));
+  EXPECT_THAT(env, HasSubstr("GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold="
+                             "1073741824:glibc.malloc.top_pad=67108864\n"))
+      << "frontier-trial's heap policy for a command trial";
   const auto spec = nlohmann::json::parse(ReadFile("seen-spec.json"));
   EXPECT_EQ(spec["params"]["attention"], "linear");
   EXPECT_EQ(spec["runtime"]["threads"], 3);

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,7 @@
 #include "worker/agent/trial_artifacts.h"
 #include "worker/agent/trial_protocol.h"
 #include "worker/agent/worker_metrics.h"
+#include "worker/host.h"
 
 namespace frontier {
 namespace {
@@ -262,6 +264,11 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
   if (!peak_flops_env_.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peak_flops_env_);
   if (!options_.cpu_memory_library.empty()) {
     command.environment.emplace_back("FRONTIER_CPU_MEMORY_LIB", options_.cpu_memory_library);
+  }
+  // A command trial's heap under frontier-trial's policy from its exec on (host.h), unless the
+  // worker's own environment sets GLIBC_TUNABLES (a user's setting is kept).
+  if (spec.contains("command") && !std::getenv("GLIBC_TUNABLES")) {
+    command.environment.emplace_back("GLIBC_TUNABLES", HostAllocatorTunables());
   }
   command.cpus = cpus;
   command.memory_limit_mb = options_.memory_limit_mb;

@@ -173,8 +173,6 @@ void Agent::Report(const Lease& lease, const Outcome& outcome, std::optional<Lea
         if (outcome.error == "worker shutting down") ended = "interrupted";
         options_.metrics->TrialEnded(lease.trial_id, ended);
       }
-      spdlog::warn("trial {} (attempt {}) failed ({}): {}", lease.trial_id, lease.attempt,
-                   outcome.retryable ? "retryable" : "final", outcome.error);
       Fail(lease, outcome.error, outcome.retryable, outcome.result_json);
       return;
     case Outcome::Kind::kComplete:
@@ -232,8 +230,13 @@ void Agent::Fail(const Lease& lease, const std::string& error, bool retryable,
                                      return stub_->FailTrial(context, request, &response);
                                    });
   if (!status.ok()) {
-    spdlog::error("trial {}: failure not delivered: {}", lease.trial_id, status.error_message());
-  } else if (!response.accepted()) {
+    spdlog::error("trial {} (attempt {}) failed: {}; the failure was not delivered: {}", lease.trial_id,
+                  lease.attempt, error, status.error_message());
+  } else if (response.accepted()) {
+    // The coordinator decides whether it runs again (its retry policy, the attempts left).
+    spdlog::warn("trial {} (attempt {}) failed ({}): {}", lease.trial_id, lease.attempt,
+                 response.retried() ? "to be retried" : "final", error);
+  } else {
     spdlog::warn("trial {} (attempt {}): failure rejected: {}", lease.trial_id, lease.attempt,
                  response.reason());
   }

@@ -9,8 +9,9 @@
 // that breaks the protocol's schema, a command trial's line that is not a
 // JSON object, a failed result of error_kind spec, precision, out_of_memory,
 // incorrect or plugin, and running out of memory (ClassifyOutOfMemory);
-// retried are a crash (no result), a timeout, a worker shutting down, an
-// unknown status and any other failed result.
+// retryable are a crash (no result), a timeout (error_kind timeout), a worker
+// shutting down, an unknown status and any other failed result: whether they
+// run again is the coordinator's decision (server/scheduler/retry_policy.h).
 #include "worker/agent/agent.h"
 
 #include <algorithm>
@@ -82,8 +83,11 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
     }
     if (now >= timeout_at) {
       process.Terminate(options_.kill_grace);
-      return Outcome{Outcome::Kind::kFail, launch.what + " timed out after " + Seconds(launch.timeout) + " s",
-                     /*retryable=*/true, ""};
+      // error_kind timeout: the coordinator retries it only where the space asks (retry_policy.h).
+      const std::string error = launch.what + " timed out after " + Seconds(launch.timeout) + " s";
+      const json result = {{"event", "result"}, {"schema", 1}, {"status", "failed"}, {"error_kind", "timeout"},
+                           {"error", error}};
+      return Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, result.dump()};
     }
     if (now >= next_heartbeat) {
       next_heartbeat = now + heartbeat_interval;

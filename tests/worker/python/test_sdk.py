@@ -181,6 +181,43 @@ def run_script(body, spec, env=None):
         os.unlink(path)
 
 
+# Whether a 48 MiB malloc gets its own mapping (glibc's dynamic mmap threshold stops at 32 MiB; the
+# SDK's policy, frontier-trial's, keeps blocks up to 64 MiB on the heap). Prints "mapped N".
+MAPPED_PROBE = """
+import ctypes
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+before = libc.mallinfo2().hblks
+block = libc.malloc(48 << 20)
+print(f"mapped {libc.mallinfo2().hblks - before}", file=sys.stderr)
+libc.free(block)
+"""
+
+
+class HostAllocator(unittest.TestCase):
+    def test_the_sdk_keeps_the_heap_as_frontier_trial_does(self):
+        p = run_script(MAPPED_PROBE + """
+with trial.step(8) as s:
+    s.loss = 1.0
+trial.eval(1, val_accuracy=0.5, val_loss=1.0)
+trial.finish(test_accuracy=0.5, test_loss=1.0)
+""", {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("mapped 0", p.stderr)
+        result = json.loads(p.stdout.splitlines()[-1])
+        self.assertEqual(result["host_allocator"], "glibc mmap_threshold=64MiB trim_threshold=1GiB top_pad=64MiB")
+        # The probe tells the policies apart: glibc's defaults map the block.
+        bare = subprocess.run(["/usr/bin/python3", "-c", "import sys\n" + MAPPED_PROBE], capture_output=True,
+                              text=True, env=ENV)
+        self.assertIn("mapped 1", bare.stderr)
+
+
 class Failures(unittest.TestCase):
     def result_of(self, body, spec=None, expect_exit=None):
         p = run_script(body, spec or {"trial_id": "t", "task": {"steps": 5, "warmup_steps": 1}})
@@ -244,6 +281,52 @@ class Failures(unittest.TestCase):
                 s.loss = 1.0
         """, expect_exit=2)
         self.assertIn("without calling trial.finish()", r["error"])
+
+    def test_a_stray_print_goes_to_standard_error_not_the_protocol(self):
+        p = run_script("""
+            import ctypes
+            print("epoch 1: loss 0.3")
+            ctypes.CDLL(None).printf(b"from C\\n")
+            ctypes.CDLL(None).fflush(None)
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.eval(1, val_accuracy=0.5, val_loss=1.0)
+            trial.finish(test_accuracy=0.5, test_loss=1.0)
+        """, {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}})
+        events, result = protocol.check_output(p.stdout, p.returncode)  # every stdout line is the protocol's
+        self.assertEqual(result["status"], "completed")
+        self.assertIn("epoch 1: loss 0.3", p.stderr)
+        self.assertIn("from C", p.stderr)
+        self.assertNotIn("epoch", p.stdout)
+
+    def test_a_script_that_sets_no_loss_is_warned(self):
+        p = run_script("""
+            with trial.step(8) as s:
+                pass
+            trial.finish(test_accuracy=0.5, test_loss=1.0)
+        """, {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout.splitlines()[-1])
+        self.assertIn("frontier_trial: warning: no step set its loss", p.stderr)
+        self.assertEqual(len(r["warnings"]), 1, r.get("warnings"))
+        self.assertIn("no step set its loss", r["warnings"][0])
+
+    def test_params_steps_other_than_task_steps_is_warned(self):
+        r = self.result_of("""
+            for i in range(trial.steps):
+                with trial.step(8) as s:
+                    s.loss = 1.0
+            trial.eval(2, val_accuracy=0.5, val_loss=1.0)
+            trial.finish(test_accuracy=0.5, test_loss=1.0)
+        """, {"trial_id": "t", "params": {"steps": 50}, "task": {"steps": 2, "warmup_steps": 0}}, expect_exit=0)
+        self.assertEqual(r["steps_run"], 2)
+        self.assertIn("params.steps (50) is not the trial's step count", r["warnings"][0])
+        self.assertNotIn("warnings", self.result_of("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.eval(1, val_accuracy=0.5, val_loss=1.0)
+            trial.finish(test_accuracy=0.5, test_loss=1.0)
+        """, {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}}, expect_exit=0))
 
     def test_stop_file_and_sigterm_ask_to_stop(self):
         stop = tempfile.mktemp()

@@ -10,6 +10,22 @@ import torch
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
+# frontier-trial's host allocator policy (worker/host.h, ConfigureHostAllocator): the same numbers,
+# so that a step's page faults do not depend on what the process allocated before.
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc's <malloc.h>
+_HOST_ALLOCATOR = ((_M_MMAP_THRESHOLD, 64 << 20), (_M_TRIM_THRESHOLD, 1 << 30), (_M_TOP_PAD, 64 << 20))
+HOST_ALLOCATOR_POLICY = "glibc mmap_threshold=64MiB trim_threshold=1GiB top_pad=64MiB"
+
+
+def configure_host_allocator():
+    """Applies the policy to this process with mallopt; returns it as the result states it."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return "not glibc (no mallopt): the C library's defaults"
+    ok = all(mallopt(param, value) == 1 for param, value in _HOST_ALLOCATOR)
+    return HOST_ALLOCATOR_POLICY if ok else "glibc defaults (mallopt failed)"
+
 
 def percentile(sorted_values, q):
     pos = q * (len(sorted_values) - 1)

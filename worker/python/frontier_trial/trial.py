@@ -104,6 +104,12 @@ class Trial:
         task = spec.get("task") or {}
         runtime = spec.get("runtime") or {}
         self.steps = int(task.get("steps", self.params.get("steps", 100)))
+        self._warnings = []
+        spec_params = spec.get("params") or {}
+        if "steps" in spec_params and "steps" in task and spec_params["steps"] != task["steps"]:
+            self._warn(f"params.steps ({spec_params['steps']}) is not the trial's step count: steps come from "
+                       f"task.steps ({task['steps']}), which ASHA's rungs and screening set; loop over "
+                       "trial.steps, not params['steps']")
         self.eval_every = int(task.get("eval_every", 0))
         self.warmup_steps = int(task.get("warmup_steps", 10))
         self.target = task.get("target")
@@ -111,6 +117,7 @@ class Trial:
         if self.precision not in measure.DTYPES:
             raise ValueError(f"precision '{self.precision}' is not one of fp32, bf16, fp16")
         self.memory_format = str(self.params.get("memory_format", runtime.get("memory_format", "contiguous")))
+        self.host_allocator = measure.configure_host_allocator()  # before the script allocates its model
         threads = int(os.environ.get("FRONTIER_THREADS") or runtime.get("threads") or 0)
         if threads > 0:
             torch.set_num_threads(threads)
@@ -247,6 +254,9 @@ class Trial:
         final validation figures not reported by eval) and returns it."""
         if not self._started:
             self._start()
+        if self._steps_run > 0 and self._last_loss is None:
+            self._warn("no step set its loss (s.loss = loss inside trial.step): a NaN or infinite loss "
+                       "cannot end the trial as diverged, and final_train_loss is null")
         result = self._result("completed")
         for key, value in self._last_eval.items():
             result.setdefault(key, value)
@@ -282,6 +292,11 @@ class Trial:
         sys.exit(EXIT_FAILED)
 
     # --- internals ----------------------------------------------------------------------------
+    def _warn(self, message):
+        """A warning on standard error and in the result's `warnings`."""
+        self._warnings.append(message)
+        print(f"frontier_trial: warning: {message}", file=sys.stderr, flush=True)
+
     def _emit(self, event):
         self._out.write(json.dumps(event) + "\n")
         self._out.flush()
@@ -335,7 +350,7 @@ class Trial:
         r = {"event": "result", "schema": SCHEMA, "status": status, "trial_id": self.trial_id, "seed": self.seed,
              "implementation": "frontier_trial (Python SDK " + VERSION + ")", "dataset": "command",
              "batch_size": batch, "precision": self.precision, "memory_format": self.memory_format,
-             "threads": self.threads, "torch_version": torch.__version__, "host_allocator": "python",
+             "threads": self.threads, "torch_version": torch.__version__, "host_allocator": self.host_allocator,
              "device": str(self.device), "device_name": self._device_name(),
              "steps_run": self._steps_run, "warmup_steps": self.warmup_steps,
              "step_time_ms": measure.stats_json(steps, 1e3), "data_wait_ms": measure.stats_json(waits, 1e3),
@@ -372,6 +387,8 @@ class Trial:
             r["steps_to_target"] = self._steps_to_target
         if self._latency is not None and status == "completed":
             r.update(self._latency)
+        if self._warnings:
+            r["warnings"] = list(self._warnings)
         wait_share = r["data_wait_fraction"]
         input_bound = steps["n"] > 0 and wait_share >= INPUT_BOUND_DATA_WAIT
         # frontier-trial's rules (docs/profiling.md): without a profile only input-bound is claimed.
@@ -404,12 +421,24 @@ class Trial:
 _current = None
 
 
+def _protocol_stream():
+    """The protocol's own stream (docs/trial-protocol.md): a copy of standard output's file
+    descriptor, after which descriptor 1, and so sys.stdout, a stray print() and a C library's
+    printf, go to standard error: only the SDK writes protocol lines."""
+    sys.stdout.flush()
+    protocol = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(protocol, "w", buffering=1, encoding="utf-8")
+
+
 def start(spec=None, params=None, argv=None, out=None):
     """Starts the trial: reads the spec (see _load_spec), merges its `params` over the
     defaults in `params`, and installs the protocol's handlers (SIGTERM asks to stop; an
-    uncaught exception or an exit without finish() prints a `failed` result)."""
+    uncaught exception or an exit without finish() prints a `failed` result). Without `out`,
+    the protocol keeps standard output to itself and everything else printed goes to
+    standard error (_protocol_stream)."""
     global _current
-    out = out or sys.stdout
+    out = out or _protocol_stream()
     try:
         trial = Trial(_load_spec(spec, argv), params, out)
     except (OSError, ValueError) as e:

@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <dlfcn.h>
-#include <malloc.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -350,15 +349,6 @@ bool IsOutOfMemory(const std::exception& e) {
   const std::string what = e.what();
   return what.find("out of memory") != std::string::npos || what.find("can't allocate memory") != std::string::npos ||
          what.find("Cannot allocate memory") != std::string::npos;
-}
-
-std::string ConfigureHostAllocator() {
-  constexpr int kMmapThreshold = 64 << 20;  // larger blocks still get their own mapping
-  constexpr int kTrimThreshold = 1 << 30;   // keep freed heap memory for the next step
-  constexpr int kTopPad = 64 << 20;         // grow the heap in large steps
-  const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1 &&
-                  mallopt(M_TOP_PAD, kTopPad) == 1;
-  return ok ? "glibc mmap_threshold=64MiB trim_threshold=1GiB top_pad=64MiB" : "glibc defaults (mallopt failed)";
 }
 
 int64_t MemoryTracker::ResidentBytes() { return StatusField("VmRSS"); }

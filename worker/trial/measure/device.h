@@ -158,14 +158,4 @@ class MemoryTracker {
 
 std::string CpuModelName();
 
-// Keeps glibc malloc from returning memory to the kernel between steps. A
-// training step frees and reallocates the same multi-megabyte activation
-// buffers every time; with glibc's defaults they go through mmap/munmap or
-// heap trimming, and each step pays page faults whose cost depends on what the
-// process did before (measured here: 36 vs 41-55 ms per step for the same
-// loop). Called once at the start of a trial, and by the benchmarks' reference
-// loops so that all are compared under one allocator policy. Returns the
-// policy as text for the result.
-std::string ConfigureHostAllocator();
-
 }  // namespace frontier
