@@ -54,14 +54,14 @@ import shlex
 import statistics
 import subprocess
 import sys
-import threading
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "proposers"))
+from llm_standin import StandIn  # noqa: E402  (the tests' stand-in chat server)
 NAMES = {"own": "llm proposer + scripted model (its own front)",
          "marked": "llm proposer + scripted model (the prompt's front marks)"}
 
@@ -243,60 +243,26 @@ class ScriptedModel:
                                        for values, why in chosen]})
 
 
-class FakeChatServer:
-    """POST /v1/chat/completions answered by a ScriptedModel; counts each request's prompt (characters of
-    its messages, tokens estimated as ceil(chars / 4)) and the rows of the prompt's table."""
+class FakeChatServer(StandIn):
+    """The stand-in chat server (tests/proposers/llm_standin.py) answering from a ScriptedModel; counts each
+    request's prompt (characters of its messages, tokens estimated as ceil(chars / 4), which it reports as
+    the usage) and the rows of the prompt's table."""
 
     def __init__(self, model):
         self.model = model
         self.calls = []
-        fake = self
+        super().__init__([{"call": self._answer}])
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if self.path != "/v1/chat/completions":
-                    return self._send(404, "no such path")
-                content = fake.model.answer(body)
-                chars = sum(len(m["content"]) for m in body["messages"])
-                users = [m["content"] for m in body["messages"] if m["role"] == "user"]
-                rows = len(read_prompt(users[0])[5])
-                schema = len(json.dumps(body.get("response_format", {})))
-                fake.calls.append({"chars": chars, "est_tokens": math.ceil(chars / 4), "schema_chars": schema,
-                                   "rows": rows, "messages": len(body["messages"]),
-                                   "answer_chars": len(content)})
-                reply = {"id": "x", "object": "chat.completion", "model": body.get("model"),
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                      "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": math.ceil(chars / 4),
-                                   "completion_tokens": math.ceil(len(content) / 4),
-                                   "total_tokens": math.ceil(chars / 4) + math.ceil(len(content) / 4)}}
-                self._send(200, json.dumps(reply))
-
-            def _send(self, code, text):
-                data = text.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def _answer(self, body):
+        content = self.model.answer(body)
+        chars = sum(len(m["content"]) for m in body["messages"])
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        self.calls.append({"chars": chars, "est_tokens": math.ceil(chars / 4),
+                           "schema_chars": len(json.dumps(body.get("response_format", {}))),
+                           "rows": len(read_prompt(users[0])[5]), "messages": len(body["messages"]),
+                           "answer_chars": len(content)})
+        tokens = {"prompt_tokens": math.ceil(chars / 4), "completion_tokens": math.ceil(len(content) / 4)}
+        return {"content": content, "usage": {**tokens, "total_tokens": sum(tokens.values())}}
 
 
 # --- the coordinator's side, simulated ---------------------------------------------------------------------------

@@ -9,7 +9,8 @@ A step is a dict:
   {"from_schema": true}          valid JSON built from the request's response_format schema: the
                                  first N combinations of its enums (N: "propose N" in the prompt) that
                                  the prompt's table of measured configurations does not list
-  {"call": FUNCTION}             (in-process only) the content FUNCTION(body) returns
+  {"call": FUNCTION}             (in-process only) the content FUNCTION(body) returns, or, when it
+                                 returns a dict, its "content" with its "usage"
 When the script runs out, the last step repeats.
 
 As a process (main below): `llm_standin.py --script SCRIPT.json --port-file FILE
@@ -50,14 +51,17 @@ class StandIn:
                     extra = {"Retry-After": str(step["retry_after"])} if "retry_after" in step else {}
                     return self._send(step["status"], step.get("body", "error"), extra)
                 content = step.get("content")
+                usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
                 if step.get("from_schema"):
                     content = from_schema(body)
                 if step.get("call"):
                     content = step["call"](body)
+                    if isinstance(content, dict):
+                        content, usage = content["content"], content["usage"]
                 reply = {"id": "x", "object": "chat.completion", "model": body.get("model"),
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                                       "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                         "usage": usage}
                 self._send(200, json.dumps(reply), {"Content-Type": "application/json"})
 
             def _send(self, code, text, headers=None):

@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""Goodput benchmark: how much of the workers' time trains models.
+
+Runs `frontier run` on the quickstart space and on tests/bench/goodput_short.yaml
+(12 trials of 60 steps) with 1 and 2 local workers, and prints for each run its
+wall time, the device-seconds the trials held, the measured training steps'
+share of them (the report's goodput, docs/report.md#goodput), a completed
+trial's fixed cost and its mean phases (docs/trial-output.md, phases).
+
+With --optuna it also runs the short space's configs as Optuna trials in one
+Python process (Debian's python3-optuna and python3-torch: the network of
+tests/bench/reference_model.py, Fashion-MNIST read once, the same steps, batch,
+optimizer and threads, a validation pass at the end), and prints for both the
+ratio of wall time to summed step time: what an in-process loop with no
+start-up, isolation or measurement costs against Frontier's trials.
+
+usage: /usr/bin/python3 tests/bench/goodput.py [--build DIR] [--spaces quickstart,short]
+                                               [--workers 1,2] [--optuna] [--json FILE]
+"""
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SPACES = {"quickstart": os.path.join(ROOT, "search_spaces/quickstart.yaml"),
+          "short": os.path.join(HERE, "goodput_short.yaml")}
+PHASES = ["start", "data", "model", "flops", "gate", "warmup", "train", "eval", "latency", "profile", "other"]
+
+
+def run_frontier(build, space, workers):
+    """`frontier run` in a scratch folder: (wall seconds, the report's JSON)."""
+    with tempfile.TemporaryDirectory(prefix="goodput-") as runs:
+        start = time.monotonic()
+        done = subprocess.run([os.path.join(build, "server/frontier"), "run", space, "--workers", str(workers),
+                               "--runs-dir", runs, "-o", "json", "--metrics-listen", "0"],
+                              capture_output=True, text=True, check=False)
+        wall = time.monotonic() - start
+        if done.returncode != 0:
+            sys.exit(f"frontier run {space} --workers {workers} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        # stdout: the progress lines, the report's JSON, then the HTML report's path.
+        start_of_report = done.stdout.find("\n{") + 1
+        report, _ = json.JSONDecoder().raw_decode(done.stdout[start_of_report:])
+        return wall, report
+
+
+def frontier_row(name, workers, wall, report):
+    goodput = report.get("goodput")
+    if not goodput:
+        sys.exit(f"{name}: the report has no goodput (are the results from this build's frontier-trial?)")
+    trials = goodput["trials"]
+    steps_s = sum(c["cost"]["train_s"] for c in report["configs"])  # summed step time, warm-up included
+    return {"space": name, "workers": workers, "trials": trials, "wall_s": wall, "device_s": goodput["device_s"],
+            "measured_train_s": goodput["train_s"], "goodput": goodput["share"],
+            "fixed_cost_s": goodput["fixed_cost_s"], "outside_process_s": goodput["outside_process_s"],
+            "summed_step_s": steps_s, "wall_per_step_s": wall * workers / steps_s if steps_s else None,
+            "phases": {p: goodput["phases"].get(p + "_s", 0.0) / trials for p in PHASES}}
+
+
+def fashion_mnist(split):
+    d = "/usr/share/datasets/fashion-mnist"
+    prefix = "train" if split == "train" else "t10k"
+    with gzip.open(os.path.join(d, f"{prefix}-images-idx3-ubyte.gz")) as f:
+        images = f.read()[16:]
+    with gzip.open(os.path.join(d, f"{prefix}-labels-idx1-ubyte.gz")) as f:
+        labels = f.read()[8:]
+    return images, labels
+
+
+def run_optuna(space_path):
+    """The short space's grid as Optuna trials in this process: (wall seconds, summed step seconds, trials)."""
+    import optuna
+    import torch
+    import yaml
+    sys.path.insert(0, HERE)
+    import reference_model
+
+    start = time.monotonic()
+    space = yaml.safe_load(open(space_path))
+    task, base = space["task"], space["baseline"]
+    torch.set_num_threads(base["runtime"].get("threads", 1))
+    images, labels = fashion_mnist("train")
+    x_all = ((torch.frombuffer(bytearray(images), dtype=torch.uint8).view(-1, 1, 28, 28).float() / 255.0)
+             - 0.2860) / 0.3530
+    y_all = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
+    val_x, val_y = x_all[-10000:], y_all[-10000:]
+    o = task["optimizer"]
+    summed = {"step_s": 0.0}
+    grid = {k: list(v) for k, v in space["space"].items()}
+
+    def objective(trial):
+        arch = json.loads(json.dumps(base["arch"]))
+        for key, values in grid.items():
+            stage, field = key.split(".")
+            arch["stages"][int(stage[len("stages["):-1])][field] = trial.suggest_categorical(key, values)
+        torch.manual_seed(trial.number)
+        model = reference_model.build(arch, 1, 10)
+        opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"],
+                              weight_decay=o["weight_decay"])
+        generator = torch.Generator().manual_seed(trial.number)
+        for _ in range(task["steps"]):
+            index = torch.randint(0, x_all.shape[0] - 10000, (task["batch_size"],), generator=generator)
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x_all[index]), y_all[index])
+            loss.backward()
+            opt.step()
+            summed["step_s"] += time.perf_counter() - t0
+        model.eval()
+        with torch.no_grad():
+            correct = sum((model(val_x[i:i + 1000]).argmax(1) == val_y[i:i + 1000]).sum().item()
+                          for i in range(0, 10000, 1000))
+        return correct / 10000
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    configs = 1
+    for values in grid.values():
+        configs *= len(values)
+    trials = configs * space.get("repeats", 1)
+    for repeat in range(space.get("repeats", 1)):
+        study = optuna.create_study(direction="maximize", sampler=optuna.samplers.GridSampler(grid, seed=repeat))
+        study.optimize(objective, n_trials=configs)
+    return time.monotonic() - start, summed["step_s"], trials
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--spaces", default="quickstart,short")
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--optuna", action="store_true", help="also the short space as in-process Optuna trials")
+    ap.add_argument("--json", help="write the rows to this file")
+    args = ap.parse_args()
+
+    rows = []
+    for name in args.spaces.split(","):
+        for workers in (int(w) for w in args.workers.split(",")):
+            wall, report = run_frontier(args.build, SPACES[name], workers)
+            rows.append(frontier_row(name, workers, wall, report))
+            r = rows[-1]
+            print(f"{name:10s} workers {workers}: {r['trials']} trials in {wall:.1f} s wall, "
+                  f"{r['device_s']:.1f} device-s; goodput {r['goodput']:.3f}; fixed cost "
+                  f"{r['fixed_cost_s']:.2f} s a trial; wall x workers / summed step time {r['wall_per_step_s']:.2f}")
+            print("           phases (mean s a trial): " +
+                  ", ".join(f"{p} {r['phases'][p]:.3f}" for p in PHASES) +
+                  f", outside the process {r['outside_process_s']:.3f}")
+            sys.stdout.flush()
+    if args.optuna:
+        wall, step_s, trials = run_optuna(SPACES["short"])
+        rows.append({"space": "short", "runner": "optuna in-process", "trials": trials, "wall_s": wall,
+                     "summed_step_s": step_s, "wall_per_step_s": wall / step_s})
+        print(f"short      optuna in one process: {trials} trials in {wall:.1f} s wall, summed step time "
+              f"{step_s:.1f} s; wall / summed step time {wall / step_s:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
