@@ -149,6 +149,10 @@ struct SearchSpace {
   ScreenSpec screen;
   int max_attempts = 3;   // leases per trial before it fails for good
   bool retry_timeouts = false;  // a timed-out attempt runs again too (server/scheduler/retry_policy.h)
+  // Inference latency depends on the configuration, not the seed: measured on
+  // seed 1 of each configuration only, unless the space's `latency` section
+  // says `seeds: all` (then on every seed, for its spread).
+  bool latency_every_seed = false;
 };
 
 // Direction of a metric (a parity metric, an objective): an objective's goal

@@ -42,8 +42,17 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
     space.base["profile"] = profile;
   }
   if (top.Has("latency")) {
-    const json latency = top.Value("latency");
+    json latency = top.Value("latency");
     if (!latency.is_object()) Fail("latency", "expected a mapping like {batch_size: 8}, got " + Describe(latency));
+    if (latency.contains("seeds")) {  // the space's, not the trial spec's: which seeds measure it
+      const json seeds = latency["seeds"];
+      if (seeds != "first" && seeds != "all") {
+        Fail("latency.seeds", "expected first (seed 1 of each configuration, the default) or all, got " +
+                                  Describe(seeds));
+      }
+      space.latency_every_seed = seeds == "all";
+      latency.erase("seeds");
+    }
     space.base["latency"] = latency;
   }
 }

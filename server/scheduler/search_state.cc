@@ -20,6 +20,8 @@ std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, 
   for (int seed = first_seed; seed <= last_seed; ++seed) {
     TrialSpec spec = MakeTrialSpec(space, config, seed, "");
     spec.task.steps = steps;
+    // Latency is the configuration's, not the seed's: seed 1 measures it (SearchSpace::latency_every_seed).
+    if (seed > 1 && !space.latency_every_seed) spec.latency.repetitions = 0;
     TrialRow row;
     row.config_json = ConfigKey(config);
     row.is_baseline = IsBaseline(space, config);

@@ -29,7 +29,9 @@ namespace scheduling {
 // Trials of one configuration at one fidelity form a group: its seeds.
 std::string GroupKey(const std::string& config_key, int steps);
 
-// The trials of `config` at `steps`, one per seed first_seed..last_seed.
+// The trials of `config` at `steps`, one per seed first_seed..last_seed; seeds
+// after the first measure no inference latency unless the space says
+// `latency: {seeds: all}` (SearchSpace::latency_every_seed).
 std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, int steps, int first_seed,
                                 int last_seed);
 

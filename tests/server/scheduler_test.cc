@@ -68,6 +68,28 @@ TEST_F(SchedulerTest, SubmitExpandsBaselineAndVariantsAtEverySeed) {
   EXPECT_EQ(trials[3].max_attempts, 2);
 }
 
+// Latency depends on the configuration, not the seed: seed 1 measures it, unless the space asks for all.
+TEST_F(SchedulerTest, OnlyTheFirstSeedMeasuresLatencyUnlessTheSpaceAsksForAll) {
+  for (const std::string& section : {std::string(), std::string("latency: {batch_size: 4, seeds: all}\n")}) {
+    SCOPED_TRACE(section);
+    SqliteStore store(":memory:");
+    Scheduler scheduler(store, clock_, Options());
+    const std::string id = scheduler.Submit(std::string(kSpace) + section, "tiny.yaml").id;
+    for (const TrialRow& t : store.ListTrials(id)) {
+      const auto spec = nlohmann::json::parse(t.spec_json);
+      EXPECT_EQ(spec["latency"]["repetitions"], t.seed == 1 || !section.empty() ? 100 : 0) << t.seed;
+      EXPECT_FALSE(spec["latency"].contains("seeds")) << "the space's field, not the trial spec's";
+      if (!section.empty()) EXPECT_EQ(spec["latency"]["batch_size"], 4);
+    }
+  }
+  try {
+    scheduler_.Submit(std::string(kSpace) + "latency: {seeds: 2}\n", "tiny.yaml");
+    FAIL() << "accepted";
+  } catch (const SpaceError& e) {
+    EXPECT_NE(std::string(e.what()).find("latency.seeds: expected first"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(SchedulerTest, InvalidSpaceIsRejectedWithItsLine) {
   try {
     scheduler_.Submit("name: x\nspace:\n  attention: [flash]\n", "bad.yaml");
