@@ -28,8 +28,10 @@ status=${PIPESTATUS[0]}
 set -e
 echo
 echo "The 20 slowest tests (seconds):"
+# awk, not head: head would close the pipe early, sort would die of SIGPIPE, and pipefail would make
+# the script exit 141 here.
 sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$build/ctest-output.log" |
-  sort -rn | head -20 | awk '{printf "  %8.1f  %s\n", $1, $2}'
+  sort -rn | awk 'NR <= 20 {printf "  %8.1f  %s\n", $1, $2}'
 echo "tests/run.sh: packages $((installed - start)) s, configure and build $((built - installed)) s," \
      "ctest $((SECONDS - built)) s, in all $((SECONDS - start)) s"
 exit "$status"
