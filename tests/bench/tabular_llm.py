@@ -62,12 +62,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "proposers"))
 from llm_standin import StandIn  # noqa: E402  (the tests' stand-in chat server)
+from tabular_optuna import config_key  # noqa: E402  (the table's configuration keys, one rule)
 NAMES = {"own": "llm proposer + scripted model (its own front)",
          "marked": "llm proposer + scripted model (the prompt's front marks)"}
-
-
-def config_key(config):
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
 def load(table_path):

@@ -34,6 +34,21 @@ start_proposer() {  # PORT (0: any free one); sets port and proposer_pid
   [[ -s port ]] || fail "the proposer did not start"
   port="$(cat port)"
 }
+start_llm_proposer() {  # LOG [SCRIPT.json]: a stand-in chat server (llm_standin.py) and
+  # frontier-llm-proposer against it with ./key; sets standin_pid, proposer_pid and port
+  /usr/bin/python3 "$src/tests/proposers/llm_standin.py" ${2:+"$2"} > "standin-$1" 2>&1 &
+  standin_pid=$!
+  for _ in $(seq 100); do [[ -s "standin-$1" ]] && break; sleep 0.1; done
+  local endpoint
+  endpoint="$(head -1 "standin-$1")"
+  [[ "$endpoint" == http://127.0.0.1:*/v1 ]] || fail "no stand-in: $endpoint"
+  rm -f port
+  "$src/proposers/llm/frontier-llm-proposer" --endpoint "$endpoint" --model stand-in --api-key-file key \
+    --listen 127.0.0.1:0 --port-file port > "$1" 2>&1 &
+  proposer_pid=$!
+  for _ in $(seq 200); do [[ -s port ]] && break; sleep 0.1; done
+  port="$(cat port)"
+}
 make_space() {  # OUT TRIALS BATCH
   sed "s/__ADDRESS__/127.0.0.1:$port/; s/__TRIALS__/$2/; s/__BATCH__/$3/" \
     "$src/tests/integration/proposer_space.yaml" > "$1"
@@ -115,19 +130,9 @@ PY
 
 # 3. The LLM proposer against the stand-in chat server.
 kill "$proposer_pid"; wait "$proposer_pid" 2>/dev/null || true; proposer_pid=""
-/usr/bin/python3 "$src/tests/proposers/llm_standin.py" > standin.out 2>&1 &
-standin_pid=$!
-for _ in $(seq 100); do [[ -s standin.out ]] && break; sleep 0.1; done
-endpoint="$(head -1 standin.out)"
-[[ "$endpoint" == http://127.0.0.1:*/v1 ]] || fail "no stand-in: $endpoint"
 key="sk-e2e-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
 echo "$key" > key
-rm -f port
-"$src/proposers/llm/frontier-llm-proposer" --endpoint "$endpoint" --model stand-in --api-key-file key \
-  --listen 127.0.0.1:0 --port-file port > llm.log 2>&1 &
-proposer_pid=$!
-for _ in $(seq 200); do [[ -s port ]] && break; sleep 0.1; done
-port="$(cat port)"
+start_llm_proposer llm.log
 make_space three.yaml 3 2
 "$build/server/frontier" run three.yaml --workers 2 --runs-dir runs3 > run3.out 2>&1 || fail "the LLM run failed"
 exp="$(sed -n 's/^experiment \(exp-[0-9]*\) .*/\1/p' run3.out | head -1)"
@@ -154,17 +159,7 @@ if grep -rq "$key" llm.log run3.out runs3/*/*.log 2>/dev/null; then fail "the ke
 kill "$proposer_pid"; wait "$proposer_pid" 2>/dev/null || true; proposer_pid=""
 kill "$standin_pid"; wait "$standin_pid" 2>/dev/null || true; standin_pid=""
 echo '[{"status": 401, "body": "{\"error\": {\"message\": \"Incorrect API key provided\"}}"}]' > refuse.json
-/usr/bin/python3 "$src/tests/proposers/llm_standin.py" refuse.json > standin4.out 2>&1 &
-standin_pid=$!
-for _ in $(seq 100); do [[ -s standin4.out ]] && break; sleep 0.1; done
-endpoint="$(head -1 standin4.out)"
-[[ "$endpoint" == http://127.0.0.1:*/v1 ]] || fail "no stand-in: $endpoint"
-rm -f port
-"$src/proposers/llm/frontier-llm-proposer" --endpoint "$endpoint" --model stand-in --api-key-file key \
-  --listen 127.0.0.1:0 --port-file port > llm4.log 2>&1 &
-proposer_pid=$!
-for _ in $(seq 200); do [[ -s port ]] && break; sleep 0.1; done
-port="$(cat port)"
+start_llm_proposer llm4.log refuse.json
 make_space four.yaml 3 2
 "$build/server/frontier" run four.yaml --workers 1 --runs-dir runs4 > run4.out 2>&1 &
 run_pid=$!
