@@ -21,11 +21,15 @@ const std::vector<MetricInfo>& MetricCatalog() {
       {"peak_memory_mb",   "MB",        false, "peak_memory_mb",           true,  false, false, false, 8,  "peak_memory_mb",      SqlType::kReal,       9,  true,  true},
       {"params",           "",          false, "params",                   true,  false, false, false, 9,  "params",              SqlType::kBigInteger, 10, true,  false},
       {"time_to_target_s", "s",         false, "time_to_target_s",         true,  false, false, false, 10, "",                    SqlType::kReal,       -1, false, false},
+      // Training FLOPs per sample (3 x the counted forward over the batch: docs/trial-output.md, flops), as
+      // built-in trials and the SDK's command trials both count them: an architecture's compute, whatever
+      // its batch.
+      {"flops",            "FLOPs",     false, "flops.train_per_sample",   true,  false, false, false, 11, "",                    SqlType::kReal,       -1, false, false},
       // Inference latency (docs/trial-output.md, Latency): eval-mode forward at the latency batch (default
       // the training batch) and at batch 1; median and p99. SQL columns after `threads` (per trial; mean and
       // spread per config; config_front's goals): PostgreSQL's migration 9 dropped the views to add them, as
       // CREATE OR REPLACE VIEW cannot insert columns before existing ones (server/store/result_views.h).
-      {"latency_ms",       "ms",        false, "latency_ms",               true,  false, false, false, -1, "latency_ms",          SqlType::kReal,       12, true,  true},
+      {"latency_ms",       "ms",        false, "latency_ms",               true,  false, false, false, 12, "latency_ms",          SqlType::kReal,       12, true,  true},
       {"latency_p99_ms",   "ms",        false, "latency_p99_ms",           true,  false, false, false, -1, "latency_p99_ms",      SqlType::kReal,       13, true,  true},
       {"latency_b1_ms",    "ms",        false, "latency_b1_ms",            true,  false, false, false, -1, "latency_b1_ms",       SqlType::kReal,       14, true,  true},
       {"latency_b1_p99_ms", "ms",       false, "latency_b1_p99_ms",        true,  false, false, false, -1, "latency_b1_p99_ms",   SqlType::kReal,       15, true,  true},

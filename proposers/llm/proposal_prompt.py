@@ -128,6 +128,7 @@ METRICS = {
     "mfu": "model FLOP utilization, a fraction of the device's peak",
     "peak_memory_mb": "peak memory of the trial",
     "params": "parameters of the model",
+    "flops": "training FLOPs per sample",
     "time_to_target_s": "training time until the quality target was reached",
     "latency_ms": "inference latency at the measured batch",
     "latency_b1_ms": "inference latency at batch 1",

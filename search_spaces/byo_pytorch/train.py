@@ -148,6 +148,7 @@ def main():
             trial.eval(step + 1, val_accuracy=acc, val_loss=vloss)
     acc, vloss = evaluate(model, val_x, val_y, trial)
     trial.eval(trial.steps, val_accuracy=acc, val_loss=vloss)
+    trial.measure_latency(model, val_x[:batch])  # onboard latency: batch 1 and the training batch
     test_acc, test_loss = evaluate(model, test_x, test_y, trial)
     trial.finish(test_accuracy=test_acc, test_loss=test_loss)
 

@@ -212,7 +212,8 @@ int FallbackConfigs(const Report& report);
 // the catalog's reported metrics (search_spaces/metric_catalog.h), by their
 // report_position: val_accuracy, test_accuracy, val_iou, test_iou (BEV task), val_loss,
 // step_time_ms (median step time), throughput (samples/s), mfu,
-// peak_memory_mb, params, time_to_target_s. A report metric's value in a trial
+// peak_memory_mb, params, time_to_target_s, flops (training FLOPs per sample),
+// latency_ms (median inference latency at the latency batch). A report metric's value in a trial
 // result is MetricOf (metric_catalog.h).
 const std::vector<std::string>& ReportMetrics();
 

@@ -139,6 +139,8 @@ TextTable BuildTextTable(const Report& report, bool wide) {
       {"MFU %", true, false, [](const ConfigSummary& c) { return FormatMetric(c, "mfu", "%.1f", 100); }},
       {"peak MB", true, false, [](const ConfigSummary& c) { return FormatMetric(c, "peak_memory_mb", "%.1f"); }},
       {"params", true, false, [](const ConfigSummary& c) { return FormatCount(c, "params"); }},
+      {"FLOPs/sample", true, false, [](const ConfigSummary& c) { return FormatCount(c, "flops"); }},
+      {"latency ms", true, false, [](const ConfigSummary& c) { return FormatMetric(c, "latency_ms", "%.2f"); }},
       {"bottleneck", false, false, BottleneckLabel},
       {"speed-up [95% CI]", true, true, FormatSpeedup},
       {"\u0394 " + report.parity.metric, true, true, FormatQualityDelta},

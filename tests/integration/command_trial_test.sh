@@ -30,5 +30,25 @@ for config, state, spec, result in rows:
     assert result["peak_memory_kind"] == "cpu-allocated-growth", result["peak_memory_kind"]
     assert [e["step"] for e in result["evals"]] == [6, 12], result["evals"]
     assert 0 <= result["test_accuracy"] <= 1
+    assert result["latency_ms"] > 0 and result["latency_b1_ms"] > 0, result.get("latency")
 print("2 command trials completed with the SDK's measurements")
+PY
+# The report shows the command trials' FLOPs and latency as it does built-in trials' (issue 44).
+"$build/server/frontier" report "$exp" --db runs/frontier.db -o csv > report.csv
+"$build/server/frontier" report "$exp" --db runs/frontier.db --wide > report.txt
+cat report.txt
+/usr/bin/python3 - "$work/runs/frontier.db" "$exp" report.csv report.txt <<'PY'
+import csv, json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+results = {json.loads(c).get("params.attention", "none"): json.loads(r) for c, r in db.execute(
+    "SELECT config_json, result_json FROM trials WHERE experiment_id = ?", (sys.argv[2],))}
+rows = list(csv.DictReader(open(sys.argv[3], newline="")))
+assert len(rows) == 2, rows
+for row in rows:
+    result = results["none" if row["is_baseline"] == "true" else "linear"]
+    assert float(row["flops_mean"]) == result["flops"]["train_per_sample"] > 0, (row["flops_mean"], result["flops"])
+    assert float(row["latency_ms_mean"]) == result["latency_ms"], (row["latency_ms_mean"], result["latency_ms"])
+header = next(line for line in open(sys.argv[4]).read().splitlines() if line.startswith("#  config"))
+assert "FLOPs/sample" in header and "latency ms" in header, header
+print("the report shows both configs' FLOPs per sample and latency")
 PY

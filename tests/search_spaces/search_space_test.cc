@@ -522,7 +522,7 @@ INSTANTIATE_TEST_SUITE_P(
             "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
             "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
             "params, "
-            "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+            "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
             "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
@@ -539,7 +539,7 @@ INSTANTIATE_TEST_SUITE_P(
             "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
             "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
             "params, "
-            "time_to_target_s, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+            "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
             "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},

@@ -45,8 +45,12 @@ TEST(MetricOfTest, MapsReportNamesToResultFields) {
     "step_time_ms": {"median": 12.5, "p90": 14},
     "throughput": {"samples_per_s": 10240, "end_to_end_samples_per_s": 9000},
     "mfu": 0.31, "peak_memory_mb": 812, "params": 1200000, "val_accuracy": 0.91, "test_accuracy": 0.9,
-    "val_loss": 0.28, "time_to_target_s": null, "device": "cpu"})");
+    "val_loss": 0.28, "time_to_target_s": null, "device": "cpu",
+    "flops": {"forward_per_step": 4.0e9, "train_per_step": 1.2e10, "train_per_sample": 9.375e7},
+    "latency_ms": 3.5})");
   EXPECT_EQ(MetricOf(result, "step_time_ms"), 12.5);
+  EXPECT_EQ(MetricOf(result, "flops"), 9.375e7);
+  EXPECT_EQ(MetricOf(result, "latency_ms"), 3.5);
   EXPECT_EQ(MetricOf(result, "throughput"), 10240);
   EXPECT_EQ(MetricOf(result, "mfu"), 0.31);
   EXPECT_EQ(MetricOf(result, "params"), 1200000);
@@ -57,7 +61,7 @@ TEST(MetricOfTest, MapsReportNamesToResultFields) {
   EXPECT_EQ(MetricOf(result, "throughput.end_to_end_samples_per_s"), 9000);
   EXPECT_EQ(MetricOf(json(nullptr), "mfu"), std::nullopt);
   EXPECT_EQ(MetricOf(json::parse(R"({"throughput": 5})"), "throughput"), std::nullopt);
-  EXPECT_EQ(ReportMetrics().size(), 11u);
+  EXPECT_EQ(ReportMetrics().size(), 13u);
   EXPECT_EQ(MetricOf(json::parse(R"({"val_iou": 0.41, "test_iou": 0.4})"), "val_iou"), 0.41);
 }
 
