@@ -458,8 +458,12 @@ def start(spec=None, params=None, argv=None, out=None):
         if exc_type is KeyboardInterrupt:
             trial._fail("runtime", "interrupted")
         else:
-            tail = "".join(traceback.format_exception(exc_type, exc, tb)[-4:]).strip()
-            trial._fail(_error_kind(exc), f"{exc_type.__name__}: {exc}; traceback tail: {tail[-1500:]}")
+            # The first line says what and where (reports show only it); the frames follow.
+            frames = traceback.extract_tb(tb)
+            where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name})" \
+                if frames else ""
+            tail = "".join(traceback.format_list(frames[-3:])).strip()
+            trial._fail(_error_kind(exc), f"{exc_type.__name__}: {exc}{where}; traceback tail: {tail[-1500:]}")
         previous_hook(exc_type, exc, tb)
         sys.stderr.flush()
         os._exit(EXIT_FAILED)
