@@ -230,6 +230,11 @@ struct Scheduler::Search {
   // the baseline and the configuration have no trial running: the next seed
   // of each configuration WantsAnotherSeed picks, and that seed of the
   // baseline when it lacks it (the paired test needs both sides' seed).
+  // With `test: welch` the baseline first runs all `max` seeds and no
+  // configuration gets one before they are final: an unpaired verdict reads
+  // every baseline seed, so a baseline still gaining seeds (for other
+  // configurations) would change a verdict between its own looks, more than
+  // the `max - min + 1` looks its bounds are split over (docs/search-space.md).
   std::vector<std::pair<std::string, int>> AdaptiveSeedsDue() const {
     if (!space.AdaptiveSeeds()) return {};
     const std::string* baseline_key = nullptr;
@@ -238,6 +243,15 @@ struct Scheduler::Search {
     }
     if (baseline_key == nullptr || !groups.at(*baseline_key).AllFinal()) return {};
     const Group& baseline = groups.at(*baseline_key);
+    if (space.parity.test == "welch" && baseline.seeds.size() < static_cast<size_t>(space.max_repeats)) {
+      std::vector<std::pair<std::string, int>> baseline_first;
+      for (int seed = 1; seed <= space.max_repeats; ++seed) {
+        if (std::find(baseline.seeds.begin(), baseline.seeds.end(), seed) == baseline.seeds.end()) {
+          baseline_first.emplace_back(*baseline_key, seed);
+        }
+      }
+      return baseline_first;
+    }
     std::vector<std::string> keys;
     std::vector<Fitness> field;  // of every configuration at the full budget, from what has ended of it
     for (const std::string& key : group_order) {

@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
+#include <random>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
+#include "server/rpc/stored_report.h"
 #include "server/store/sqlite_store.h"
 #include "tests/server/fake_clock.h"
 #include "tests/server/trial_events.h"
@@ -692,5 +695,88 @@ TEST_F(SchedulerTest, AnIntegerRepeatsAddsNoSeeds) {
     EXPECT_EQ(seeds, (std::vector<int64_t>{1, 2})) << config;
 }
 
+
+// The unpaired test: the baseline runs all its max seeds before any other
+// configuration gets an extra one, so every verdict is looked at only as its
+// own seeds arrive (kAdaptiveSpace's width 12 is inconclusive at every look).
+TEST_F(SchedulerTest, AdaptiveSeedsWithWelchRunTheBaselinesSeedsFirst) {
+  std::string yaml = kAdaptiveSpace;
+  yaml.replace(yaml.find("repeats: {min: 2, max: 4}"), 25,
+               "repeats: {min: 2, max: 4}\nparity: {metric: val_accuracy, margin: 0.005, test: welch}");
+  const std::string id = scheduler_.Submit(yaml, "adaptive.yaml").id;
+  CompleteAdaptive(scheduler_, clock_, 8);  // the first min seeds
+  std::vector<std::pair<std::string, std::vector<int64_t>>> configs = ConfigsOf(store_, id);
+  EXPECT_EQ(configs[0].second, (std::vector<int64_t>{1, 2, 3, 4})) << "the baseline's seeds come first";
+  for (size_t i = 1; i < configs.size(); ++i) EXPECT_EQ(configs[i].second.size(), 2u) << configs[i].first;
+  CompleteAdaptive(scheduler_, clock_, 1);  // one baseline seed final, one still to run: no decision yet
+  for (size_t i = 1; i < ConfigsOf(store_, id).size(); ++i) EXPECT_EQ(ConfigsOf(store_, id)[i].second.size(), 2u);
+  CompleteAdaptive(scheduler_, clock_);
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  configs = ConfigsOf(store_, id);
+  EXPECT_EQ(configs[0].second, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_GT(configs[1].second.size(), 2u) << configs[1].first << " is inconclusive: it gets more seeds";
+}
+
+// Adaptive seeds with the unpaired test, simulated under the null hypothesis
+// of non-inferiority (each variant's true gain is exactly -margin, every seed
+// independent) through the scheduler and the stored report: the baseline and
+// two variants that both stay on the front (one faster, one smaller), seeds
+// 2..6. The report's "at parity" is false for every variant here; its rate
+// stays at most 5% with the looks' split alpha.
+TEST(AdaptiveSeedsNullTest, WelchFalseParityStaysWithinFivePercent) {
+  constexpr const char* kSpace = R"(
+name: welch-null
+task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
+       batch_size: 8, steps: 40, warmup_steps: 1, eval_every: 0}
+baseline:
+  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, depth: 1}]}
+  runtime: {threads: 1}
+space:
+  stem.width: [8, 12, 16]
+objectives: [{metric: val_accuracy}, {metric: throughput}, {metric: peak_memory_mb}]
+parity: {metric: val_accuracy, margin: 0.005, test: welch}
+repeats: {min: 2, max: 6}
+)";
+  const double margin = 0.005;
+  std::mt19937_64 rng(23);
+  std::normal_distribution<double> noise(0.0, 0.02);
+  const int runs = 400;
+  int variants = 0, false_parity = 0, extra_seeds = 0;
+  for (int run = 0; run < runs; ++run) {
+    SqliteStore store(":memory:");
+    FakeClock clock;
+    Scheduler scheduler(store, clock, SchedulerOptions{});
+    const std::string id = scheduler.Submit(kSpace, "welch-null.yaml").id;
+    CompleteWith(scheduler, clock, 1 << 30, [&](const TrialRow& trial) {
+      const int width = nlohmann::json::parse(trial.config_json).value("stem.width", 8);
+      return nlohmann::json{{"event", "result"},
+                            {"status", "completed"},
+                            {"val_accuracy", 0.8 - (width == 8 ? 0.0 : margin) + noise(rng)},
+                            {"throughput", {{"samples_per_s", width == 12 ? 150 : 100}}},
+                            {"peak_memory_mb", width == 16 ? 5 : 10}}
+          .dump();
+    });
+    ASSERT_EQ(store.GetExperiment(id)->state, "completed");
+    const std::optional<Report> report = StoredReport(store, id, false);
+    ASSERT_TRUE(report.has_value());
+    for (const ConfigSummary& config : report->configs) {
+      if (config.is_baseline) {
+        EXPECT_EQ(config.seeds_completed, 6) << "the baseline runs every seed first";
+        continue;
+      }
+      ++variants;
+      extra_seeds += config.seeds_completed - 2;
+      ASSERT_EQ(config.parity_test, "welch");
+      if (config.parity == "at parity") ++false_parity;
+    }
+  }
+  const double rate = static_cast<double>(false_parity) / variants;
+  std::printf("welch under the null: false at-parity rate %.4f over %d variants, %.2f extra seeds a variant\n", rate,
+              variants, static_cast<double>(extra_seeds) / variants);
+  EXPECT_EQ(variants, 2 * runs);
+  EXPECT_LE(rate, 0.05);
+  EXPECT_GT(rate, 0.005);                                       // not vacuous: the rule does reach verdicts
+  EXPECT_GT(static_cast<double>(extra_seeds) / variants, 0.5);  // and looks again
+}
 }  // namespace
 }  // namespace frontier
