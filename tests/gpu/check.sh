@@ -19,6 +19,9 @@
 #     profile-cuda  the default profile carries CUDA times and the verdict rests on it
 #     loss-scaler   fp16 (dynamic loss scaling) on a short run: finite, falling loss
 #     pooling-equal bev_lss.json with naive and fused pooling (fp32): the same IoU
+#     op-gated      fused and depth_fused (BEVPoolv2-style, the CUDA kernels) passed the
+#                   correctness gate on the GPU (forward and gradients against the float64
+#                   reference) and were timed against naive; MFU (above) also needs TF32 off
 #
 # Each check prints one PASS or FAIL line; the script exits non-zero when any
 # check failed or any step before them (the build, a trial that printed no
@@ -43,18 +46,20 @@ checks="$root/tests/gpu/checks.py"
 verify() {
   local dir="$1" failed=0
   check() { "$python" "$checks" "$@" || failed=$((failed + 1)); }
-  check cuda "$dir"/{baseline,bf16_channels_last,matmul_fp32,matmul_bf16,fp16,bev_naive,bev_fused}.jsonl
+  check cuda "$dir"/{baseline,bf16_channels_last,matmul_fp32,matmul_bf16,fp16,bev_naive,bev_fused,bev_depth_fused}.jsonl
   check mfu "$dir/baseline.jsonl" "$dir/bf16_channels_last.jsonl"
   check bf16-faster "$dir/matmul_fp32.jsonl" "$dir/matmul_bf16.jsonl"
   check peak-memory "$dir/baseline.jsonl" "$dir/bf16_channels_last.jsonl"
   check profile-cuda "$dir/baseline.jsonl" "$dir/bf16_channels_last.jsonl"
   check loss-scaler "$dir/fp16.jsonl"
   check pooling-equal "$dir/bev_naive.jsonl" "$dir/bev_fused.jsonl"
+  check pooling-equal "$dir/bev_naive.jsonl" "$dir/bev_depth_fused.jsonl"
+  check op-gated "$dir/bev_fused.jsonl" "$dir/bev_depth_fused.jsonl"
   if (( failed > 0 )); then
-    echo "FAIL: $failed of 7 checks failed"
+    echo "FAIL: $failed of 9 checks failed"
     exit 1
   fi
-  echo "PASS: all 7 checks"
+  echo "PASS: all 9 checks"
 }
 if [[ "${1:-}" == "verify" ]]; then
   [[ -d "${2:-}" ]] || { echo "FAIL: verify needs the folder of a run's outputs"; exit 64; }
@@ -127,7 +132,7 @@ spec["runtime"]["memory_format"] = "contiguous"'
 run matmul_fp32 attention_bf16_channels_last.json "$matmul"$'\nspec["runtime"]["precision"] = "fp32"'
 run matmul_bf16 attention_bf16_channels_last.json "$matmul"$'\nspec["runtime"]["precision"] = "bf16"'
 run fp16 baseline.json 'spec["task"].update({"steps": 60, "eval_every": 0}); spec["task"].pop("target", None); spec["runtime"]["precision"] = "fp16"'
-for pooling in naive fused; do
+for pooling in naive fused depth_fused; do
   run "bev_$pooling" bev_lss.json "spec['runtime']['precision'] = 'fp32'; spec['arch']['bev']['pooling'] = '$pooling'"
 done
 

@@ -54,6 +54,8 @@ def check_mfu(runs):
         problem = _completed(r, name)
         if problem:
             return problem
+        if str(r.get("device", "")).startswith("cuda") and r.get("tf32") != {"cublas": False, "cudnn": False}:
+            return f"{name}: TF32 is not off ({r.get('tf32')}): its fp32 MFU would be against the wrong peak"
         mfu = r.get("mfu")
         if not _finite(mfu) or not 0 < mfu <= 1:
             return f"{name}: MFU {mfu} is not in (0, 1] (peak {r.get('peak_flops')})"
@@ -132,17 +134,33 @@ def check_loss_scaler(runs):
 
 
 def check_pooling_equal(runs):
-    """fused and naive BEV pooling reach the same validation IoU (same sums in fp32)."""
+    """a pooling variant (fused, depth_fused) reaches naive's validation IoU (the same sums in fp32)."""
     (_, naive), (_, fused) = runs["naive"], runs["fused"]
     for name, r in (("naive", naive), ("fused", fused)):
         problem = _completed(r, name) or _on_cuda(r, name)
         if problem:
             return problem
-    if naive.get("bev", {}).get("pooling") != "naive" or fused.get("bev", {}).get("pooling") != "fused":
+    if naive.get("bev", {}).get("pooling") != "naive" or fused.get("bev", {}).get("pooling") in (None, "naive"):
         return f"pooling variants are {naive.get('bev')} and {fused.get('bev')}"
     a, b = naive["val_iou"], fused["val_iou"]
     if abs(a - b) >= 0.01:
-        return f"val IoU differs: naive {a:.4f}, fused {b:.4f}"
+        return f"val IoU differs: naive {a:.4f}, {fused['bev']['pooling']} {b:.4f}"
+    return None
+
+
+def check_op_gated(runs):
+    """the CUDA pooling variants passed the correctness gate (forward and every gradient) and were timed."""
+    for name, (_, r) in runs.items():
+        problem = _completed(r, name) or _on_cuda(r, name)
+        if problem:
+            return problem
+        op = r.get("op") or {}
+        if op.get("variant") != name:
+            return f"{name}: ran variant {op.get('variant')} (op {op})"
+        if not r.get("phases", {}).get("gate_s"):
+            return f"{name}: no gate time in its phases ({r.get('phases')}): the gate did not run"
+        if not (_finite(op.get("speedup")) and op["speedup"] > 0 and _finite(op.get("forward_backward_ms"))):
+            return f"{name}: no timing against {op.get('reference')} ({op})"
     return None
 
 
@@ -154,9 +172,11 @@ CHECKS = {
     "profile-cuda": check_profile_cuda,
     "loss-scaler": check_loss_scaler,
     "pooling-equal": check_pooling_equal,
+    "op-gated": check_op_gated,
 }
 # Checks comparing two runs name them by position.
-PAIRS = {"bf16-faster": ("fp32", "bf16"), "pooling-equal": ("naive", "fused")}
+PAIRS = {"bf16-faster": ("fp32", "bf16"), "pooling-equal": ("naive", "fused"),
+         "op-gated": ("fused", "depth_fused")}
 
 
 def run_check(name, paths):

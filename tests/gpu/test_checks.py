@@ -16,7 +16,7 @@ import checks  # noqa: E402
 
 def result(**fields):
     r = {"event": "result", "schema": 1, "status": "completed", "device": "cuda:0", "device_name": "NVIDIA H200",
-         "precision": "fp32", "memory_format": "contiguous", "mfu": 0.31,
+         "precision": "fp32", "memory_format": "contiguous", "mfu": 0.31, "tf32": {"cublas": False, "cudnn": False},
          "peak_flops": {"flops_per_s": 6.7e13, "dtype": "fp32", "source": "table:NVIDIA H200"},
          "step_time_ms": {"median": 4.0}, "peak_memory_mb": 812.5, "peak_memory_kind": "cuda-max-allocated",
          "profile": {"tool": "libtorch", "cuda": True,
@@ -49,6 +49,8 @@ class Checks(unittest.TestCase):
         self.expect(checks.check_mfu, {"a": ([], result(mfu=0.0))}, "not in (0, 1]")
         self.expect(checks.check_mfu, {"a": ([], result(mfu=None))}, "not in (0, 1]")
         self.expect(checks.check_mfu, {"a": ([], result(status="failed", error="CUDA error"))}, "status failed")
+        self.expect(checks.check_mfu, {"a": ([], result(tf32={"cublas": False, "cudnn": True}))}, "TF32 is not off")
+        self.expect(checks.check_mfu, {"a": ([], result(tf32=None))}, "TF32 is not off")
 
     def test_bf16_faster(self):
         fp32, bf16 = result(), result(precision="bf16", step_time_ms={"median": 1.5})
@@ -94,6 +96,19 @@ class Checks(unittest.TestCase):
         self.expect(checks.check_loss_scaler, {"f": (progress(2.3, 1.0), result())}, "not fp16")
         self.expect(checks.check_loss_scaler, {"f": ([], result(precision="fp16", status="diverged",
                                                                 error="loss became nan"))}, "diverged")
+
+    def test_op_gated(self):
+        def bev(variant, **op):
+            return result(bev={"pooling": variant}, phases={"gate_s": 0.8},
+                          op=dict({"op": "bev_pool", "variant": variant, "reference": "naive", "speedup": 3.2,
+                                   "forward_backward_ms": 0.4, "reference_forward_backward_ms": 1.3}, **op))
+        ok = {"fused": ([], bev("fused")), "depth_fused": ([], bev("depth_fused"))}
+        self.expect(checks.check_op_gated, ok)
+        self.expect(checks.check_op_gated, dict(ok, depth_fused=([], bev("depth_fused", speedup=None))),
+                    "no timing")
+        self.expect(checks.check_op_gated, dict(ok, fused=([], bev("naive"))), "ran variant naive")
+        ungated = result(bev={"pooling": "fused"}, phases={"gate_s": 0.0}, op=bev("fused")["op"])
+        self.expect(checks.check_op_gated, dict(ok, fused=([], ungated)), "no gate")
 
     def test_pooling_equal(self):
         naive = result(bev={"pooling": "naive"}, val_iou=0.412)
@@ -149,14 +164,21 @@ class CommandLine(unittest.TestCase):
 class Script(unittest.TestCase):
     """check.sh verify DIR: the script's own checking on a run's canned outputs."""
 
-    RUNS = ["baseline", "bf16_channels_last", "matmul_fp32", "matmul_bf16", "fp16", "bev_naive", "bev_fused"]
+    RUNS = ["baseline", "bf16_channels_last", "matmul_fp32", "matmul_bf16", "fp16", "bev_naive", "bev_fused",
+            "bev_depth_fused"]
 
     def good_run(self):
         return {"baseline": [result()], "bf16_channels_last": [result(precision="bf16")],
                 "matmul_fp32": [result()], "matmul_bf16": [result(precision="bf16", step_time_ms={"median": 1.0})],
                 "fp16": progress(2.3, 0.9) + [result(precision="fp16")],
                 "bev_naive": [result(bev={"pooling": "naive"}, val_iou=0.41)],
-                "bev_fused": [result(bev={"pooling": "fused"}, val_iou=0.41)]}
+                "bev_fused": [self.pooled("fused")], "bev_depth_fused": [self.pooled("depth_fused")]}
+
+    @staticmethod
+    def pooled(variant, **fields):
+        return result(**dict({"bev": {"pooling": variant}, "val_iou": 0.41, "phases": {"gate_s": 0.8},
+                              "op": {"op": "bev_pool", "variant": variant, "reference": "naive", "speedup": 3.2,
+                                     "forward_backward_ms": 0.4}}, **fields))
 
     def verify(self, run):
         folder = tempfile.mkdtemp()
@@ -173,8 +195,8 @@ class Script(unittest.TestCase):
     def test_a_good_run_passes(self):
         p = self.verify(self.good_run())
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertEqual(p.stdout.count("PASS: "), 8, p.stdout)
-        self.assertIn("PASS: all 7 checks", p.stdout)
+        self.assertEqual(p.stdout.count("PASS: "), 10, p.stdout)
+        self.assertIn("PASS: all 9 checks", p.stdout)
 
     def test_each_broken_check_fails_the_script(self):
         breaks = {
@@ -183,7 +205,8 @@ class Script(unittest.TestCase):
             "peak-memory": ("bf16_channels_last", [result(precision="bf16", peak_memory_mb=0)]),
             "profile-cuda": ("baseline", [result(profile={"tool": "libtorch", "cuda": False, "top_operators": []})]),
             "loss-scaler": ("fp16", progress(2.3, 2.9) + [result(precision="fp16")]),
-            "pooling-equal": ("bev_fused", [result(bev={"pooling": "fused"}, val_iou=0.2)]),
+            "pooling-equal": ("bev_depth_fused", [self.pooled("depth_fused", val_iou=0.2)]),
+            "op-gated": ("bev_depth_fused", [self.pooled("depth_fused", phases={"gate_s": 0})]),
             "cuda": ("bev_naive", [result(device="cpu", bev={"pooling": "naive"}, val_iou=0.41)]),
         }
         self.assertEqual(set(breaks), set(checks.CHECKS))

@@ -84,6 +84,17 @@ TEST(GivenPeaksTest, BadInputNamesTheProblem) {
   }
 }
 
+// LibTorch's default lets cuDNN run fp32 convolutions on TF32 (allowTF32CuDNN
+// is true); a CUDA trial turns both off, so its fp32 MFU is against the IEEE
+// fp32 peak. The setting is LibTorch's process-wide context, the same on a CPU build.
+TEST(DeviceTest, Fp32OnCudaIsIeeeFp32) {
+  at::globalContext().setAllowTF32CuDNN(true);
+  const nlohmann::json tf32 = IeeeFp32OnCuda();
+  EXPECT_EQ(tf32, (nlohmann::json{{"cublas", false}, {"cudnn", false}}));
+  EXPECT_FALSE(at::globalContext().allowTF32CuDNN());
+  EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
+}
+
 TEST(DevicePeakFlopsTest, TheWorkersCalibratedPeakIsTheTrialsPeak) {
   at::set_num_threads(1);
   const DeviceInfo cpu = SelectDevice("cpu");

@@ -74,6 +74,12 @@ void SetCpuThreads(int threads) {
   if (set != nullptr) set(threads);
 }
 
+nlohmann::json IeeeFp32OnCuda() {
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  return {{"cublas", at::globalContext().allowTF32CuBLAS()}, {"cudnn", at::globalContext().allowTF32CuDNN()}};
+}
+
 DeviceInfo SelectDevice(const std::string& requested) {
   DeviceInfo info;
   const bool want_cuda = requested.rfind("cuda", 0) == 0;
@@ -84,6 +90,7 @@ DeviceInfo SelectDevice(const std::string& requested) {
     }
     info.device = torch::Device(requested == "auto" ? "cuda:0" : requested);
     if (!info.device.has_index()) info.device = torch::Device(torch::kCUDA, 0);
+    IeeeFp32OnCuda();
 #ifdef FRONTIER_WITH_CUDA
     info.name = at::cuda::getDeviceProperties(info.device.index())->name;
 #else
