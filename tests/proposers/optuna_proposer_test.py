@@ -121,6 +121,36 @@ class OptunaProposerTest(unittest.TestCase):
         self.assertEqual(trial.params, {"block": 1, "width": 1})  # width left out: the baseline's
         self.assertEqual(trial.system_attrs["constraints"], (1000,))
 
+    def test_tpe_past_its_random_start_follows_the_outcomes(self):
+        # 8 x 6 configurations; val_accuracy is high only where a >= 6 (12 of 48), params flat. Told 14
+        # outcomes (TPE's n_startup_trials is 10), 3 of them good: TPE's model, not its random start,
+        # proposes, so most of its 5 proposals are good (3: the first three); random search draws good
+        # ones at their share among the untold (9 of 34; 0 of 5 at this seed).
+        def req(told):
+            r = pb.ProposeRequest(experiment_id="exp-1", experiment_name="t", count=5, repeats=1, steps=10, seed=5)
+            r.dimensions.add(name="a", choices_json=[str(i) for i in range(8)], ordinal=True, baseline_index=0)
+            r.dimensions.add(name="b", choices_json=[str(i) for i in range(6)], ordinal=True, baseline_index=0)
+            r.objectives.add(metric="val_accuracy", maximize=True)
+            r.objectives.add(metric="params", maximize=False)
+            r.baseline.status = "completed"
+            r.baseline.metrics["val_accuracy"] = 0.1
+            r.baseline.metrics["params"] = 1000
+            for a, b in told:
+                o = r.outcomes.add(status="completed")
+                o.config.choices["a"], o.config.choices["b"] = a, b
+                o.metrics["val_accuracy"] = 0.9 if a >= 6 else 0.1
+                o.metrics["params"] = 1000
+            return r
+        told = [(a, b) for a in range(6) for b in (1, 4)][:11] + [(6, 2), (7, 0), (7, 5)]
+        self.assertEqual(len(told), 14)
+        def good(name):
+            r = optuna_proposer.OptunaProposer(name).propose(req(told))
+            got = [(c.config.choices["a"], c.config.choices["b"]) for c in r.configs]
+            self.assertEqual(len(set(got)), 5)
+            return sum(a >= 6 for a, _ in got)
+        self.assertGreaterEqual(good("tpe"), 3)
+        self.assertLessEqual(good("random"), 1)
+
     def test_serves_the_proposer_api_over_grpc(self):
         with serving("tpe") as stub:
             r = stub.Propose(request(2), timeout=30)
