@@ -28,10 +28,11 @@
 //                         [--sequences FILE]...
 //       the tabular benchmark (docs/strategies.md): each strategy (a YAML
 //       mapping without its seed) runs at seeds 0..N-1 over the table's
-//       trials; printed: the hypervolume of the front found, as a share of
-//       the whole grid's, once 10%, 25% and 50% of the grid's configurations
-//       were evaluated and once 10%, 25% and 50% of the grid's compute was
-//       spent (mean and sd over seeds). A --sequences file,
+//       trials; printed: the hypervolume the front found gains over the
+//       baseline alone, as a share of the whole grid's gain (GainedShare),
+//       once 10%, 25% and 50% of the grid's configurations were evaluated
+//       and once 10%, 25% and 50% of the grid's compute was spent (mean and
+//       the half-width of its 95% t-interval over seeds). A --sequences file,
 //       {"name": ..., "sequences": [[config key, ...], ...]}, is the order in
 //       which another optimizer (tests/bench/tabular_optuna.py) asked for
 //       configurations, one list per seed; each is scored the same way, its
@@ -61,6 +62,7 @@
 
 #include "proto/clock.h"
 #include "search_spaces/search_space.h"
+#include "server/analysis/statistics.h"
 #include "server/report/report.h"
 #include "server/scheduler/scheduler.h"
 #include "server/search/screen.h"
@@ -430,6 +432,18 @@ std::array<double, 4> Stats(const std::vector<double>& v) {
   return {mean, sd, *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
 }
 
+// "mean +- h": h the half-width of the two-sided 95% Student-t interval of
+// the mean (0 with one value).
+std::string MeanAndInterval(const std::vector<double>& v) {
+  const auto s = Stats(v);
+  const double half = v.size() > 1 ? StudentTQuantile(kTwoSidedQuantile, static_cast<double>(v.size() - 1)) * s[1] /
+                                          std::sqrt(static_cast<double>(v.size()))
+                                    : 0;
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3f +- %.3f", s[0], half);
+  return text;
+}
+
 int Specs(const std::string& space_path, const std::string& out_dir) {
   const SearchSpace space = LoadSearchSpaceFile(space_path);
   std::vector<Config> configs = {Config::object()};
@@ -564,14 +578,15 @@ int TableCommand(const std::string& table_path, const std::vector<std::string>& 
   }
   std::printf("grid: %zu configurations, %d trials, compute %.1f s, hypervolume %.4f, %zu on the front\n\n",
               table.configs.size(), grid.completed, grid.compute_s, grid.hypervolume, grid.front.size());
-  std::printf("hypervolume of the front found / the grid's (mean +- sd over seeds)\n\n");
+  std::printf("the hypervolume the front found gains over the baseline alone, as a share of the grid's gain "
+              "(GainedShare; mean +- the half-width of its 95%% t-interval over seeds)\n\n");
   std::printf("| strategy | seeds |");
   for (size_t i = 0; i < kShares.size(); ++i)
     std::printf(" %zu configs (%.0f%%) |", budgets.configs[i], 100 * kShares[i]);
   for (double share : kShares) std::printf(" %.0f%% compute |", 100 * share);
-  std::printf(" whole run: compute | whole run: hypervolume |");
+  std::printf(" whole run: compute | whole run: gained share | whole run: hypervolume / grid's |");
   std::printf("\n| --- | --- |");
-  for (size_t i = 0; i < 2 * kShares.size() + 2; ++i) std::printf(" --- |");
+  for (size_t i = 0; i < 2 * kShares.size() + 3; ++i) std::printf(" --- |");
   std::printf("\n");
   const auto print_row = [&](const std::string& name, const std::vector<Checkpoints>& runs) {
     std::printf("| %s | %zu |", name.c_str(), runs.size());
@@ -580,23 +595,24 @@ int TableCommand(const std::string& table_path, const std::vector<std::string>& 
         std::vector<double> v;
         for (const Checkpoints& c : runs) {
           const double hv = kind == 0 ? c.at_configs[i] : c.at_compute[i];
-          if (hv >= 0) v.push_back(hv / grid.hypervolume);
+          if (hv >= 0) v.push_back(GainedShare(hv, grid.hypervolume));
         }
         if (v.size() < runs.size()) {
           std::printf(" fewer evaluated in %zu |", runs.size() - v.size());
         } else {
-          const auto s = Stats(v);
-          std::printf(" %.3f +- %.3f |", s[0], s[1]);
+          std::printf(" %s |", MeanAndInterval(v).c_str());
         }
       }
     }
-    std::vector<double> compute, hv;
+    std::vector<double> compute, gained, hv;
     for (const Checkpoints& c : runs) {
       compute.push_back(c.final_compute_s / grid.compute_s);
+      gained.push_back(GainedShare(c.final_hypervolume, grid.hypervolume));
       hv.push_back(c.final_hypervolume / grid.hypervolume);
     }
-    const auto c = Stats(compute), h = Stats(hv);
-    std::printf(" %.3f +- %.3f | %.3f +- %.3f (min %.3f) |\n", c[0], c[1], h[0], h[1], h[2]);
+    const auto h = Stats(hv);
+    std::printf(" %s | %s | %.3f (min %.3f) |\n", MeanAndInterval(compute).c_str(), MeanAndInterval(gained).c_str(),
+                h[0], h[2]);
     std::fflush(stdout);
   };
   for (const std::string& strategy : strategies) {
