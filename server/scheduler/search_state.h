@@ -95,6 +95,14 @@ struct Scheduler::Search {
       return evaluation;
     }
     bool AllFinal() const { return finals.size() >= trial_ids.size(); }
+    // Seeds 1..last it has no trial of, in order.
+    std::vector<int> SeedsMissing(int last) const {
+      std::vector<int> missing;
+      for (int seed = 1; seed <= last; ++seed) {
+        if (std::find(seeds.begin(), seeds.end(), seed) == seeds.end()) missing.push_back(seed);
+      }
+      return missing;
+    }
   };
 
   SearchSpace space;
@@ -219,11 +227,7 @@ struct Scheduler::Search {
     bool due = stopping && stopping->PassedFirstRung(ConfigKey(group.config));
     for (const auto& [id, outcome] : group.ended) due = due || outcome.state != trial_state::kStopped;
     if (!due) return {};
-    std::vector<int> seeds;
-    for (int seed = 1; seed <= space.repeats; ++seed) {
-      if (std::find(group.seeds.begin(), group.seeds.end(), seed) == group.seeds.end()) seeds.push_back(seed);
-    }
-    return seeds;
+    return group.SeedsMissing(space.repeats);
   }
 
   // Adaptive seeds: (group key, seed) of every trial to add now. Decided when
@@ -245,11 +249,7 @@ struct Scheduler::Search {
     const Group& baseline = groups.at(*baseline_key);
     if (space.parity.test == "welch" && baseline.seeds.size() < static_cast<size_t>(space.max_repeats)) {
       std::vector<std::pair<std::string, int>> baseline_first;
-      for (int seed = 1; seed <= space.max_repeats; ++seed) {
-        if (std::find(baseline.seeds.begin(), baseline.seeds.end(), seed) == baseline.seeds.end()) {
-          baseline_first.emplace_back(*baseline_key, seed);
-        }
-      }
+      for (int seed : baseline.SeedsMissing(space.max_repeats)) baseline_first.emplace_back(*baseline_key, seed);
       return baseline_first;
     }
     std::vector<std::string> keys;

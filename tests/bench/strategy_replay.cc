@@ -433,14 +433,11 @@ std::array<double, 4> Stats(const std::vector<double>& v) {
 }
 
 // "mean +- h": h the half-width of the two-sided 95% Student-t interval of
-// the mean (0 with one value).
+// the mean (SummarizeMetric's; 0 with one value).
 std::string MeanAndInterval(const std::vector<double>& v) {
-  const auto s = Stats(v);
-  const double half = v.size() > 1 ? StudentTQuantile(kTwoSidedQuantile, static_cast<double>(v.size() - 1)) * s[1] /
-                                          std::sqrt(static_cast<double>(v.size()))
-                                    : 0;
+  const MetricSummary s = SummarizeMetric(v);
   char text[64];
-  std::snprintf(text, sizeof text, "%.3f +- %.3f", s[0], half);
+  std::snprintf(text, sizeof text, "%.3f +- %.3f", s.mean, (s.ci_high - s.ci_low) / 2);
   return text;
 }
 

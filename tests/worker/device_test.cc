@@ -88,9 +88,11 @@ TEST(GivenPeaksTest, BadInputNamesTheProblem) {
 // is true); a CUDA trial turns both off, so its fp32 MFU is against the IEEE
 // fp32 peak. The setting is LibTorch's process-wide context, the same on a CPU build.
 TEST(DeviceTest, Fp32OnCudaIsIeeeFp32) {
+  at::globalContext().setAllowTF32CuBLAS(true);
   at::globalContext().setAllowTF32CuDNN(true);
-  const nlohmann::json tf32 = IeeeFp32OnCuda();
-  EXPECT_EQ(tf32, (nlohmann::json{{"cublas", false}, {"cudnn", false}}));
+  EXPECT_EQ(Tf32Settings(), (nlohmann::json{{"cublas", true}, {"cudnn", true}}));
+  UseIeeeFp32OnCuda();
+  EXPECT_EQ(Tf32Settings(), (nlohmann::json{{"cublas", false}, {"cudnn", false}}));
   EXPECT_FALSE(at::globalContext().allowTF32CuDNN());
   EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
 }

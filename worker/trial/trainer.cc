@@ -172,7 +172,7 @@ class TrialRun {
     dev_ = SelectDevice(rt_.device);
     result_["device"] = dev_.device.str();
     result_["device_name"] = dev_.name;
-    if (dev_.is_cuda()) result_["tf32"] = IeeeFp32OnCuda();  // off: fp32 is IEEE fp32, as its peak
+    if (dev_.is_cuda()) result_["tf32"] = Tf32Settings();  // off (SelectDevice): fp32 is IEEE fp32, as its peak
     CheckPrecision(rt_.precision, dev_);
     if (dev_.is_cuda()) torch::cuda::manual_seed_all(spec_.seed);
     ConnectRanks();

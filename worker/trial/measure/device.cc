@@ -74,9 +74,12 @@ void SetCpuThreads(int threads) {
   if (set != nullptr) set(threads);
 }
 
-nlohmann::json IeeeFp32OnCuda() {
+void UseIeeeFp32OnCuda() {
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
+}
+
+nlohmann::json Tf32Settings() {
   return {{"cublas", at::globalContext().allowTF32CuBLAS()}, {"cudnn", at::globalContext().allowTF32CuDNN()}};
 }
 
@@ -90,7 +93,7 @@ DeviceInfo SelectDevice(const std::string& requested) {
     }
     info.device = torch::Device(requested == "auto" ? "cuda:0" : requested);
     if (!info.device.has_index()) info.device = torch::Device(torch::kCUDA, 0);
-    IeeeFp32OnCuda();
+    UseIeeeFp32OnCuda();
 #ifdef FRONTIER_WITH_CUDA
     info.name = at::cuda::getDeviceProperties(info.device.index())->name;
 #else

@@ -41,15 +41,16 @@ void SetCpuThreads(int threads);
 
 // "auto" picks CUDA device 0 when available, else the CPU. "cuda" without a
 // CUDA build or device is an error.
-// On CUDA it also turns TF32 off for cuBLAS and cuDNN (IeeeFp32OnCuda): fp32
+// On CUDA it also turns TF32 off for cuBLAS and cuDNN (UseIeeeFp32OnCuda): fp32
 // is IEEE fp32 there, whose peak (TablePeakFlops, the calibration) is the one
 // MFU divides by; LibTorch's default lets cuDNN run fp32 convolutions on TF32
 // tensor cores, which would put an fp32 trial's MFU against the wrong peak.
 DeviceInfo SelectDevice(const std::string& requested);
 // TF32 off for cuBLAS and cuDNN (a process-wide setting of LibTorch's
-// context; on the CPU it changes nothing), and what it is now:
-// {"cublas": bool, "cudnn": bool}, the result's `tf32` on CUDA.
-nlohmann::json IeeeFp32OnCuda();
+// context; on the CPU it changes nothing).
+void UseIeeeFp32OnCuda();
+// What that setting is now: {"cublas": bool, "cudnn": bool}, the result's `tf32` on CUDA.
+nlohmann::json Tf32Settings();
 
 // Throws UnsupportedPrecision when `precision` (fp32 | bf16 | fp16) cannot be
 // autocast on the device: CPU autocast in LibTorch supports bf16 only, and
