@@ -86,10 +86,14 @@ void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchS
   json runtime = trial.Has("runtime") ? trial.Value("runtime") : json::object();
   space.base = {{"schema", kTrialSpecSchema}, {"protocol", kTrialProtocol}, {"params", params},
                 {"task", task},               {"runtime", runtime},           {"command", command}};
-  // nsys/ncu wrap the command as they wrap frontier-trial (docs/profiling.md).
+  // The SDK profiles a few steps in-process unless the space says `profile: off`; nsys/ncu wrap the
+  // command as they wrap frontier-trial (docs/profiling.md).
   if (top.Has("profile")) {
-    const json profile = top.Value("profile");
-    if (!profile.is_object()) Fail("profile", "expected a mapping like {tool: nsys}, got " + Describe(profile));
+    json profile = top.Value("profile");
+    if (profile == false || profile == "off") profile = {{"steps", 0}};
+    if (!profile.is_object()) {
+      Fail("profile", "expected a mapping like {steps: 3}, {tool: nsys} or off, got " + Describe(profile));
+    }
     space.base["profile"] = profile;
   }
 }

@@ -255,15 +255,11 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
   }
   cr.Double("time_limit_s", spec.command.time_limit_s, 0, 1e7);
   cr.RejectUnknown();
-  spec.profile.steps = 0;  // a command is profiled only by wrapping it
+  // A command is profiled in-process by the Python SDK (libtorch: torch's profiler, the default) or by
+  // wrapping it (nsys/ncu); a program without the SDK ignores the section.
   spec.latency.repetitions = 0;  // the program measures its own (frontier_trial's measure_latency)
-  if (const json* p = r.Get("profile")) {
-    ParseProfile(*p, spec.task, spec.profile);
-    if (spec.profile.tool != "nsys" && spec.profile.tool != "ncu") {
-      throw SpecError("profile.tool", "a trial command is profiled by wrapping it: nsys or ncu (the in-process "
-                                      "libtorch profiler is frontier-trial's)");
-    }
-  }
+  if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
+  if (spec.profile.tool == "libtorch" && spec.profile.steps > spec.task.steps) spec.profile.steps = 0;
   r.RejectUnknown();
   return spec;
 }
@@ -388,7 +384,7 @@ json ToJson(const TrialSpec& s) {
             {"task", task},
             {"runtime", RuntimeJson(s.runtime)},
             {"command", command}};
-    if (s.profile.tool != "libtorch") out["profile"] = ProfileJson(s.profile);
+    out["profile"] = ProfileJson(s.profile);
     return out;
   }
   const json stages = StagesJson(s.arch.stages);

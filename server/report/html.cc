@@ -65,6 +65,22 @@ svg line.median { stroke: #0a3069; stroke-width: 2.5; }
 svg .row-label { fill: #1b1f24; }
 )";
 
+// A link to a trial's uploaded trace.json when the report links artifacts
+// (--artifacts-href) and the coordinator kept one; "" otherwise.
+std::string TraceLink(const Report& report, const std::string& trial_id) {
+  if (report.artifacts_href.empty()) return "";
+  for (const TrialArtifacts& trial : report.artifacts) {
+    if (trial.trial_id != trial_id) continue;
+    for (const auto& [name, bytes] : trial.files) {
+      if (name != "trace.json") continue;
+      return " (<a class=\"trace\" href=\"" +
+             EscapeHtml(report.artifacts_href + "/" + report.experiment_id + "/" + trial_id + "/" + name) +
+             "\">trace.json</a>, opens in https://ui.perfetto.dev)";
+    }
+  }
+  return "";
+}
+
 // Each config's bottleneck verdict and summary, and the profiled seeds'
 // traces and top operators (docs/profiling.md).
 std::string BottleneckSection(const Report& report) {
@@ -79,6 +95,7 @@ std::string BottleneckSection(const Report& report) {
       html += "<br>profile of " + EscapeHtml(p.value("trial_id", "")) + " (" +
               EscapeHtml(p.value("tool", "")) +
               "): " + EscapeHtml(p.value("host", "") + ":" + p.value("trace", ""));
+      html += TraceLink(report, p.value("trial_id", ""));
       if (p.contains("error")) html += " &mdash; " + EscapeHtml(p["error"].dump());
       std::string ops;
       for (const json& op : p.value("top_operators", json::array())) {

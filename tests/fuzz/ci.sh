@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI's fuzz step (docs/hardening.md): configures a second, torch-free build
-# with clang-14, ASan and UBSan (FRONTIER_FUZZ), builds only the five
+# with clang-14, ASan and UBSan (FRONTIER_FUZZ), builds only the six
 # libFuzzer harnesses and runs each for SECONDS (default 30) with
 # tests/fuzz/run.sh. Exit status 1 when any harness crashed: its input is in
 # the printed folder; with the fix it belongs in tests/fuzz/regressions/.
@@ -14,7 +14,7 @@ set -euo pipefail
 seconds="${1:-30}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${FRONTIER_FUZZ_BUILD:-$root/build-fuzz}"
-targets=(fuzz_space_yaml fuzz_trial_spec fuzz_trial_output fuzz_result_reader fuzz_coordinator)
+targets=(fuzz_space_yaml fuzz_trial_spec fuzz_trial_output fuzz_result_reader fuzz_profile_recording fuzz_coordinator)
 
 command -v clang++-14 > /dev/null || { echo "fuzz: clang++-14 is missing (deploy/install-deps.sh)" >&2; exit 2; }
 start=$(date +%s)

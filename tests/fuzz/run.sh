@@ -27,7 +27,7 @@ seeds_of() {
 
 status=0
 printf '%-14s %12s %10s %8s\n' target executions exec/s crashes
-for target in space_yaml trial_spec trial_output result_reader coordinator; do
+for target in space_yaml trial_spec trial_output result_reader profile_recording coordinator; do
   binary="$build/tests/fuzz/fuzz_$target"
   [[ -x "$binary" ]] || { echo "missing $binary: build it with FRONTIER_FUZZ=ON" >&2; exit 2; }
   mkdir -p "$out/$target/corpus"

@@ -75,6 +75,15 @@ TEST(CommandTrialTest, NsysOrNcuWrapTheCommand) {
   EXPECT_EQ(ToJson(ParseTrialSpec(out)), out);
 }
 
+TEST(CommandTrialTest, TheSdkProfilesAFewStepsUnlessTheSpaceSaysOff) {
+  const SearchSpace space = ParseSearchSpace(kSpace, "/s/space.yaml");
+  const json out = ToJson(MakeTrialSpec(space, json::object(), 1, "t"));
+  EXPECT_EQ(out["profile"], json::parse(R"({"steps": 3, "start": -1, "tool": "libtorch"})"));
+  EXPECT_EQ(ToJson(ParseTrialSpec(out)), out);
+  const SearchSpace off = ParseSearchSpace(std::string(kSpace) + "profile: off\n", "/s/space.yaml");
+  EXPECT_EQ(ToJson(MakeTrialSpec(off, json::object(), 1, "t"))["profile"]["steps"], 0);
+}
+
 TEST(CommandTrialTest, BaselineIsTheTrialsOwnParams) {
   const SearchSpace space = ParseSearchSpace(kSpace, "/spaces/byo/space.yaml");
   EXPECT_TRUE(IsBaseline(space, json::object()));
@@ -116,8 +125,10 @@ TEST(CommandTrialTest, RefusesWhatCannotRun) {
               HasSubstr("trial.command.time_limit_s: must be in [0, 1e+07]"));
   EXPECT_THAT(ErrorOf(std::string(kSpace) + "baseline: {arch: {stages: [{}]}}\n"),
               HasSubstr("either a baseline (frontier-trial's networks) or a trial command, not both"));
-  EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: {steps: 3}\n"),
-              HasSubstr("profile.tool: a trial command is profiled by wrapping it: nsys or ncu"));
+  EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: {steps: 50}\n"),
+              HasSubstr("profile.steps: profiles 50 steps but the trial runs only 40 steps"));
+  EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: sometimes\n"),
+              HasSubstr("profile: expected a mapping like {steps: 3}, {tool: nsys} or off"));
 }
 
 TEST(CommandTrialTest, ParsedSpecRefusesMalformedCommandSections) {

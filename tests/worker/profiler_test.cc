@@ -21,8 +21,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "worker/trial/measure/bottleneck.h"
-#include "worker/trial/measure/op_class.h"
+#include "worker/profile/bottleneck.h"
+#include "worker/profile/op_class.h"
 #include "worker/trial/trainer.h"
 
 namespace frontier {

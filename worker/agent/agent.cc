@@ -27,6 +27,7 @@
 
 #include "worker/agent/placement.h"
 #include "worker/agent/profile_tool.h"
+#include "worker/profile/profile_recording.h"
 #include "worker/agent/rank_launch.h"
 #include "worker/agent/result_line.h"
 #include "worker/agent/trial_artifacts.h"
@@ -321,6 +322,10 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
                             : Outcome{Outcome::Kind::kFail, error, /*retryable=*/true, ""};
   if (started) ClassifyOutOfMemory(*process, &outcome);
   outcome.result_json = WithProfile(outcome.result_json, wrapping);
+  // A command trial's profile, recorded by the SDK, summarized and judged by frontier-trial's rules.
+  if (spec.contains("command") && !outcome.result_json.empty()) {
+    outcome.result_json = WithSummarizedProfile(outcome.result_json, artifacts);
+  }
   outcome.result_json = WithPlacement(outcome.result_json, options_, slot, cpus, claim.Shared());
   if (!wrapping.wrapper.empty() && outcome.kind == Outcome::Kind::kFail && outcome.result_json.empty()) {
     outcome.error += " (run under " + wrapping.profile.value("command", std::string()) + ")";

@@ -12,7 +12,7 @@
 
 #include "worker/trial/data/dataset.h"
 #include "worker/trial/distributed/data_parallel.h"
-#include "worker/trial/measure/bottleneck.h"
+#include "worker/profile/bottleneck.h"
 #include "worker/host.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/flop_counter.h"

@@ -1,4 +1,4 @@
-#include "worker/trial/measure/op_class.h"
+#include "worker/profile/op_class.h"
 
 #include <set>
 

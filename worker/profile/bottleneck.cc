@@ -1,4 +1,4 @@
-#include "worker/trial/measure/bottleneck.h"
+#include "worker/profile/bottleneck.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,186 @@
+// The torch-free profile summary and the SDK's recording (worker/profile/):
+// self times by nesting, classes and shares on the recording's basis, small
+// calls as overhead, the recording file read with bounds, and a command
+// trial's result judged by frontier-trial's verdict rules.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "worker/profile/profile_recording.h"
+#include "worker/profile/profile_summary.h"
+
+namespace frontier {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+ProfiledCall Call(const std::string& name, double start, double end, std::vector<std::vector<int64_t>> shapes = {}) {
+  ProfiledCall c;
+  c.name = name;
+  c.thread = 1;
+  c.start_us = start;
+  c.end_us = end;
+  c.shapes = std::move(shapes);
+  return c;
+}
+
+// One 1000 us step on the wall basis: a linear layer (its addmm does 700 us
+// of the work), a 200 us relu, a 10 us add (a small call) and 60 us of
+// nothing; a call after the step is dropped.
+ProfileRecording WallRecording() {
+  ProfileRecording r;
+  r.basis = TimeBasis::kWall;
+  r.process = "command trial";
+  r.first = 5;
+  r.count = 1;
+  r.steps = {{5, 0, 1000, -1}};
+  r.calls = {Call("aten::linear", 10, 740, {{64, 512}, {256, 512}, {256}}),
+             Call("aten::t", 12, 40, {{256, 512}}),
+             Call("aten::addmm", 40, 740, {{256}, {64, 512}, {512, 256}}),
+             Call("aten::relu", 750, 950, {{64, 256}}),
+             Call("aten::add", 960, 970, {{64, 256}, {64, 256}}),
+             Call("aten::mul", 1500, 1600, {{64, 256}})};
+  return r;
+}
+
+TEST(ProfileSummaryTest, SharesOfTheWallBasisByNesting) {
+  const ProfileSummary s = SummarizeProfile(WallRecording());
+  const json& p = s.profile;
+  EXPECT_EQ(p["time_basis"], "the profiled steps' wall time");
+  EXPECT_EQ(p["calls"], 5);  // the mul after the step is not in it
+  // linear's self time is its own 2 + 28 - ... : 730 - 28 (t) - 700 (addmm) = 2 us (framework)
+  EXPECT_NEAR(p["by_bound"]["compute"].get<double>(), 0.702, 1e-9);  // linear's 2 us + addmm's 700 us
+  EXPECT_NEAR(p["by_bound"]["memory"].get<double>(), 0.2, 1e-9);     // relu; the 10 us add is small
+  EXPECT_NEAR(p["by_bound"]["overhead"].get<double>(), 0.028 + 0.01, 1e-9);  // aten::t, the small add
+  EXPECT_NEAR(p["by_bound"]["outside_operators"].get<double>(), 0.06, 1e-9);
+  EXPECT_NEAR(p["coverage"].get<double>(), 0.94, 1e-9);
+  EXPECT_EQ(p["small_calls"]["calls_per_step"], 1.0);
+  EXPECT_EQ(p["top_operators"][0]["name"], "aten::addmm");
+  EXPECT_EQ(p["top_operators"][0]["input_dims"], json::parse("[[256], [64, 512], [512, 256]]"));
+  EXPECT_FALSE(p["top_operators"][0].contains("self_thread_cpu_ms_per_step"));  // no per-call CPU time
+  EXPECT_EQ(p["bytes_from_recorded_tensors"], 0.0);  // estimated from shapes, and said so
+  EXPECT_TRUE(p["bytes_per_step_by_dtype"].contains("unrecorded (fp32 assumed)"));
+  EXPECT_EQ(s.operators["steps"], json::parse("[5]"));
+  EXPECT_EQ(s.trace["traceEvents"][0]["args"]["name"], "command trial ");
+}
+
+TEST(ProfileSummaryTest, ThreadCpuBasisIgnoresTimeWaitingForACore) {
+  ProfileRecording r = WallRecording();
+  r.basis = TimeBasis::kThreadCpu;
+  r.steps[0].thread_cpu_us = 500;  // the thread ran half the step's wall time
+  for (ProfiledCall& c : r.calls) c.cpu_us = (c.end_us - c.start_us) / 2;
+  const json p = SummarizeProfile(r).profile;
+  EXPECT_EQ(p["time_basis"], "the training thread's CPU time in the profiled steps");
+  EXPECT_NEAR(p["by_bound"]["compute"].get<double>(), 0.702, 1e-9);
+  EXPECT_TRUE(p["top_operators"][0].contains("self_thread_cpu_ms_per_step"));
+}
+
+TEST(ProfileSummaryTest, NoStepsIsAnError) {
+  ProfileRecording r = WallRecording();
+  r.steps.clear();
+  EXPECT_EQ(SummarizeProfile(r).profile["error"], "no profiled step was recorded");
+  r.error = "cannot start torch's profiler";
+  EXPECT_EQ(SummarizeProfile(r).profile["error"], "cannot start torch's profiler");
+}
+
+json RecordingDocument() {
+  return json::parse(R"({"schema": 1, "profiler": "torch autograd profiler", "basis": "wall", "first": 2, "count": 1,
+      "trial_id": "t1", "pid": 7,
+      "steps": [{"step": 2, "start_us": 0, "end_us": 1000}],
+      "calls": [{"name": "aten::addmm", "thread": 3, "start_us": 10, "end_us": 900,
+                 "shapes": [[256], [64, 512], [512, 256]]},
+                {"name": "aten::relu", "thread": 3, "start_us": 910, "end_us": 990, "shapes": [[64, 256]]}]})");
+}
+
+std::string RecordingError(const std::function<void(json&)>& change, RecordingLimits limits = {}) {
+  json document = RecordingDocument();
+  change(document);
+  try {
+    RecordingFromJson(document, limits);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ProfileRecordingTest, RefusesWhatIsNotARecordingNamingTheField) {
+  EXPECT_EQ(RecordingError([](json&) {}), "");
+  EXPECT_THAT(RecordingError([](json& d) { d["schema"] = 2; }), HasSubstr("schema is not 1"));
+  EXPECT_THAT(RecordingError([](json& d) { d["basis"] = "sundial"; }),
+              HasSubstr("basis is \"sundial\", not wall, cuda or thread_cpu"));
+  EXPECT_THAT(RecordingError([](json& d) { d.erase("profiler"); }), HasSubstr("recording.profiler is missing"));
+  EXPECT_THAT(RecordingError([](json& d) { d["steps"][0]["end_us"] = -5; }), HasSubstr("steps[0] ends before it starts"));
+  EXPECT_THAT(RecordingError([](json& d) { d["calls"][1]["start_us"] = "soon"; }),
+              HasSubstr("calls[1].start_us is not a finite number"));
+  EXPECT_THAT(RecordingError([](json& d) { d["calls"][0]["shapes"][1] = json::parse("[64, -1]"); }),
+              HasSubstr("calls[0].shapes[1] holds a dimension that is not an integer"));
+  EXPECT_THAT(RecordingError([](json& d) { d["calls"][0]["name"] = std::string("aten::\xff"); }),
+              HasSubstr("calls[0].name"));
+  EXPECT_THAT(RecordingError([](json& d) { d["basis"] = "thread_cpu"; d["steps"][0]["thread_cpu_us"] = 5; }),
+              HasSubstr("calls[0].cpu_us is missing"));
+  RecordingLimits limits;
+  limits.max_calls = 1;
+  EXPECT_THAT(RecordingError([](json&) {}, limits), HasSubstr("recording.calls has 2 entries, more than 1"));
+  EXPECT_THAT(RecordingError([](json& d) { d = json::array(); }), HasSubstr("is not a JSON object"));
+}
+
+class CommandTrialProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("frontier_profile_test_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Write(const std::string& text) { std::ofstream(dir_ / kProfileCallsFile) << text; }
+  json Judge(const json& result) { return json::parse(WithSummarizedProfile(result.dump(), dir_)); }
+
+  std::filesystem::path dir_;
+  const json result_ = {{"status", "completed"},
+                        {"data_wait_fraction", 0.01},
+                        {"profile", {{"tool", "libtorch"}, {"recorded", kProfileCallsFile}, {"cost_s", 0.25}}}};
+};
+
+TEST_F(CommandTrialProfileTest, TheSdksRecordingIsSummarizedAndJudgedByTheRules) {
+  Write(RecordingDocument().dump());
+  const json r = Judge(result_);
+  EXPECT_EQ(r["bottleneck"]["verdict"], "compute-bound");
+  EXPECT_EQ(r["bottleneck"]["basis"], "profile");
+  EXPECT_NEAR(r["profile"]["by_bound"]["compute"].get<double>(), 0.89, 1e-9);
+  EXPECT_EQ(r["profile"]["cost_s"], 0.25);  // what the SDK said stays
+  EXPECT_EQ(r["profile"]["trace"], (dir_ / "trace.json").string());
+  const json trace = json::parse(std::ifstream(dir_ / "trace.json"));
+  EXPECT_EQ(trace["traceEvents"][0]["args"]["name"], "command trial t1");
+  const json operators = json::parse(std::ifstream(dir_ / "operators.json"));
+  EXPECT_EQ(operators["operators"][0]["name"], "aten::addmm");
+}
+
+TEST_F(CommandTrialProfileTest, AnUnreadableRecordingIsAnErrorAndTheVerdictStandsWithoutIt) {
+  Write("{not json");
+  json r = Judge(result_);
+  EXPECT_THAT(r["profile"]["error"].get<std::string>(), HasSubstr("profile_calls.json is not JSON"));
+  EXPECT_EQ(r["bottleneck"]["verdict"], "unknown");
+  EXPECT_EQ(r["bottleneck"]["basis"], "none");
+
+  std::filesystem::remove(dir_ / kProfileCallsFile);
+  std::filesystem::create_symlink("/etc/passwd", dir_ / kProfileCallsFile);  // not followed
+  r = Judge(result_);
+  EXPECT_THAT(r["profile"]["error"].get<std::string>(), HasSubstr("is not in"));
+}
+
+TEST_F(CommandTrialProfileTest, WithoutAProfileOnlyInputBoundIsClaimed) {
+  json result = {{"status", "completed"}, {"data_wait_fraction", 0.4}};
+  EXPECT_EQ(Judge(result)["bottleneck"]["verdict"], "input-bound");
+  result["data_wait_fraction"] = 0.05;
+  EXPECT_EQ(Judge(result)["bottleneck"]["verdict"], "unknown");
+  EXPECT_EQ(WithSummarizedProfile("not json", dir_), "not json");
+}
+
+}  // namespace
+}  // namespace frontier

@@ -1,0 +1,196 @@
+#include "worker/profile/profile_recording.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "search_spaces/input_bounds.h"
+#include "worker/profile/bottleneck.h"
+
+namespace frontier {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void Refuse(const std::string& field, const std::string& problem) {
+  throw std::runtime_error("profile recording: " + field + " " + problem);
+}
+
+double Number(const json& object, const char* key, const std::string& where, bool required = true,
+              double fallback = -1) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    if (required) Refuse(where + "." + key, "is missing");
+    return fallback;
+  }
+  if (!it->is_number() || !std::isfinite(it->get<double>())) Refuse(where + "." + key, "is not a finite number");
+  return it->get<double>();
+}
+
+// An integer-valued field within [low, high].
+int Int(const json& object, const char* key, const std::string& where, int low, int high, bool required = true,
+        int fallback = 0) {
+  const double value = Number(object, key, where, required, fallback);
+  if (value < low || value > high || value != std::floor(value)) {
+    Refuse(where + "." + key, "is not an integer in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+  }
+  return static_cast<int>(value);
+}
+
+std::string Text(const json& object, const char* key, const std::string& where, size_t max_bytes,
+                 bool required = false) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    if (required) Refuse(where + "." + key, "is missing");
+    return "";
+  }
+  if (!it->is_string()) Refuse(where + "." + key, "is not a string");
+  const std::string& text = it->get_ref<const std::string&>();
+  if (text.size() > max_bytes) Refuse(where + "." + key, "is longer than " + std::to_string(max_bytes) + " bytes");
+  return text;
+}
+
+const json& Array(const json& object, const char* key, const std::string& where, size_t max_size) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_array()) Refuse(where + "." + key, "is not an array");
+  if (it->size() > max_size) {
+    Refuse(where + "." + key, "has " + std::to_string(it->size()) + " entries, more than " +
+                                  std::to_string(max_size));
+  }
+  return *it;
+}
+
+std::vector<std::vector<int64_t>> Shapes(const json& call, const std::string& where, const RecordingLimits& limits) {
+  std::vector<std::vector<int64_t>> shapes;
+  if (!call.contains("shapes") || call["shapes"].is_null()) return shapes;
+  const json& list = Array(call, "shapes", where, limits.max_shapes);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + ".shapes[" + std::to_string(i) + "]";
+    if (!list[i].is_array()) Refuse(at, "is not an array");
+    if (list[i].size() > limits.max_dims) Refuse(at, "has more than " + std::to_string(limits.max_dims) + " dimensions");
+    std::vector<int64_t> shape;
+    for (const json& d : list[i]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
+        Refuse(at, "holds a dimension that is not an integer in [0, 2^40]");
+      }
+      shape.push_back(d.get<int64_t>());
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
+}  // namespace
+
+ProfileRecording RecordingFromJson(const json& document, const RecordingLimits& limits) {
+  if (!document.is_object()) Refuse("the document", "is not a JSON object");
+  if (!document.contains("schema") || document["schema"] != 1) Refuse("schema", "is not 1");
+  ProfileRecording r;
+  r.process = "command trial";
+  r.tool = Text(document, "tool", "recording", 32);
+  if (r.tool.empty()) r.tool = "libtorch";
+  r.profiler = Text(document, "profiler", "recording", 256, /*required=*/true);
+  r.host = Text(document, "host", "recording", 256);
+  r.trial_id = Text(document, "trial_id", "recording", 256);
+  r.error = Text(document, "error", "recording", 4096);
+  constexpr int kMaxInt = 2147483647;
+  r.pid = Int(document, "pid", "recording", 0, kMaxInt, false, 0);
+  r.first = Int(document, "first", "recording", 0, kMaxInt);
+  r.count = Int(document, "count", "recording", 0, kMaxInt);
+  const std::string basis = Text(document, "basis", "recording", 16, /*required=*/true);
+  if (basis == "wall") {
+    r.basis = TimeBasis::kWall;
+  } else if (basis == "cuda") {
+    r.basis = TimeBasis::kCuda;
+  } else if (basis == "thread_cpu") {
+    r.basis = TimeBasis::kThreadCpu;
+  } else {
+    Refuse("basis", "is \"" + Abbreviated(basis, 16) + "\", not wall, cuda or thread_cpu");
+  }
+  const json& steps = Array(document, "steps", "recording", limits.max_steps);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string at = "steps[" + std::to_string(i) + "]";
+    if (!steps[i].is_object()) Refuse(at, "is not an object");
+    ProfiledStep s;
+    s.step = Int(steps[i], "step", at, 0, kMaxInt);
+    s.start_us = Number(steps[i], "start_us", at);
+    s.end_us = Number(steps[i], "end_us", at);
+    s.thread_cpu_us = Number(steps[i], "thread_cpu_us", at, false, -1);
+    if (s.end_us < s.start_us) Refuse(at, "ends before it starts");
+    if (r.basis == TimeBasis::kThreadCpu && s.thread_cpu_us < 0) Refuse(at + ".thread_cpu_us", "is missing");
+    r.steps.push_back(s);
+  }
+  const json& calls = Array(document, "calls", "recording", limits.max_calls);
+  r.calls.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string at = "calls[" + std::to_string(i) + "]";
+    const json& c = calls[i];
+    if (!c.is_object()) Refuse(at, "is not an object");
+    ProfiledCall call;
+    call.name = Text(c, "name", at, limits.max_name_bytes, /*required=*/true);
+    if (const std::optional<InputFault> fault = FindEncodingFault(call.name)) Refuse(at + ".name", Describe(*fault));
+    const double thread = Number(c, "thread", at, false, 0);
+    if (thread < 0 || thread > 9.0e15) Refuse(at + ".thread", "is not a thread id in [0, 9e15]");
+    call.thread = static_cast<uint64_t>(thread);
+    call.start_us = Number(c, "start_us", at);
+    call.end_us = Number(c, "end_us", at);
+    call.cpu_us = Number(c, "cpu_us", at, false, -1);
+    call.cuda_us = Number(c, "cuda_us", at, false, -1);
+    call.dtype = Text(c, "dtype", at, 64);
+    call.shapes = Shapes(c, at, limits);
+    if (r.basis == TimeBasis::kThreadCpu && call.cpu_us < 0) Refuse(at + ".cpu_us", "is missing");
+    r.calls.push_back(std::move(call));
+  }
+  return r;
+}
+
+std::optional<ProfileRecording> ReadRecording(const std::filesystem::path& folder, const RecordingLimits& limits) {
+  const std::filesystem::path path = folder / kProfileCallsFile;
+  struct stat info {};
+  if (lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+  if (static_cast<size_t>(info.st_size) > limits.max_bytes) {
+    throw std::runtime_error("profile recording: " + path.string() + " has " + std::to_string(info.st_size) +
+                             " bytes, more than " + std::to_string(limits.max_bytes));
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (!file) throw std::runtime_error("profile recording: cannot read " + path.string());
+  json document;
+  try {
+    document = ParseBoundedJson(text.str(), limits.max_bytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("profile recording: ") + kProfileCallsFile + " is not JSON: " + e.what());
+  }
+  return RecordingFromJson(document, limits);
+}
+
+std::string WithSummarizedProfile(const std::string& result_json, const std::filesystem::path& folder) {
+  json result = json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  if (!result.is_object()) return result_json;
+  json& profile = result["profile"];
+  if (profile.is_object() && profile.value("recorded", json()) == kProfileCallsFile) {
+    try {
+      std::optional<ProfileRecording> recording = ReadRecording(folder);
+      if (!recording) throw std::runtime_error(std::string("the SDK's ") + kProfileCallsFile + " is not in " + folder.string());
+      ProfileSummary summary = SummarizeProfile(*recording);
+      WriteProfileArtifacts(folder, &summary);
+      // What the SDK said of its recording (its cost, its own warnings) stays beside the summary.
+      for (const auto& [key, value] : profile.items()) {
+        if (!summary.profile.contains(key)) summary.profile[key] = value;
+      }
+      profile = std::move(summary.profile);
+    } catch (const std::exception& e) {
+      profile["error"] = Abbreviated(e.what(), 2048);
+    }
+  } else if (profile.is_null()) {
+    result.erase("profile");
+  }
+  result["bottleneck"] = BottleneckVerdict(result);
+  return result.dump();
+}
+
+}  // namespace frontier
