@@ -16,7 +16,11 @@ defaults. Numeric dimensions (width, depth, kernel) are ordinal
 configuration Optuna asks for again is answered again from the table and not
 counted twice (its cost and its evaluation count are those of its first ask):
 this favours Optuna. Each run stops once it has asked for --share of the
-grid's configurations (distinct) or after 4x that many asks.
+grid's configurations (distinct) or after 4x that many asks. On a rebased
+table (tests/bench/tabular_rebase.py) the baseline is a configuration of
+the space, "baseline_config": an ask for it is answered with the baseline's
+outcome at no cost and not counted, as a repeat is (no Frontier strategy
+proposes the baseline).
 
     /usr/bin/python3 tests/bench/tabular_optuna.py --replay build/tests/bench/strategy_replay
 """
@@ -51,6 +55,8 @@ def load(table_path):
         o = outcomes.setdefault(t["config"], [])
         o.append((r["val_accuracy"], r["throughput"]["samples_per_s"], r.get("peak_memory_mb", 0.0)))
     means = {k: tuple(sum(v[i] for v in vs) / len(vs) for i in range(3)) for k, vs in outcomes.items()}
+    if doc.get("baseline_config"):  # a rebased table: the baseline's configuration is answered by "{}"
+        means[doc["baseline_config"]] = means["{}"]
     return doc, space, means
 
 
@@ -62,10 +68,11 @@ def run(job):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     sampler_name, seed, table_path, share = job
-    _, space, means = load(table_path)
+    doc, space, means = load(table_path)
+    baseline_config = doc.get("baseline_config")
     dims = space["space"]
     memory_max = next((c["max"] for c in space.get("constraints", []) if c["metric"] == "peak_memory_mb"), None)
-    target = math.ceil(share * (len(means)))
+    target = math.ceil(share * (len(means) - bool(baseline_config)))
     constraints = (lambda trial: [trial.user_attrs["memory"] - memory_max]) if memory_max else None
     if sampler_name == "optuna-tpe":
         sampler = optuna.samplers.TPESampler(multivariate=True, seed=seed, constraints_func=constraints)
@@ -87,6 +94,8 @@ def run(job):
         accuracy, throughput, memory = means[key]
         trial.set_user_attr("memory", memory)
         study.tell(trial, [accuracy, throughput])
+        if key == baseline_config:
+            continue  # the baseline, which every replay runs first
         sequence.append(key)
         seen.add(key)
         if len(seen) + 1 >= target:  # + the baseline, which every replay runs first
