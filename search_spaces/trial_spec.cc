@@ -181,6 +181,44 @@ void ParseProfile(const json& j, const TaskSpec& task, ProfileSpec& p) {
   }
 }
 
+// The kernel lab's op calls of a command trial: at most 64, each an op name
+// and up to 8 input shapes of up to 8 dimensions, 2^28 elements an input.
+std::vector<LabOpCall> ParseLabOpCalls(const json& j) {
+  if (!j.is_array() || j.size() > 64) throw SpecError("op_calls", "expected a list of at most 64 op calls");
+  std::vector<LabOpCall> calls;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string at = "op_calls[" + std::to_string(i) + "]";
+    const json& c = j[i];
+    if (!c.is_object() || !c.contains("op") || !c["op"].is_string() || !c.contains("shapes") ||
+        !c["shapes"].is_array() || c["shapes"].empty() || c["shapes"].size() > 8 || c.size() != 2) {
+      throw SpecError(at, "expected {op: NAME, shapes: [[...], ...]} with 1 to 8 input shapes");
+    }
+    LabOpCall call;
+    call.op = c["op"].get<std::string>();
+    if (call.op.empty() || call.op.size() > 64) throw SpecError(at + ".op", "expected an op name");
+    for (const json& shape : c["shapes"]) {
+      if (!shape.is_array() || shape.empty() || shape.size() > 8) {
+        throw SpecError(at + ".shapes", "expected shapes of 1 to 8 dimensions");
+      }
+      std::vector<int64_t> dims;
+      double elements = 1;
+      for (const json& d : shape) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > (1 << 20)) {
+          throw SpecError(at + ".shapes", "expected dimensions in [1, 2^20]");
+        }
+        dims.push_back(d.get<int64_t>());
+        elements *= static_cast<double>(dims.back());
+      }
+      if (elements > static_cast<double>(int64_t{1} << 28)) {
+        throw SpecError(at + ".shapes", "an input of more than 2^28 elements");
+      }
+      call.shapes.push_back(std::move(dims));
+    }
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
 void ParseLatency(const json& j, LatencySpec& l) {
   ObjectReader r(j, "latency");
   r.Int("batch_size", l.batch_size, 0, 65536);
@@ -260,6 +298,7 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
   spec.latency.repetitions = 0;  // the program measures its own (frontier_trial's measure_latency)
   if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
   if (spec.profile.tool == "libtorch" && spec.profile.steps > spec.task.steps) spec.profile.steps = 0;
+  if (const json* calls = r.Get("op_calls")) spec.op_calls = ParseLabOpCalls(*calls);
   r.RejectUnknown();
   return spec;
 }
@@ -385,6 +424,11 @@ json ToJson(const TrialSpec& s) {
             {"runtime", RuntimeJson(s.runtime)},
             {"command", command}};
     out["profile"] = ProfileJson(s.profile);
+    if (!s.op_calls.empty()) {
+      json calls = json::array();
+      for (const LabOpCall& c : s.op_calls) calls.push_back({{"op", c.op}, {"shapes", c.shapes}});
+      out["op_calls"] = calls;
+    }
     return out;
   }
   const json stages = StagesJson(s.arch.stages);

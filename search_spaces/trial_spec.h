@@ -246,6 +246,15 @@ struct CommandSpec {
   double time_limit_s = 0;        // 0: the worker's --trial-timeout
 };
 
+// A call of one of frontier-trial's ops (attention_kernel) at given input
+// shapes, without a model: what the kernel lab judges a candidate at when
+// its calls come from a command trial's recorded operators
+// (docs/kernel-lab.md). Runs in runtime.precision.
+struct LabOpCall {
+  std::string op;                            // "attention_kernel"
+  std::vector<std::vector<int64_t>> shapes;  // the op's inputs in order: q, k, v
+};
+
 struct TrialSpec {
   int schema = kTrialSpecSchema;
   std::string trial_id;
@@ -257,6 +266,7 @@ struct TrialSpec {
   LatencySpec latency; // built-in trials only
   CommandSpec command;
   nlohmann::json params = nlohmann::json::object();  // command trials: stored and passed exactly as given
+  std::vector<LabOpCall> op_calls;  // command trials: the kernel lab's calls (`op_calls`), usually none
 };
 
 // One stage after width_mult/depth_mult and defaults are applied, with the

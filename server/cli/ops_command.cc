@@ -391,7 +391,7 @@ json ProfileOf(const json& result) {
   }
   if (result.contains("profile") && result["profile"].is_object()) {
     const json& p = result["profile"];
-    for (const char* list : {"top_ops", "ops", "operators"}) {
+    for (const char* list : {"top_operators", "top_ops", "ops", "operators"}) {
       if (!p.contains(list) || !p[list].is_array()) continue;
       for (const json& op : p[list]) {
         if (!op.is_object() || profile["top_ops"].size() >= 10) continue;
@@ -407,8 +407,50 @@ json ProfileOf(const json& result) {
   return profile;
 }
 
+// A command trial's spec with the op calls its profile recognized
+// (profile.lab_calls, worker/profile/lab_calls.h) as its op_calls, in the
+// precision it trained in: its own program is not a model frontier-trial can
+// build, so the candidate is judged at the shapes the program called the op
+// with. Throws, listing what the profile holds, when it has no such call.
+json WithCommandTrialCalls(json spec, const json& result, const std::string& trial_id, const std::string& op) {
+  const json profile = result.is_object() ? result.value("profile", json()) : json();
+  json calls = json::array();
+  std::string recognized;
+  if (profile.is_object() && profile.contains("lab_calls") && profile["lab_calls"].is_array()) {
+    for (const json& call : profile["lab_calls"]) {
+      if (!call.is_object() || !call.contains("shapes")) continue;
+      const std::string name = call.value("op", "");
+      recognized += (recognized.empty() ? "" : ", ") + name + " " + call["shapes"].dump();
+      if (name == op) calls.push_back({{"op", name}, {"shapes", call["shapes"]}});
+    }
+  }
+  if (calls.empty()) {
+    std::string operators;
+    if (profile.is_object() && profile.contains("top_operators") && profile["top_operators"].is_array()) {
+      for (const json& row : profile["top_operators"]) {
+        if (!row.is_object() || operators.size() > 600) continue;
+        operators += std::string(operators.empty() ? "" : ", ") + row.value("name", "?") +
+                     (row.contains("input_dims") ? " " + row["input_dims"].dump() : "");
+      }
+    }
+    throw std::runtime_error(
+        "--from-trial: " + trial_id + " is a command trial, and its profile has no " + op +
+        " call to judge candidates at (" +
+        (recognized.empty() ? std::string("no op call recognized") : "recognized: " + recognized) +
+        (operators.empty() ? std::string("; no profile was recorded: is profiling off, or the trial failed?")
+                           : "; its top operators: " + operators) +
+        "). Kernel-lab calls are recognized in a command trial's profiled steps: attention as matmul, softmax, "
+        "matmul (docs/kernel-lab.md)");
+  }
+  spec["op_calls"] = calls;
+  const std::string precision = result.is_object() ? result.value("precision", "fp32") : "fp32";
+  if (!spec.contains("runtime") || !spec["runtime"].is_object()) spec["runtime"] = json::object();
+  spec["runtime"]["precision"] = precision;
+  return spec;
+}
+
 // The spec the run judges at: --spec's file, or a stored trial's spec (and
-// its profile, for the model's prompt).
+// its profile, for the model's prompt; a command trial's recognized op calls).
 json ResolveSpec(const OpsOptions& options, Store& store, json& profile) {
   if (!options.spec.empty()) return ParseBoundedJson(ReadFile(options.spec, 1 << 20), 1 << 20);
   std::string trial_id = options.from_trial;
@@ -416,7 +458,9 @@ json ResolveSpec(const OpsOptions& options, Store& store, json& profile) {
   const std::optional<TrialRow> trial = store.GetTrial(trial_id);
   if (!trial) throw std::runtime_error("--from-trial: no trial " + trial_id + " in " + options.db);
   json spec = ParseBoundedJson(trial->spec_json, 1 << 20);
-  if (!trial->result_json.empty()) profile = ProfileOf(ParseBoundedJson(trial->result_json, 16 << 20));
+  const json result = trial->result_json.empty() ? json() : ParseBoundedJson(trial->result_json, 16 << 20);
+  if (!result.is_null()) profile = ProfileOf(result);
+  if (spec.is_object() && spec.contains("command")) spec = WithCommandTrialCalls(spec, result, trial_id, options.op);
   return spec;
 }
 

@@ -100,7 +100,7 @@ JSON
 /usr/bin/python3 - cmd/frontier.db "$cmd_exp" native.json "$work/foreign.html" <<'PY' || fail "the command trials' profiles"
 import json, os, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-rows = db.execute("SELECT trial_id, config_json, state, result_json FROM trials WHERE experiment_id = ?",
+rows = db.execute("SELECT id, config_json, state, result_json FROM trials WHERE experiment_id = ?",
                   (sys.argv[2],)).fetchall()
 native = json.load(open(sys.argv[3]))
 html = open(sys.argv[4]).read()
@@ -125,6 +125,7 @@ for trial_id, config, state, result in rows:
         conv = next(o for o in ops if o["name"] == "aten::conv2d")
         assert conv["input_dims"][0] == [16, 3, 16, 16], conv
     assert f'data-trial="{trial_id}"' in html and "trace.json" in html, "the report lists the trace"
+    assert f'{trial_id}/trace.json">trace.json</a>, opens in' in html, "the verdict links the trace"
     print(f"{kind}: {verdict['summary'][:110]}...")
 assert "no seed was profiled" not in html, "the report's 'where the step time goes' is empty"
 PY

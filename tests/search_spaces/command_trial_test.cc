@@ -151,6 +151,24 @@ TEST(CommandTrialTest, ParsedSpecRefusesMalformedCommandSections) {
   EXPECT_THAT(error("/protocol", 2), HasSubstr("protocol: must be in [1, 1]"));
   EXPECT_THAT(error("/params", "x"), HasSubstr("params: expected an object"));
   EXPECT_THAT(error("/task/warmup_steps", 20), HasSubstr("task.warmup_steps: must be below task.steps (20)"));
+  EXPECT_THAT(error("/op_calls", "attention"), HasSubstr("op_calls: expected a list of at most 64 op calls"));
+  EXPECT_THAT(error("/op_calls", json::parse(R"([{"op": "attention_kernel"}])")),
+              HasSubstr("op_calls[0]: expected {op: NAME, shapes: [[...], ...]}"));
+  EXPECT_THAT(error("/op_calls", json::parse(R"([{"op": "attention_kernel", "shapes": [[2, 0, 3]]}])")),
+              HasSubstr("op_calls[0].shapes: expected dimensions in [1, 2^20]"));
+  EXPECT_THAT(error("/op_calls", json::parse(R"([{"op": "a", "shapes": [[65536, 65536]]}])")),
+              HasSubstr("op_calls[0].shapes: an input of more than 2^28 elements"));
+}
+
+TEST(CommandTrialTest, TheKernelLabsOpCallsRoundTrip) {
+  const json spec = json::parse(R"({"schema": 1, "protocol": 1, "seed": 1, "params": {}, "task": {"steps": 20},
+      "command": {"argv": ["/bin/true"]},
+      "op_calls": [{"op": "attention_kernel", "shapes": [[2, 4, 49, 8], [2, 4, 49, 8], [2, 4, 49, 8]]}]})");
+  const TrialSpec parsed = ParseTrialSpec(spec);
+  ASSERT_EQ(parsed.op_calls.size(), 1u);
+  EXPECT_EQ(parsed.op_calls[0].shapes[2], (std::vector<int64_t>{2, 4, 49, 8}));
+  EXPECT_EQ(ToJson(parsed)["op_calls"], spec["op_calls"]);
+  EXPECT_EQ(ToJson(ParseTrialSpec(ToJson(parsed))), ToJson(parsed));
 }
 
 }  // namespace

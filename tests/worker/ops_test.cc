@@ -388,6 +388,32 @@ TEST(OpBenchTest, TimesTheAttentionKernelsAtTheModelsShapes) {
   }
 }
 
+// A command trial's spec: its op_calls are built from their shapes, as the kernel lab judges at them.
+TEST(OpBenchTest, ACommandTrialsOpCallsAreBuiltFromTheirShapes) {
+  nlohmann::json j = nlohmann::json::parse(R"({"schema": 1, "protocol": 1, "seed": 1, "params": {}, "task": {"steps": 20},
+      "runtime": {"threads": 1, "precision": "bf16"}, "command": {"argv": ["/bin/true"]},
+      "op_calls": [{"op": "attention_kernel", "shapes": [[2, 4, 9, 8], [2, 4, 11, 8], [2, 4, 11, 8]]}]})");
+  const SpecOpCalls recorded = RecordSpecOpCalls(ParseTrialSpec(j));
+  ASSERT_EQ(recorded.calls.size(), 1u);
+  const ops::OpCall& call = recorded.calls[0];
+  EXPECT_EQ(call.op, "attention_kernel");
+  EXPECT_EQ(call.inputs[1].sizes(), torch::IntArrayRef({2, 4, 11, 8}));
+  EXPECT_EQ(call.inputs[0].scalar_type(), torch::kBFloat16);
+  ASSERT_TRUE(call.edge_cases);
+  EXPECT_FALSE(call.edge_cases().empty()) << "the gate's edge cases at these shapes";
+
+  j["op_calls"][0]["shapes"][2] = {2, 4, 11, 16};
+  EXPECT_THROW(RecordSpecOpCalls(ParseTrialSpec(j)), c10::Error);  // k and v differ
+  j["op_calls"][0] = {{"op", "bev_pool"}, {"shapes", {{1, 2, 3}, {1, 2, 3}}}};
+  try {
+    RecordSpecOpCalls(ParseTrialSpec(j));
+    ADD_FAILURE() << "bev_pool from shapes alone";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bev_pool's calls need a frontier-trial model"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(OpBenchTest, TimesTheCorrectVariantsAtTheModelsShapesAndNeverTheWrongOnes) {
   OpBenchOptions options;
   options.rounds = 3;

@@ -9,6 +9,7 @@
 
 #include "search_spaces/input_bounds.h"
 #include "worker/profile/bottleneck.h"
+#include "worker/profile/lab_calls.h"
 
 namespace frontier {
 namespace {
@@ -177,6 +178,7 @@ std::string WithSummarizedProfile(const std::string& result_json, const std::fil
       std::optional<ProfileRecording> recording = ReadRecording(folder);
       if (!recording) throw std::runtime_error(std::string("the SDK's ") + kProfileCallsFile + " is not in " + folder.string());
       ProfileSummary summary = SummarizeProfile(*recording);
+      summary.profile["lab_calls"] = LabOpCalls(*recording);  // for `frontier ops optimize --from-trial`
       WriteProfileArtifacts(folder, &summary);
       // What the SDK said of its recording (its cost, its own warnings) stays beside the summary.
       for (const auto& [key, value] : profile.items()) {

@@ -205,6 +205,25 @@ SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec) {
   LoadPlugins(spec.runtime.plugins);
   recorded.dev = SelectDevice(spec.runtime.device);
   CheckPrecision(spec.runtime.precision, recorded.dev);
+  if (spec.command.enabled) {
+    // A command trial's model is its own program: the calls are the ones its recorded operators named.
+    const torch::Dtype dtype = spec.runtime.precision == "bf16"   ? torch::kBFloat16
+                               : spec.runtime.precision == "fp16" ? torch::kFloat16
+                                                                  : torch::kFloat32;
+    for (const LabOpCall& c : spec.op_calls) {
+      const ops::Op& op = ops::OpRegistry().At(c.op);
+      if (!op.call_at) {
+        throw std::runtime_error("op_calls: " + c.op + "'s calls need a frontier-trial model (its context is more "
+                                 "than its input shapes)");
+      }
+      std::vector<torch::Tensor> inputs;
+      for (const auto& shape : c.shapes) {
+        inputs.push_back(torch::zeros(shape, torch::TensorOptions().dtype(dtype).device(recorded.dev.device)));
+      }
+      recorded.calls.push_back(op.call_at(inputs));
+    }
+    return recorded;
+  }
   const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
   const std::unique_ptr<Task> task = MakeTask(spec.task);
   const Dataset data = task->LoadData(spec, arch);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "worker/profile/lab_calls.h"
 #include "worker/profile/profile_recording.h"
 #include "worker/profile/profile_summary.h"
 
@@ -180,6 +181,41 @@ TEST_F(CommandTrialProfileTest, WithoutAProfileOnlyInputBoundIsClaimed) {
   result["data_wait_fraction"] = 0.05;
   EXPECT_EQ(Judge(result)["bottleneck"]["verdict"], "unknown");
   EXPECT_EQ(WithSummarizedProfile("not json", dir_), "not json");
+}
+
+// byo_pytorch's softmax attention as its profile records it (B 2, h 4, L = S 49, d 8): matmul(q, k^T),
+// a division, softmax, matmul(p, v), with matmul's own nested bmm; a linear attention's two products
+// with no softmax between them is not attention_kernel.
+TEST(LabOpCallsTest, AttentionIsRecognizedAsMatmulSoftmaxMatmul) {
+  ProfileRecording r;
+  r.steps = {{2, 0, 1000, -1}, {3, 1000, 2000, -1}};
+  for (double t : {0.0, 1000.0}) {
+    r.calls.push_back(Call("aten::matmul", t + 10, t + 50, {{2, 4, 49, 8}, {2, 4, 8, 49}}));
+    r.calls.push_back(Call("aten::bmm", t + 20, t + 45, {{8, 49, 8}, {8, 8, 49}}));
+    r.calls.push_back(Call("aten::div", t + 55, t + 60, {{2, 4, 49, 49}, {}}));
+    r.calls.push_back(Call("aten::softmax", t + 61, t + 70, {{2, 4, 49, 49}, {}, {}}));
+    r.calls.push_back(Call("aten::matmul", t + 71, t + 90, {{2, 4, 49, 49}, {2, 4, 49, 8}}));
+    r.calls.push_back(Call("aten::matmul", t + 100, t + 120, {{2, 4, 8, 49}, {2, 4, 49, 8}}));  // linear attention
+    r.calls.push_back(Call("aten::matmul", t + 121, t + 140, {{2, 4, 49, 8}, {2, 4, 8, 8}}));
+  }
+  r.calls.push_back(Call("aten::matmul", 3000, 3010, {{1, 1, 3, 8}, {1, 1, 8, 3}}));  // after the steps
+  const json calls = LabOpCalls(r);
+  ASSERT_EQ(calls.size(), 1u) << calls.dump();
+  EXPECT_EQ(calls[0]["op"], "attention_kernel");
+  EXPECT_EQ(calls[0]["shapes"], json::parse("[[2, 4, 49, 8], [2, 4, 49, 8], [2, 4, 49, 8]]"));
+  EXPECT_EQ(calls[0]["calls_per_step"], 1.0);
+
+  r.calls[4].shapes[1] = {2, 4, 49, 16};  // v's width differs from q's: not attention_kernel
+  r.calls[11].shapes[1] = {2, 4, 49, 16};
+  EXPECT_TRUE(LabOpCalls(r).empty()) << LabOpCalls(r).dump();
+}
+
+TEST(LabOpCallsTest, BatchedProductsAreOneBatchOfHeads) {
+  ProfileRecording r;
+  r.steps = {{0, 0, 1000, -1}};
+  r.calls = {Call("aten::bmm", 10, 20, {{6, 5, 4}, {6, 4, 7}}), Call("aten::_softmax", 30, 40, {{6, 5, 7}, {}, {}}),
+             Call("aten::bmm", 50, 60, {{6, 5, 7}, {6, 7, 4}})};
+  EXPECT_EQ(LabOpCalls(r)[0]["shapes"], json::parse("[[1, 6, 5, 4], [1, 6, 7, 4], [1, 6, 7, 4]]"));
 }
 
 }  // namespace

@@ -311,6 +311,11 @@ ops::Op KernelOp() {
       "backward). The inputs must be left unchanged. Call frontier::attention::CheckQkv(q, k, v) first.\n"
       "Register: frontier::plugin::RegisterAttentionKernelVariant(\"NAME\", Fn); end the file with "
       "FRONTIER_PLUGIN(Register).";
+  op.call_at = [](const std::vector<Tensor>& inputs) {
+    TORCH_CHECK(inputs.size() == 3, "attention_kernel takes q, k and v, not ", inputs.size(), " inputs");
+    CheckQkv(inputs[0], inputs[1], inputs[2]);
+    return KernelCall("naive", inputs[0], inputs[1], inputs[2], "");
+  };
   op.reference_source =
       "torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {\n"
       "  CheckQkv(q, k, v);\n"

@@ -74,6 +74,11 @@ struct Op {
   std::string contract;
   // The reference variant's source, as a person would read it.
   std::string reference_source;
+  // A call of the op on inputs of given shapes without a model (the kernel
+  // lab's calls from a command trial's recorded operators, TrialSpec::op_calls);
+  // throws (naming the problem) when the shapes are not the op's. Unset: the
+  // op's calls need a model's context (bev_pool: its camera geometry).
+  std::function<OpCall(const std::vector<torch::Tensor>& inputs)> call_at;
 };
 
 // Ops by name: "bev_pool" (bev_pool.h) and "attention_kernel" (attention_kernel.h).
