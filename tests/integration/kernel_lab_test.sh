@@ -152,4 +152,35 @@ mkdir one && sed 's/"lab_test_baddbmm"/"lab_test_baddbmm_again"/' candidates/rig
 "$frontier" ops optimize from-trial --op attention_kernel --from-trial "$trial" --candidates one --db runs/search/frontier.db \
   --dir ops --timing-rounds 3 --run-timeout 20 > from_trial.txt 2> from_trial.err || { cat from_trial.err; fail "--from-trial"; }
 grep -q "right_baddbmm.cc .* timed" from_trial.txt || { cat from_trial.txt; fail "--from-trial did not time the candidate"; }
+# Shapes from a command trial (issue 41): the byo example with softmax attention, its profile recorded by
+# the SDK; the worker recognizes its attention calls, and the candidate is judged at their shapes.
+cat > byo-lab.yaml <<YAML
+name: byo-lab
+task: {steps: 8, eval_every: 0, warmup_steps: 2}
+trial:
+  command: [/usr/bin/python3, train.py]
+  workdir: $src/search_spaces/byo_pytorch
+  params: {lr: 0.1, width: 16, attention: mhsa, heads: 4, batch_size: 16, val_size: 256}
+  runtime: {threads: 1}
+space:
+  params.heads: [4]
+objectives: [{metric: val_accuracy}, {metric: throughput}]
+strategy: {name: grid}
+YAML
+"$frontier" run byo-lab.yaml --workers 1 --runs-dir runs/byo > byo.txt 2> byo.err || { cat byo.err; fail "the command trial"; }
+cmd_trial=$(/usr/bin/python3 -c 'import sqlite3; print(sqlite3.connect("runs/byo/frontier.db").execute("select id from trials order by id limit 1").fetchone()[0])')
+"$frontier" ops optimize byo-lab --op attention_kernel --from-trial "$cmd_trial" --candidates one --db runs/byo/frontier.db \
+  --dir ops --timing-rounds 3 --run-timeout 20 > cmd_lab.txt 2> cmd_lab.err || { cat cmd_lab.err; fail "--from-trial on a command trial"; }
+grep -q "right_baddbmm.cc .* timed" cmd_lab.txt || { cat cmd_lab.txt; fail "--from-trial on a command trial did not time the candidate"; }
+/usr/bin/python3 - runs/byo/frontier.db <<'PY' || fail "the command trial's calls"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+spec = json.loads(db.execute("select spec_json from op_runs where name = 'byo-lab'").fetchone()[0])["spec"]
+# width 16, 4 heads: d = 4; the 28 x 28 image after the stem and two stride-2 stages: 7 x 7 = 49 positions.
+assert spec["op_calls"] == [{"op": "attention_kernel", "shapes": [[16, 4, 49, 4]] * 3}], spec.get("op_calls")
+PY
+code=0; "$frontier" ops optimize byo-pool --op bev_pool --from-trial "$cmd_trial" --candidates one --db runs/byo/frontier.db \
+  --dir ops > /dev/null 2> pool.err || code=$?
+[[ $code != 0 ]] && grep -q "is a command trial, and its profile has no bev_pool call" pool.err \
+  || fail "a command trial without the op: exit $code, $(cat pool.err)"
 echo "kernel lab e2e ok"

@@ -55,7 +55,10 @@ nlohmann::json RunOpBench(const TrialSpec& spec, const OpBenchOptions& options);
 
 // The op calls the spec's model makes in one forward pass (RecordOpCalls on
 // a batch of its data, its plugins loaded, its threads set), with the device
-// and thread count it ran with. Throws on a spec whose model cannot be built.
+// and thread count it ran with; for a command trial's spec, the calls its
+// op_calls name, built from their shapes (ops::Op::call_at) in
+// runtime.precision. Throws on a spec whose model cannot be built, or an
+// op call its op cannot make from shapes alone.
 struct SpecOpCalls {
   DeviceInfo dev;
   int threads = 0;
