@@ -26,7 +26,7 @@ seeds_of() {
 }
 
 status=0
-printf '%-14s %12s %10s %8s\n' target executions exec/s crashes
+printf '%-18s %12s %10s %8s\n' target executions exec/s crashes
 for target in space_yaml trial_spec trial_output result_reader profile_recording coordinator; do
   binary="$build/tests/fuzz/fuzz_$target"
   [[ -x "$binary" ]] || { echo "missing $binary: build it with FRONTIER_FUZZ=ON" >&2; exit 2; }
@@ -44,7 +44,7 @@ for target in space_yaml trial_spec trial_output result_reader profile_recording
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$target/log" | tail -1)"
   crashes="$(find "$out/$target" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)"
   rate=$(( ${execs:-0} / seconds ))
-  printf '%-14s %12s %10s %8s\n' "$target" "${execs:-?}" "$rate" "$crashes"
+  printf '%-18s %12s %10s %8s\n' "$target" "${execs:-?}" "$rate" "$crashes"
   [[ "$crashes" -eq 0 && -n "$execs" ]] || status=1
 done
 echo "inputs and logs: $out"
