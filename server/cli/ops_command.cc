@@ -413,15 +413,20 @@ json ProfileOf(const json& result) {
 // build, so the candidate is judged at the shapes the program called the op
 // with. Throws, listing what the profile holds, when it has no such call.
 json WithCommandTrialCalls(json spec, const json& result, const std::string& trial_id, const std::string& op) {
-  const json profile = result.is_object() ? result.value("profile", json()) : json();
+  const auto text = [](const json& object, const char* key) {
+    return object.is_object() && object.contains(key) && object[key].is_string() ? object[key].get<std::string>()
+                                                                                 : std::string();
+  };
+  const json profile = result.is_object() && result.contains("profile") ? result["profile"] : json();
   json calls = json::array();
   std::string recognized;
   if (profile.is_object() && profile.contains("lab_calls") && profile["lab_calls"].is_array()) {
     for (const json& call : profile["lab_calls"]) {
-      if (!call.is_object() || !call.contains("shapes")) continue;
-      const std::string name = call.value("op", "");
-      recognized += (recognized.empty() ? "" : ", ") + name + " " + call["shapes"].dump();
-      if (name == op) calls.push_back({{"op", name}, {"shapes", call["shapes"]}});
+      if (!call.is_object() || !call.contains("shapes") || !call["shapes"].is_array()) continue;
+      const std::string name = text(call, "op");
+      if (recognized.size() < 600) recognized += (recognized.empty() ? "" : ", ") + name + " " + call["shapes"].dump();
+      // The most a spec takes (trial_spec.cc, op_calls); the worker lists each distinct call once.
+      if (name == op && calls.size() < 64) calls.push_back({{"op", name}, {"shapes", call["shapes"]}});
     }
   }
   if (calls.empty()) {
@@ -429,7 +434,7 @@ json WithCommandTrialCalls(json spec, const json& result, const std::string& tri
     if (profile.is_object() && profile.contains("top_operators") && profile["top_operators"].is_array()) {
       for (const json& row : profile["top_operators"]) {
         if (!row.is_object() || operators.size() > 600) continue;
-        operators += std::string(operators.empty() ? "" : ", ") + row.value("name", "?") +
+        operators += std::string(operators.empty() ? "" : ", ") + text(row, "name") +
                      (row.contains("input_dims") ? " " + row["input_dims"].dump() : "");
       }
     }
@@ -443,9 +448,11 @@ json WithCommandTrialCalls(json spec, const json& result, const std::string& tri
         "matmul (docs/kernel-lab.md)");
   }
   spec["op_calls"] = calls;
-  const std::string precision = result.is_object() ? result.value("precision", "fp32") : "fp32";
   if (!spec.contains("runtime") || !spec["runtime"].is_object()) spec["runtime"] = json::object();
-  spec["runtime"]["precision"] = precision;
+  // The precision the trial trained in (the SDK's: params.precision, else runtime.precision).
+  if (const std::string precision = text(result, "precision"); !precision.empty()) {
+    spec["runtime"]["precision"] = precision;
+  }
   return spec;
 }
 

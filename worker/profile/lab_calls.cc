@@ -34,6 +34,14 @@ std::vector<Shape> Attention(const ProfiledCall& scores, const ProfiledCall& sof
   if (kt[rank - 2] != d || p[rank - 2] != L || p[rank - 1] != S || v[rank - 2] != S || v[rank - 1] != d) return {};
   const int64_t B = rank == 4 ? batch[0] : 1;
   const int64_t h = rank == 4 ? batch[1] : batch[0];
+  // Within what a spec's op_calls take (search_spaces/trial_spec.cc): dimensions in [1, 2^20], at most
+  // 2^28 elements an input.
+  for (const int64_t n : {B, h, L, S, d}) {
+    if (n < 1 || n > (int64_t{1} << 20)) return {};
+  }
+  const double largest = static_cast<double>(B) * static_cast<double>(h) * static_cast<double>(std::max(L, S)) *
+                         static_cast<double>(d);
+  if (largest > static_cast<double>(int64_t{1} << 28)) return {};
   return {{B, h, L, d}, {B, h, S, d}, {B, h, S, d}};
 }
 

@@ -19,7 +19,8 @@ namespace frontier {
 // {"op": "attention_kernel", "shapes": [q, k, v] as (B, h, L, d) and
 // (B, h, S, d) (3-d products as B = 1, h = their batch), "calls_per_step",
 // "recognized_from"}; an empty array when none is recognized. Calls outside
-// the recorded steps are not looked at.
+// the recorded steps are not looked at, nor calls whose dimensions a spec's
+// op_calls would refuse (outside [1, 2^20], an input past 2^28 elements).
 nlohmann::json LabOpCalls(const ProfileRecording& recording);
 
 }  // namespace frontier

@@ -1,10 +1,12 @@
 #include "worker/profile/profile_recording.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "search_spaces/input_bounds.h"
@@ -29,6 +31,14 @@ double Number(const json& object, const char* key, const std::string& where, boo
   }
   if (!it->is_number() || !std::isfinite(it->get<double>())) Refuse(where + "." + key, "is not a finite number");
   return it->get<double>();
+}
+
+// A time in microseconds within [0, 1e15] (about 30 years); an optional one missing is -1.
+double Time(const json& object, const char* key, const std::string& where, bool required = true) {
+  const double value = Number(object, key, where, required, -1);
+  if (!required && value == -1) return -1;
+  if (value < 0 || value > 1e15) Refuse(where + "." + key, "is not a time in [0, 1e15] microseconds");
+  return value;
 }
 
 // An integer-valued field within [low, high].
@@ -117,9 +127,9 @@ ProfileRecording RecordingFromJson(const json& document, const RecordingLimits& 
     if (!steps[i].is_object()) Refuse(at, "is not an object");
     ProfiledStep s;
     s.step = Int(steps[i], "step", at, 0, kMaxInt);
-    s.start_us = Number(steps[i], "start_us", at);
-    s.end_us = Number(steps[i], "end_us", at);
-    s.thread_cpu_us = Number(steps[i], "thread_cpu_us", at, false, -1);
+    s.start_us = Time(steps[i], "start_us", at);
+    s.end_us = Time(steps[i], "end_us", at);
+    s.thread_cpu_us = Time(steps[i], "thread_cpu_us", at, false);
     if (s.end_us < s.start_us) Refuse(at, "ends before it starts");
     if (r.basis == TimeBasis::kThreadCpu && s.thread_cpu_us < 0) Refuse(at + ".thread_cpu_us", "is missing");
     r.steps.push_back(s);
@@ -136,10 +146,10 @@ ProfileRecording RecordingFromJson(const json& document, const RecordingLimits& 
     const double thread = Number(c, "thread", at, false, 0);
     if (thread < 0 || thread > 9.0e15) Refuse(at + ".thread", "is not a thread id in [0, 9e15]");
     call.thread = static_cast<uint64_t>(thread);
-    call.start_us = Number(c, "start_us", at);
-    call.end_us = Number(c, "end_us", at);
-    call.cpu_us = Number(c, "cpu_us", at, false, -1);
-    call.cuda_us = Number(c, "cuda_us", at, false, -1);
+    call.start_us = Time(c, "start_us", at);
+    call.end_us = Time(c, "end_us", at);
+    call.cpu_us = Time(c, "cpu_us", at, false);
+    call.cuda_us = Time(c, "cuda_us", at, false);
     call.dtype = Text(c, "dtype", at, 64);
     call.shapes = Shapes(c, at, limits);
     if (r.basis == TimeBasis::kThreadCpu && call.cpu_us < 0) Refuse(at + ".cpu_us", "is missing");
@@ -150,19 +160,32 @@ ProfileRecording RecordingFromJson(const json& document, const RecordingLimits& 
 
 std::optional<ProfileRecording> ReadRecording(const std::filesystem::path& folder, const RecordingLimits& limits) {
   const std::filesystem::path path = folder / kProfileCallsFile;
+  // Opened without following a link or blocking on a FIFO, then checked: a regular file within the bound.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
   struct stat info {};
-  if (lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return std::nullopt;
+  }
   if (static_cast<size_t>(info.st_size) > limits.max_bytes) {
+    ::close(fd);
     throw std::runtime_error("profile recording: " + path.string() + " has " + std::to_string(info.st_size) +
                              " bytes, more than " + std::to_string(limits.max_bytes));
   }
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (!file) throw std::runtime_error("profile recording: cannot read " + path.string());
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > limits.max_bytes) break;
+  }
+  ::close(fd);
   json document;
   try {
-    document = ParseBoundedJson(text.str(), limits.max_bytes);
+    document = ParseBoundedJson(text, limits.max_bytes);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("profile recording: ") + kProfileCallsFile + " is not JSON: " + e.what());
   }
@@ -180,18 +203,33 @@ std::string WithSummarizedProfile(const std::string& result_json, const std::fil
       ProfileSummary summary = SummarizeProfile(*recording);
       summary.profile["lab_calls"] = LabOpCalls(*recording);  // for `frontier ops optimize --from-trial`
       WriteProfileArtifacts(folder, &summary);
-      // What the SDK said of its recording (its cost, its own warnings) stays beside the summary.
-      for (const auto& [key, value] : profile.items()) {
-        if (!summary.profile.contains(key)) summary.profile[key] = value;
+      // What the SDK said of its recording's cost stays beside the summary; nothing else of the trial's.
+      for (const char* key : {"cost_s", "slowdown", "profiled_step_time_ms", "recorded", "recorded_calls"}) {
+        if (!profile.contains(key)) continue;
+        const json& value = profile[key];
+        const bool numbers = value.is_object() && std::all_of(value.begin(), value.end(),
+                                                               [](const json& v) { return v.is_number(); });
+        if (value.is_number() || value.is_string() || numbers) summary.profile[key] = value;
       }
       profile = std::move(summary.profile);
     } catch (const std::exception& e) {
-      profile["error"] = Abbreviated(e.what(), 2048);
+      profile = {{"tool", "libtorch"}, {"error", Abbreviated(e.what(), 2048)}};
     }
   } else if (profile.is_null()) {
     result.erase("profile");
   }
-  result["bottleneck"] = BottleneckVerdict(result);
+  // The verdict by frontier-trial's rules; a profile the program wrote itself in a shape the rules
+  // cannot read is left out of it, and said so.
+  try {
+    result["bottleneck"] = BottleneckVerdict(result);
+  } catch (const std::exception& e) {
+    json without = result;
+    without.erase("profile");
+    result["bottleneck"] = BottleneckVerdict(without);
+    if (result.contains("profile") && result["profile"].is_object()) {
+      result["profile"]["error"] = "not judged: " + Abbreviated(e.what(), 512);
+    }
+  }
   return result.dump();
 }
 

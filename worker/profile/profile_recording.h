@@ -21,8 +21,8 @@ inline constexpr const char* kProfileCallsFile = "profile_calls.json";
 
 // Bounds on a recording (a few profiled steps of a model has thousands of calls).
 struct RecordingLimits {
-  size_t max_bytes = 64u << 20;
-  size_t max_calls = 500000;
+  size_t max_bytes = 32u << 20;
+  size_t max_calls = 200000;
   size_t max_steps = 1000;
   size_t max_shapes = 64;       // input shapes of one call
   size_t max_dims = 16;         // dimensions of one shape

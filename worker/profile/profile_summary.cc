@@ -1,10 +1,12 @@
 #include "worker/profile/profile_summary.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <numeric>
 #include <unordered_map>
@@ -30,9 +32,15 @@ constexpr int64_t kAssumedElementBytes = 4;
 // (docs/profiling.md, Small calls).
 constexpr double kSmallCallCpuUs = 50;
 
-int64_t Elements(const std::vector<int64_t>& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
+// Elements of a shape, in double: a recording's shapes are the trial's word, and their product may
+// not fit 64 bits.
+double Elements(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), 1.0, [](double n, int64_t d) { return n * static_cast<double>(d); });
 }
+
+// Estimated bytes as a count that sums without overflow: at most 2^40 a call (a recording has at most
+// hundreds of thousands of calls).
+int64_t ByteCount(double bytes) { return static_cast<int64_t>(std::min(std::max(bytes, 0.0), 1099511627776.0)); }
 
 json Round(double value, double scale = 1e3) { return std::round(value * scale) / scale; }
 
@@ -55,14 +63,14 @@ struct OpEvent : ProfiledCall {
 // largest input for elementwise-like ops, n x m for products; convolution
 // outputs are not estimated).
 int64_t EstimateBytes(const OpEvent& e) {
-  int64_t inputs = 0, largest = 0;
+  double inputs = 0, largest = 0;
   for (const auto& shape : e.shapes) {
     if (shape.empty()) continue;  // a scalar or a non-tensor argument
-    const int64_t n = Elements(shape);
+    const double n = Elements(shape);
     inputs += n;
     largest = std::max(largest, n);
   }
-  int64_t outputs = 0;
+  double outputs = 0;
   if (e.op_class == "elementwise" || e.op_class == "normalization" || e.op_class == "data_movement") {
     outputs = largest;
   } else if (e.op_class == "compute") {
@@ -73,13 +81,14 @@ int64_t EstimateBytes(const OpEvent& e) {
         e.shapes.size() > a + 1 && e.shapes[a].size() >= 2 && e.shapes[a + 1].size() >= 2) {
       const auto& x = e.shapes[a];
       const auto& y = e.shapes[a + 1];
-      outputs = Elements(x) / x.back() * y.back();
+      if (x.back() > 0) outputs = Elements(x) / static_cast<double>(x.back()) * static_cast<double>(y.back());
     } else if (e.name == "aten::linear" && e.shapes.size() >= 2 && !e.shapes[0].empty() &&
-               e.shapes[1].size() == 2) {
-      outputs = Elements(e.shapes[0]) / e.shapes[0].back() * e.shapes[1][0];  // (..., in) x (out, in)^T
+               e.shapes[1].size() == 2 && e.shapes[0].back() > 0) {
+      // (..., in) x (out, in)^T
+      outputs = Elements(e.shapes[0]) / static_cast<double>(e.shapes[0].back()) * static_cast<double>(e.shapes[1][0]);
     }
   }
-  return (inputs + outputs) * kAssumedElementBytes;
+  return ByteCount((inputs + outputs) * kAssumedElementBytes);
 }
 
 struct OpRow {
@@ -127,7 +136,10 @@ class Summarizer {
     // time spent waiting for a core on a loaded machine does not inflate, or
     // the wall time where the profiler records no per-call CPU time.
     const bool thread_cpu = r_.basis == TimeBasis::kThreadCpu;
-    const bool per_call_cpu = r_.basis != TimeBasis::kWall;  // the calls' thread CPU times were recorded
+    // The calls' thread CPU times were recorded (frontier-trial's profiler; the SDK's has none).
+    const bool per_call_cpu =
+        thread_cpu || (cuda_ && !r_.calls.empty() &&
+                       std::all_of(r_.calls.begin(), r_.calls.end(), [](const ProfiledCall& c) { return c.cpu_us >= 0; }));
     const double basis_window_us = thread_cpu ? window_cpu_us : window_us;
     const auto basis_self = [&](const OpEvent& c) {
       return cuda_ ? c.cuda_self_us : thread_cpu ? c.cpu_self_us : c.self_us;
@@ -447,6 +459,32 @@ class Summarizer {
 
 ProfileSummary SummarizeProfile(const ProfileRecording& recording) { return Summarizer(recording).Run(); }
 
+namespace {
+
+// Writes `text` to a new file at `path`: whatever is there (a file, or a symbolic link or FIFO a trial
+// left in its own artifact folder) is removed first, and the file is created with O_EXCL|O_NOFOLLOW, so
+// the write never follows a link or blocks on a pipe. "" on success, else what failed.
+std::string WriteNewFile(const std::filesystem::path& path, const std::string& text) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot write " + path.string() + ": " + std::strerror(errno);
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string problem = "cannot write " + path.string() + ": " + std::strerror(errno);
+      ::close(fd);
+      return problem;
+    }
+    written += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0 ? "" : "cannot write " + path.string() + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
 void WriteProfileArtifacts(const std::filesystem::path& folder, ProfileSummary* summary) {
   namespace fs = std::filesystem;
   json& profile = summary->profile;
@@ -459,20 +497,18 @@ void WriteProfileArtifacts(const std::filesystem::path& folder, ProfileSummary* 
     profile["error"] = "cannot write the trace: cannot create " + dir.string() + ": " + ec.message();
     return;
   }
-  const auto write = [&](const fs::path& path, const json& document) -> std::string {
-    std::ofstream file(path);
-    file << document.dump() << "\n";
-    file.close();
-    return file ? "" : "cannot write " + path.string() + ": " + std::strerror(errno);
-  };
+  if (fs::is_symlink(dir, ec) || !fs::is_directory(fs::symlink_status(dir, ec))) {
+    profile["error"] = "cannot write the trace: " + dir.string() + " is not a folder (a symbolic link?)";
+    return;
+  }
   const fs::path trace = dir / "trace.json";
-  if (std::string problem = write(trace, summary->trace); !problem.empty()) {
+  if (std::string problem = WriteNewFile(trace, summary->trace.dump() + "\n"); !problem.empty()) {
     profile["error"] = "cannot write the trace: " + problem;
     return;
   }
   profile["trace"] = trace.string();
   const fs::path operators = dir / "operators.json";
-  if (std::string problem = write(operators, summary->operators); !problem.empty()) {
+  if (std::string problem = WriteNewFile(operators, summary->operators.dump() + "\n"); !problem.empty()) {
     profile["error"] = "cannot write the operator table: " + problem;
     return;
   }

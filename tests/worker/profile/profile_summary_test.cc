@@ -2,6 +2,7 @@
 // self times by nesting, classes and shares on the recording's basis, small
 // calls as overhead, the recording file read with bounds, and a command
 // trial's result judged by frontier-trial's verdict rules.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -116,7 +117,11 @@ TEST(ProfileRecordingTest, RefusesWhatIsNotARecordingNamingTheField) {
   EXPECT_THAT(RecordingError([](json& d) { d["basis"] = "sundial"; }),
               HasSubstr("basis is \"sundial\", not wall, cuda or thread_cpu"));
   EXPECT_THAT(RecordingError([](json& d) { d.erase("profiler"); }), HasSubstr("recording.profiler is missing"));
-  EXPECT_THAT(RecordingError([](json& d) { d["steps"][0]["end_us"] = -5; }), HasSubstr("steps[0] ends before it starts"));
+  EXPECT_THAT(RecordingError([](json& d) { d["steps"][0]["start_us"] = 2000; }), HasSubstr("steps[0] ends before it starts"));
+  EXPECT_THAT(RecordingError([](json& d) { d["steps"][0]["end_us"] = -5; }),
+              HasSubstr("steps[0].end_us is not a time in [0, 1e15] microseconds"));
+  EXPECT_THAT(RecordingError([](json& d) { d["calls"][0]["end_us"] = 1.7e308; }),
+              HasSubstr("calls[0].end_us is not a time in [0, 1e15] microseconds"));
   EXPECT_THAT(RecordingError([](json& d) { d["calls"][1]["start_us"] = "soon"; }),
               HasSubstr("calls[1].start_us is not a finite number"));
   EXPECT_THAT(RecordingError([](json& d) { d["calls"][0]["shapes"][1] = json::parse("[64, -1]"); }),
@@ -173,6 +178,42 @@ TEST_F(CommandTrialProfileTest, AnUnreadableRecordingIsAnErrorAndTheVerdictStand
   std::filesystem::create_symlink("/etc/passwd", dir_ / kProfileCallsFile);  // not followed
   r = Judge(result_);
   EXPECT_THAT(r["profile"]["error"].get<std::string>(), HasSubstr("is not in"));
+}
+
+TEST_F(CommandTrialProfileTest, TheTrialsLinksAndFifosAreNeitherFollowedNorWaitedOn) {
+  Write(RecordingDocument().dump());
+  const std::filesystem::path victim = dir_ / "victim.txt";
+  std::ofstream(victim) << "keep";
+  std::filesystem::create_symlink(victim, dir_ / "trace.json");  // left by the trial in its folder
+  ASSERT_EQ(mkfifo((dir_ / "operators.json").c_str(), 0644), 0);
+  const json r = Judge(result_);
+  EXPECT_FALSE(r["profile"].contains("error")) << r["profile"].dump();
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(std::ifstream(victim).rdbuf()), {}), "keep");
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir_ / "trace.json")));
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir_ / "operators.json")));
+
+  std::filesystem::remove(dir_ / kProfileCallsFile);
+  ASSERT_EQ(mkfifo((dir_ / kProfileCallsFile).c_str(), 0644), 0);  // a recording that would block a reader
+  EXPECT_THAT(Judge(result_)["profile"]["error"].get<std::string>(), HasSubstr("is not in"));
+}
+
+TEST_F(CommandTrialProfileTest, AProfileTheProgramWroteItselfInAnotherShapeIsNotJudged) {
+  json result = {{"status", "completed"},
+                 {"data_wait_fraction", 0.05},
+                 {"profile", {{"by_bound", json::object()}, {"top_operators", {0}}, {"time_basis", 7}}}};
+  const json r = Judge(result);
+  EXPECT_EQ(r["bottleneck"]["verdict"], "unknown");
+  EXPECT_THAT(r["profile"]["error"].get<std::string>(), HasSubstr("not judged: "));
+}
+
+TEST(ProfileSummaryTest, ShapesWithZerosOrHugeDimensionsAreEstimatedWithoutFault) {
+  ProfileRecording r = WallRecording();
+  r.calls[0].shapes = {{64, 0}, {256, 0}};                           // aten::linear: (.., 0) x (256, 0)^T
+  r.calls[2].shapes = {{1}, {int64_t{1} << 40, 0}, {0, int64_t{1} << 40}};  // aten::addmm
+  r.calls[3].shapes = {{int64_t{1} << 40, int64_t{1} << 40}};        // 2^80 elements
+  const json p = SummarizeProfile(r).profile;
+  EXPECT_GE(p["bytes_per_step"].get<int64_t>(), 0);
+  EXPECT_NEAR(p["by_bound"]["compute"].get<double>(), 0.702, 1e-9);
 }
 
 TEST_F(CommandTrialProfileTest, WithoutAProfileOnlyInputBoundIsClaimed) {

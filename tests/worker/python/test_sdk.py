@@ -551,6 +551,27 @@ class Profiling(unittest.TestCase):
         for c in recording["calls"]:
             self.assertLessEqual(c["start_us"], c["end_us"])
 
+    def test_a_loop_that_leaves_the_window_early_stops_the_recording(self):
+        with tempfile.TemporaryDirectory() as artifacts:
+            p = run_script("""
+                for i in range(trial.steps):
+                    with trial.step(8) as s:
+                        s.loss = model(torch.randn(8, 4)).sum()
+                    if i == 2:
+                        break  # inside the profiled steps 2..4
+                trial.eval(val_accuracy=0.5)
+                trial.measure_latency(model, torch.zeros(8, 4), repetitions=20, warmup=2)
+                trial.finish()
+            """, {"trial_id": "prof", "task": {"steps": 8, "warmup_steps": 2}},
+                env=dict(ENV, FRONTIER_ARTIFACT_DIR=artifacts))
+            result = json.loads(p.stdout.splitlines()[-1])
+            self.assertEqual(result["status"], "completed", p.stderr[-2000:])
+            with open(os.path.join(artifacts, "profile_calls.json")) as f:
+                recording = json.load(f)
+        self.assertEqual([s["step"] for s in recording["steps"]], [2])
+        forwards = [c for c in recording["calls"] if c["name"] == "aten::addmm"]
+        self.assertEqual(len(forwards), 1, "the latency passes after the loop were recorded")
+
     def test_off_and_too_short(self):
         r, files = self.result({"steps": 6, "warmup_steps": 2}, {"steps": 0})
         self.assertNotIn("profile", r)

@@ -20,6 +20,7 @@ import torch
 CALLS_FILE = "profile_calls.json"  # worker/profile/profile_recording.h reads it
 STEP_RANGE = "frontier.profiled_step"
 DEFAULT_STEPS = 3
+MAX_NAME = 256  # an operator's name in the recording (the worker refuses names past 512 bytes)
 
 
 def _shape(shape):
@@ -67,7 +68,8 @@ class StepProfiler:
         self.tool = str(section.get("tool", "libtorch"))
         self.count = int(section.get("steps", DEFAULT_STEPS if self.tool == "libtorch" else 0))
         start = int(section.get("start", -1))
-        self.first = warmup_steps if start < 0 else start
+        # -1: right after warm-up, and never the very first (cold) step.
+        self.first = max(warmup_steps, 1) if start < 0 else start
         self.device = device
         self.artifact_dir = artifact_dir
         self.trial_id = trial_id
@@ -94,7 +96,7 @@ class StepProfiler:
         if not self.covers(step):
             return
         self._nvtx.push(STEP_RANGE)
-        if self.tool == "libtorch" and self._error is None:
+        if self.tool == "libtorch" and self._error is None and not self._stopped:
             try:
                 if self._profiler is None:
                     self._profiler = torch.autograd.profiler.profile(
@@ -104,7 +106,8 @@ class StepProfiler:
                 self._marker.__enter__()
             except Exception as e:  # a profiler that cannot start leaves the trial unprofiled
                 self._error = f"cannot start torch's profiler: {type(e).__name__}: {e}"
-                self._profiler = self._marker = None
+                self._marker = None
+                self.stop()
         self._cpu0, self._t0 = time.thread_time(), time.perf_counter()
 
     def after(self, step):
@@ -116,9 +119,17 @@ class StepProfiler:
         self._steps.append((step, time.perf_counter() - self._t0, time.thread_time() - self._cpu0))
         self._nvtx.pop()
         if step == self.first + self.count - 1:
-            self._stop()
+            self.stop()
 
-    def _stop(self):
+    def stop(self):
+        """Ends the recording: after the last profiled step, or when the loop left the window early
+        (evaluation, latency and the result are never recorded)."""
+        if self._marker is not None:
+            try:
+                self._marker.__exit__(None, None, None)
+            except Exception:
+                pass
+            self._marker = None
         if self._profiler is not None and not self._stopped:
             self._stopped = True
             try:
@@ -144,7 +155,7 @@ class StepProfiler:
         if self.tool != "libtorch":
             out["nvtx_range"] = STEP_RANGE if self._nvtx.enabled else None
             return out
-        self._stop()
+        self.stop()
         if self._error:
             out["error"] = self._error
         if self._profiler is None:
@@ -177,7 +188,7 @@ class StepProfiler:
         for e in events:
             if e.name == STEP_RANGE:
                 continue
-            call = {"name": e.name, "thread": int(e.thread), "start_us": float(e.time_range.start),
+            call = {"name": e.name[:MAX_NAME], "thread": int(e.thread), "start_us": float(e.time_range.start),
                     "end_us": float(e.time_range.end),
                     "shapes": [_shape(s) for s in (e.input_shapes or [])]}
             if cuda:

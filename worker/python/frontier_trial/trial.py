@@ -190,6 +190,7 @@ class Trial:
         memory format, each pass device-synchronized, warm-up excluded, median and p99.
         Call it after training; the result gets latency_ms, latency_p99_ms, latency_b1_ms,
         latency_b1_p99_ms and `latency`. Returns the `latency` object."""
+        self._profiler.stop()  # a loop that ended inside the profiled steps: latency is not profiled
         x = example_batch.to(self.device)
         batch = int(batch_size or x.shape[0])
         index = torch.arange(batch, device=x.device) % x.shape[0]
@@ -252,6 +253,7 @@ class Trial:
 
     def eval(self, step=None, **metrics):
         """Reports a validation evaluation (val_accuracy=, val_loss=, val_iou=, ...)."""
+        self._profiler.stop()  # the evaluation is done by now; whatever follows is not profiled
         event = {"step": self._steps_run if step is None else int(step)}
         for key, value in metrics.items():
             event[key] = float(value)

@@ -235,7 +235,6 @@ struct StepProfiler::Impl {
     for (const auto& list : events) {
       // handle -> index of the call in `calls` and its push event
       std::unordered_map<uint64_t, std::pair<size_t, const legacy::LegacyEvent*>> open;
-      std::unordered_map<size_t, uint64_t> handles;  // index in `calls` -> RecordFunction handle
       for (const auto& e : list) {
         if (e.kind() == legacy::EventKind::PushRange) {
           ProfiledCall call;
@@ -245,7 +244,6 @@ struct StepProfiler::Impl {
           call.end_us = -1;
           call.shapes = e.shapes();
           open[e.handle()] = {calls.size(), &e};
-          handles[calls.size()] = e.handle();
           calls.push_back(std::move(call));
         } else if (e.kind() == legacy::EventKind::PopRange) {
           const auto it = open.find(e.handle());
