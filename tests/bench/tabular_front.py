@@ -28,18 +28,13 @@ def value(result, metric):
     return v
 
 
-def main():
-    table_path, out_path = sys.argv[1], sys.argv[2]
-    with gzip.open(table_path, "rt") as f:
-        doc = json.load(f)
-    space = yaml.safe_load(doc["space"])
-    objectives = [(o["metric"], o.get("goal", "maximize") == "maximize") for o in space["objectives"]]
-    if len(objectives) != 2:
-        sys.exit(f"{table_path}: the sweep is for 2 objectives, the space has {len(objectives)}")
-    constraints = space.get("constraints", [])
-    metrics = [m for m, _ in objectives] + [c["metric"] for c in constraints]
-    sums = {}
+def means_of(doc, space):
+    """Each configuration's means of the objectives and constrained metrics over its completed seeds, and
+    the configurations whose every seed completed."""
+    metrics = [o["metric"] for o in space["objectives"]] + [c["metric"] for c in space.get("constraints", [])]
+    sums, seeds = {}, {}
     for t in doc["trials"]:
+        seeds[t["config"]] = seeds.get(t["config"], 0) + 1
         r = t["result"]
         if r.get("status", "completed") != "completed":
             continue
@@ -48,21 +43,40 @@ def main():
         for m in metrics:
             entry[m] += value(r, m)
     means = {k: {m: e[m] / e["n"] for m in metrics} for k, e in sums.items()}
+    complete = {k for k, e in sums.items() if e["n"] == seeds[k]}
+    return means, complete
+
+
+def front_of(means, space):
+    """The non-dominated feasible configurations (pairwise, on the objectives' means, larger is better after
+    orienting), in the means' order, and the set of feasible ones."""
+    constraints = space.get("constraints", [])
+    objectives = [(o["metric"], o.get("goal", "maximize") == "maximize") for o in space["objectives"]]
 
     def feasible(m):
         return all(("min" not in c or m[c["metric"]] >= c["min"]) and ("max" not in c or m[c["metric"]] <= c["max"])
                    for c in constraints)
 
-    def oriented(m):  # larger is better in both
-        return [m[metric] if maximize else -m[metric] for metric, maximize in objectives]
-
-    candidates = {k: oriented(m) for k, m in means.items() if feasible(m)}
+    points = {k: [m[o] if up else -m[o] for o, up in objectives] for k, m in means.items() if feasible(m)}
 
     def dominates(a, b):
         return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))
 
-    front = sorted(k for k, p in candidates.items()
-                   if not any(dominates(q, p) for j, q in candidates.items() if j != k))
+    front = [k for k, p in points.items() if not any(dominates(q, p) for j, q in points.items() if j != k)]
+    return front, set(points)
+
+
+def main():
+    table_path, out_path = sys.argv[1], sys.argv[2]
+    with gzip.open(table_path, "rt") as f:
+        doc = json.load(f)
+    space = yaml.safe_load(doc["space"])
+    objectives = [(o["metric"], o.get("goal", "maximize") == "maximize") for o in space["objectives"]]
+    if len(objectives) != 2:
+        sys.exit(f"{table_path}: the sweep is for 2 objectives, the space has {len(objectives)}")
+    means, _ = means_of(doc, space)
+    front, feasible = front_of(means, space)
+    front = sorted(front)
     base = means["{}"]
     points = []
     for k in front:
@@ -78,7 +92,7 @@ def main():
             best_y = y
     with open(out_path, "w") as f:
         json.dump({"front": front, "hypervolume": hypervolume}, f, indent=1)
-    print(f"{len(means)} configurations, {len(candidates)} feasible, front of {len(front)}, "
+    print(f"{len(means)} configurations, {len(feasible)} feasible, front of {len(front)}, "
           f"hypervolume {hypervolume:.6f}")
 
 

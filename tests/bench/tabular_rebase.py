@@ -57,6 +57,8 @@ import tempfile
 
 import yaml
 
+from tabular_front import front_of, means_of  # the table read apart from Frontier, as bench.tabular_front does
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The shorthand dimension names (search_spaces/space_dimensions.cc) of this
@@ -76,46 +78,6 @@ SHORTHANDS = {
 
 def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def value(result, metric):
-    v = result.get(metric)
-    return v.get("samples_per_s") if isinstance(v, dict) else v
-
-
-def means_of(doc, space):
-    """Each configuration's means of the objectives and constrained metrics over its completed seeds."""
-    metrics = [o["metric"] for o in space["objectives"]] + [c["metric"] for c in space.get("constraints", [])]
-    sums, seeds = {}, {}
-    for t in doc["trials"]:
-        seeds[t["config"]] = seeds.get(t["config"], 0) + 1
-        r = t["result"]
-        if r.get("status", "completed") != "completed":
-            continue
-        e = sums.setdefault(t["config"], {"n": 0, **{m: 0.0 for m in metrics}})
-        e["n"] += 1
-        for m in metrics:
-            e[m] += value(r, m)
-    means = {k: {m: e[m] / e["n"] for m in metrics} for k, e in sums.items()}
-    complete = {k for k, e in sums.items() if e["n"] == seeds[k]}
-    return means, complete
-
-
-def front_of(means, space):
-    constraints = space.get("constraints", [])
-    objectives = [(o["metric"], o.get("goal", "maximize") == "maximize") for o in space["objectives"]]
-
-    def feasible(m):
-        return all(("min" not in c or m[c["metric"]] >= c["min"]) and ("max" not in c or m[c["metric"]] <= c["max"])
-                   for c in constraints)
-
-    points = {k: [m[o] if up else -m[o] for o, up in objectives] for k, m in means.items() if feasible(m)}
-
-    def dominates(a, b):
-        return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))
-
-    front = [k for k, p in points.items() if not any(dominates(q, p) for j, q in points.items() if j != k)]
-    return front, set(points)
 
 
 def set_path(arch, path, choice):

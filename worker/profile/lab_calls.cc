@@ -52,11 +52,7 @@ json LabOpCalls(const ProfileRecording& recording) {
   // (aten::matmul's own aten::bmm).
   std::map<uint64_t, std::vector<const ProfiledCall*>> by_thread;
   for (const ProfiledCall& c : recording.calls) {
-    if (!IsProduct(c.name) && !IsSoftmax(c.name)) continue;
-    const bool inside = std::any_of(recording.steps.begin(), recording.steps.end(), [&](const ProfiledStep& s) {
-      return c.start_us >= s.start_us && c.start_us <= s.end_us;
-    });
-    if (inside) by_thread[c.thread].push_back(&c);
+    if ((IsProduct(c.name) || IsSoftmax(c.name)) && InRecordedSteps(recording, c)) by_thread[c.thread].push_back(&c);
   }
   std::map<std::vector<Shape>, int> counted;
   for (auto& [thread, calls] : by_thread) {

@@ -339,16 +339,8 @@ class Summarizer {
   // intervals, with self times, classes and small calls worked out.
   std::vector<OpEvent> Calls() const {
     std::vector<OpEvent> calls;
-    const auto inside = [&](const ProfiledCall& c) {
-      if (c.end_us < c.start_us) return false;
-      for (const ProfiledStep& s : r_.steps)
-        if (c.start_us >= s.start_us && c.start_us <= s.end_us) return true;
-      return false;
-    };
-    // Unfinished calls, and calls outside the recorded steps (between two
-    // profiled steps: logging, evaluation) are dropped.
     for (const ProfiledCall& c : r_.calls)
-      if (inside(c)) calls.emplace_back(c);
+      if (InRecordedSteps(r_, c)) calls.emplace_back(c);
     std::sort(calls.begin(), calls.end(), [](const OpEvent& a, const OpEvent& b) {
       if (a.thread != b.thread) return a.thread < b.thread;
       if (a.start_us != b.start_us) return a.start_us < b.start_us;
@@ -458,6 +450,13 @@ class Summarizer {
 }  // namespace
 
 ProfileSummary SummarizeProfile(const ProfileRecording& recording) { return Summarizer(recording).Run(); }
+
+bool InRecordedSteps(const ProfileRecording& recording, const ProfiledCall& call) {
+  if (call.end_us < call.start_us) return false;
+  return std::any_of(recording.steps.begin(), recording.steps.end(), [&](const ProfiledStep& s) {
+    return call.start_us >= s.start_us && call.start_us <= s.end_us;
+  });
+}
 
 namespace {
 

@@ -68,6 +68,11 @@ struct ProfileSummary {
 
 ProfileSummary SummarizeProfile(const ProfileRecording& recording);
 
+// Whether `call` is one of the recorded steps' calls: it finished, and it
+// started inside a step (not between two profiled steps: logging, evaluation).
+// The summary and the kernel-lab calls (lab_calls.h) look at these only.
+bool InRecordedSteps(const ProfileRecording& recording, const ProfiledCall& call);
+
 // Writes the trace and the operator table as trace.json and operators.json
 // into `dir` (created when needed) and records "artifact_dir", "trace" and
 // "operators_file" in summary->profile, or "error" when they cannot be

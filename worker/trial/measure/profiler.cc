@@ -5,15 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <unordered_map>
