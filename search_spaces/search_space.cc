@@ -259,7 +259,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   space.source = source_;
   Fields top(*this, root, "",
              {"name", "description", "task", "baseline", "trial", "space", "objectives", "constraints", "repeats",
-              "parity", "strategy", "screen", "max_attempts", "retry_timeouts", "profile", "latency"});
+              "parity", "strategy", "screen", "max_attempts", "retry_timeouts", "profile", "latency", "deploy"});
   top.Required("name");
   top.String("name", space.name);
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]{0,99}");

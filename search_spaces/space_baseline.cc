@@ -55,6 +55,13 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
     }
     space.base["latency"] = latency;
   }
+  // Onboard inference (docs/trial-output.md, Deploy) of every trial: every seed, as the parity of its
+  // int8 quality against its float quality is paired over seeds.
+  if (top.Has("deploy")) {
+    const json deploy = top.Value("deploy");
+    if (!deploy.is_object()) Fail("deploy", "expected a mapping like {formats: [float, int8]}, got " + Describe(deploy));
+    space.base["deploy"] = deploy;
+  }
 }
 
 // `path` made absolute against the space file's folder (an absolute path as

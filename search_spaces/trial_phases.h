@@ -18,9 +18,10 @@ namespace frontier {
 // non-reference variant; warmup: the training steps before the measured ones;
 // train: the measured training steps (those step time, throughput and MFU
 // come from), their data waits included; eval: validation and test
-// evaluation; latency: inference latency; profile: the profiled steps and
-// writing their traces.
-inline constexpr std::array<std::string_view, 10> kTrialPhases = {
-    "start", "data", "model", "flops", "gate", "warmup", "train", "eval", "latency", "profile"};
+// evaluation; latency: inference latency; deploy: the onboard formats
+// (calibration, their evaluation and latency); profile: the profiled steps
+// and writing their traces.
+inline constexpr std::array<std::string_view, 11> kTrialPhases = {
+    "start", "data", "model", "flops", "gate", "warmup", "train", "eval", "latency", "deploy", "profile"};
 
 }  // namespace frontier

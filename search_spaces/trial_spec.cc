@@ -227,6 +227,59 @@ void ParseLatency(const json& j, LatencySpec& l) {
   r.RejectUnknown();
 }
 
+std::string QuotedJson(const json& v) { return Abbreviated(v.dump(), kMaxQuotedBytes); }
+
+// A list of 1..kMaxDeploySettings distinct integers in [min, max].
+std::vector<int> DeployInts(const json& j, const std::string& path, int min, int max) {
+  if (!j.is_array() || j.empty() || j.size() > static_cast<size_t>(kMaxDeploySettings)) {
+    throw SpecError(path, "expected a list of 1 to " + std::to_string(kMaxDeploySettings) + " integers, e.g. [1, 8]");
+  }
+  std::vector<int> out;
+  for (const json& v : j) {
+    if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max) {
+      throw SpecError(path, "expected integers in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                                QuotedJson(v));
+    }
+    if (std::find(out.begin(), out.end(), v.get<int>()) != out.end()) {
+      throw SpecError(path, QuotedJson(v) + " is listed twice");
+    }
+    out.push_back(v.get<int>());
+  }
+  return out;
+}
+
+void ParseDeploy(const json& j, DeploySpec& d) {
+  ObjectReader r(j, "deploy");
+  d.enabled = true;
+  if (const json* f = r.Get("formats")) {
+    if (!f->is_array() || f->empty() || f->size() > std::size(kDeployFormats)) {
+      throw SpecError("deploy.formats", "expected a list of formats, e.g. [float, int8]");
+    }
+    d.formats.clear();
+    for (const json& v : *f) {
+      const std::string name = v.is_string() ? v.get<std::string>() : "";
+      if (std::find(std::begin(kDeployFormats), std::end(kDeployFormats), name) == std::end(kDeployFormats)) {
+        throw SpecError("deploy.formats",
+                        "format " + QuotedJson(v) +
+                            " is not in this build: frontier-trial's networks are LibTorch C++ modules, measured "
+                            "as float (fp32, batch norms folded, inference mode) or int8 (post-training static "
+                            "quantization); TorchScript, ONNX and TensorRT exports need a scripted model");
+      }
+      if (std::find(d.formats.begin(), d.formats.end(), name) != d.formats.end()) {
+        throw SpecError("deploy.formats", QuotedJson(v) + " is listed twice");
+      }
+      d.formats.push_back(name);
+    }
+  }
+  if (const json* b = r.Get("batch")) d.batch = DeployInts(*b, "deploy.batch", 1, 4096);
+  if (const json* t = r.Get("threads")) d.threads = DeployInts(*t, "deploy.threads", 1, 256);
+  if (r.Has("engine")) r.Choice("engine", d.engine, {"onednn", "qnnpack"});
+  r.Int("calibration_batches", d.calibration_batches, 1, 1000);
+  r.Int("repetitions", d.repetitions, 1, 100000);
+  r.Int("warmup", d.warmup, 0, 10000);
+  r.RejectUnknown();
+}
+
 }  // namespace
 
 SpecError::SpecError(std::string path, const std::string& problem)
@@ -332,6 +385,7 @@ TrialSpec ParseTrialSpec(const json& j) {
   }
   if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
   if (const json* l = r.Get("latency")) ParseLatency(*l, spec.latency);
+  if (const json* d = r.Get("deploy")) ParseDeploy(*d, spec.deploy);
   r.RejectUnknown();
   const bool bev_task = spec.task.dataset == "bev-synthetic";
   if (bev_task && !spec.arch.bev.enabled) throw SpecError("arch.bev", "the bev-synthetic dataset needs an arch.bev section");
@@ -407,6 +461,17 @@ static json ProfileJson(const ProfileSpec& p) { return {{"steps", p.steps}, {"st
 
 static json LatencyJson(const LatencySpec& l) {
   return {{"batch_size", l.batch_size}, {"repetitions", l.repetitions}, {"warmup", l.warmup}};
+}
+
+static json DeployJson(const DeploySpec& d) {
+  json out = {{"formats", d.formats},
+              {"batch", d.batch},
+              {"threads", d.threads},
+              {"calibration_batches", d.calibration_batches},
+              {"repetitions", d.repetitions},
+              {"warmup", d.warmup}};
+  if (!d.engine.empty()) out["engine"] = d.engine;
+  return out;
 }
 
 json ToJson(const TrialSpec& s) {
@@ -489,6 +554,7 @@ json ToJson(const TrialSpec& s) {
           {"runtime", RuntimeJson(s.runtime)},
           {"profile", ProfileJson(s.profile)},
           {"latency", LatencyJson(s.latency)}};
+  if (s.deploy.enabled) out["deploy"] = DeployJson(s.deploy);
   if (s.arch.bev.enabled) {
     const BevArchSpec& b = s.arch.bev;
     out["arch"]["bev"] = {{"view_transform", b.view_transform},

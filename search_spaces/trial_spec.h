@@ -237,6 +237,25 @@ struct LatencySpec {
   int warmup = 5;         // untimed forward passes before them
 };
 
+// Onboard inference (docs/trial-output.md, Deploy): after training and
+// evaluation, the network as it would ship, measured in each format: `float`
+// (fp32, batch norms folded into their convs, inference mode) and `int8`
+// (post-training static quantization: per-channel int8 weights, per-tensor
+// uint8 activations calibrated on training images). Off unless the spec has
+// a deploy section.
+inline constexpr const char* kDeployFormats[] = {"float", "int8"};
+inline constexpr int kMaxDeploySettings = 8;  // batch sizes, thread counts each
+struct DeploySpec {
+  bool enabled = false;
+  std::vector<std::string> formats = {"float", "int8"};
+  std::vector<int> batch = {1};    // the first is the headline (deploy.<format>.latency_ms)
+  std::vector<int> threads = {1};  // intra-op threads; the first is the headline
+  std::string engine;              // int8: onednn | qnnpack; empty = the first this build supports
+  int calibration_batches = 8;     // training images calibrating int8 activations, in task.batch_size batches
+  int repetitions = 100;           // timed forward passes per setting
+  int warmup = 5;
+};
+
 // A command trial (docs/trial-protocol.md): the user's own training program
 // instead of frontier-trial. Its configuration is the free-form `params`.
 struct CommandSpec {
@@ -264,6 +283,7 @@ struct TrialSpec {
   RuntimeSpec runtime;
   ProfileSpec profile; // built-in trials only
   LatencySpec latency; // built-in trials only
+  DeploySpec deploy;   // built-in trials only
   CommandSpec command;
   nlohmann::json params = nlohmann::json::object();  // command trials: stored and passed exactly as given
   std::vector<LabOpCall> op_calls;  // command trials: the kernel lab's calls (`op_calls`), usually none

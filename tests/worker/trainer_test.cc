@@ -120,6 +120,42 @@ TEST(TrainerTest, PhasesSplitTheWallTime) {
   EXPECT_LT(p["train_s"].get<double>(), r["train_time_s"].get<double>() + r["data_wait_ms"]["mean"].get<double>() * 12 / 1e3);
 }
 
+// Onboard inference: float and int8 measured after evaluation, the float network's quality that of the
+// evaluated one, every conv-norm-act layer in int8, the classifier named as fp32.
+TEST(TrainerTest, DeployMeasuresFloatAndInt8) {
+  TrialRun run = RunCollecting(Spec([](json& j) {
+    j["deploy"] = {{"batch", {1, 4}}, {"repetitions", 10}, {"warmup", 1}, {"calibration_batches", 2}};
+  }));
+  const json& r = run.result;
+  ASSERT_EQ(r["status"], "completed") << r.dump();
+  const json& d = r["deploy"];
+  ASSERT_TRUE(d.contains("float") && d.contains("int8")) << d.dump();
+  EXPECT_EQ(d["quality_metric"], "val_accuracy");
+  EXPECT_EQ(d["batch"], 1);
+  for (const char* format : {"float", "int8"}) {
+    SCOPED_TRACE(format);
+    const json& f = d[format];
+    ASSERT_FALSE(f.contains("error")) << f.dump();
+    EXPECT_GT(f["latency_ms"].get<double>(), 0);
+    EXPECT_GE(f["latency_p99_ms"].get<double>(), f["latency_ms"].get<double>());
+    EXPECT_EQ(f["settings"].size(), 2u);
+    EXPECT_EQ(f["settings"][1]["batch_size"], 4);
+    EXPECT_GE(f["val_accuracy"].get<double>(), 0);
+    EXPECT_GT(f["peak_memory_bytes"].get<int64_t>(), 0);
+    ASSERT_EQ(f["float_layers"].size(), 1u) << f.dump();
+    EXPECT_EQ(f["float_layers"][0]["name"], "fc");
+  }
+  // Folding the batch norms changes the arithmetic by rounding only.
+  EXPECT_NEAR(d["float"]["val_accuracy"].get<double>(), r["val_accuracy"].get<double>(), 0.01);
+  EXPECT_EQ(d["int8"]["quantized_layers"], 5);  // the stem's two, the basic block's two, its projection
+  EXPECT_GT(d["int8"]["quantized_flop_share"].get<double>(), 0.8);
+  EXPECT_LE(d["int8"]["quantized_flop_share"].get<double>(), 1.0);
+  EXPECT_EQ(d["int8"]["calibration_samples"], 64);
+  EXPECT_LT(d["int8"]["size_bytes"].get<int64_t>(), d["float"]["size_bytes"].get<int64_t>() / 2);
+  EXPECT_GT(r["phases"]["deploy_s"].get<double>(), 0);
+  EXPECT_TRUE(d["engine"] == "onednn" || d["engine"] == "qnnpack") << d.dump();
+}
+
 // Inference latency: eval-mode forward at batch 1 and at the training batch,
 // warm-up excluded, as catalog metrics of the result.
 TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {

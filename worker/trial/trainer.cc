@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include "worker/trial/data/dataset.h"
+#include "worker/trial/deploy.h"
 #include "worker/trial/distributed/data_parallel.h"
 #include "worker/profile/bottleneck.h"
 #include "worker/host.h"
@@ -389,6 +390,9 @@ class TrialRun {
     since = phases_.AddSince("eval", since);
     if (status_ == "completed") MeasureLatency();
     since = phases_.AddSince("latency", since);
+    // Before the profiled steps, which train on: the deployed network is the evaluated one.
+    if (status_ == "completed" && spec_.deploy.enabled && rank_ == 0) MeasureOnboard();
+    since = phases_.AddSince("deploy", since);
     std::string profile_error;
     if (status_ == "completed" && spec_.profile.start < 0) profile_error = RunProfiledSteps();
     const json profile = profiler_->Finish();
@@ -626,6 +630,37 @@ class TrialRun {
                           {"synchronized", dev_.is_cuda() ? "cuda: after every pass" : "cpu: synchronous"},
                           {"batch_1", LatencyJson(1, one, plan.warmup)},
                           {"batch", LatencyJson(batch, many, plan.warmup)}};
+  }
+
+  // The network as it would ship, in each of the deploy section's formats (deploy.h), on the trial's
+  // device; calibrated on the first calibration_batches x batch_size training images.
+  void MeasureOnboard() {
+    const DeploySpec& spec = spec_.deploy;
+    const int batch = task_spec_.batch_size;
+    const int64_t calibration = std::min<int64_t>(data_.train.size(), int64_t{spec.calibration_batches} * batch);
+    RuntimeSpec fp32 = rt_;
+    fp32.precision = "fp32";  // a deployed network runs in its format, never under the training's autocast
+    DeployHooks hooks;
+    hooks.quality_metric = "val_" + task_->quality();
+    hooks.input = [&](int b) {
+      const torch::Tensor index = torch::arange(b, torch::kLong) % data_.train.images.size(0);
+      return Normalize(data_, data_.train.images.index_select(0, index), dev_.device, at::MemoryFormat::Contiguous)
+          .to(torch::kFloat);
+    };
+    hooks.calibrate = [&] {
+      for (int64_t begin = 0; begin < calibration; begin += batch) {
+        const torch::Tensor images = data_.train.images.slice(0, begin, std::min(calibration, begin + batch));
+        net_->forward(Normalize(data_, images, dev_.device, at::MemoryFormat::Contiguous).to(torch::kFloat));
+      }
+    };
+    hooks.quality = [&] {
+      return Evaluate(*net_, *task_, data_, data_.val, batch, dev_, fp32, at::MemoryFormat::Contiguous).quality;
+    };
+    hooks.synchronize = [&] { Synchronize(dev_); };
+    hooks.forward_flops_per_sample = flops_.forward / std::max<int64_t>(1, shard_.count);
+    hooks.cpu = !dev_.is_cuda();
+    hooks.calibration_samples = calibration;
+    result_["deploy"] = MeasureDeploy(*net_, spec, hooks);
   }
 
   EvalResult EvaluateOn(const Split& split) const {

@@ -51,6 +51,7 @@ ConvNormActImpl::ConvNormActImpl(const LayerStyle& style, int in, int out, int k
 }
 
 torch::Tensor ConvNormActImpl::forward(const torch::Tensor& x) {
+  if (deployed_) return deployed_(x);
   torch::Tensor y = norm_(conv_(x));
   return activation_.empty() ? y : Activate(activation_, y);
 }

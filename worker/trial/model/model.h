@@ -35,6 +35,8 @@ class Norm2dImpl : public torch::nn::Module {
  public:
   Norm2dImpl(const std::string& kind, int channels, int groups);
   torch::Tensor forward(const torch::Tensor& x);
+  const std::string& kind() const { return kind_; }
+  torch::nn::BatchNorm2d& batch() { return batch_; }  // null unless kind() == "batch"
 
  private:
   std::string kind_;
@@ -58,10 +60,19 @@ class ConvNormActImpl : public torch::nn::Module {
   ConvNormActImpl(const LayerStyle& style, int in, int out, int kernel, int stride, int groups, bool act);
   torch::Tensor forward(const torch::Tensor& x);
 
+  torch::nn::Conv2d& conv() { return conv_; }
+  Norm2d& norm() { return norm_; }
+  const std::string& activation() const { return activation_; }
+  // The deployed layer (worker/trial/model/deploy.h: batch norm folded, or
+  // int8): when set, forward runs it instead of conv -> norm -> activation.
+  using Deployed = std::function<torch::Tensor(const torch::Tensor&)>;
+  void Deploy(Deployed deployed) { deployed_ = std::move(deployed); }
+
  private:
   torch::nn::Conv2d conv_{nullptr};
   Norm2d norm_{nullptr};
   std::string activation_;  // empty: none
+  Deployed deployed_;
 };
 TORCH_MODULE(ConvNormAct);
 
