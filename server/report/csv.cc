@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/report/report.h"
+#include "server/report/views.h"
 
 namespace frontier {
 
@@ -46,6 +47,15 @@ std::string RenderCsv(const Report& report) {
   header.push_back("failure");    // the first failed seed's error, if any
   // Why screening dropped a config (docs/strategies.md#screening), only when the experiment screened.
   if (report.screening) header.push_back("screened_out");
+  // The onboard front (docs/report.md#the-onboard-front), only when a config has a deploy section.
+  const std::optional<OnboardView> onboard = Onboard(report);
+  if (onboard) {
+    for (const char* column : {"onboard_float_latency_ms", "onboard_float_quality", "onboard_int8_latency_ms",
+                               "onboard_int8_quality", "onboard_front", "onboard_rank_change", "int8_parity",
+                               "int8_faster_at_parity"}) {
+      header.push_back(column);
+    }
+  }
   if (report.data_parallel) {      // docs/distributed.md
     for (const char* column : {"ranks", "scaling_efficiency", "per_rank_throughput_mean", "comms_ms_mean",
                                "comms_exposed_share_mean"}) {
@@ -103,6 +113,27 @@ std::string RenderCsv(const Report& report) {
       // Screened out inside its trial: a config of the table, with its reason here.
       const auto reason = screened_out_in_trial.find(c.config_key);
       row.push_back(reason == screened_out_in_trial.end() ? "" : reason->second);
+    }
+    if (onboard) {
+      std::string on_front;
+      for (const char* format : {"float", "int8"}) {
+        const auto point = std::find_if(onboard->points.begin(), onboard->points.end(), [&](const OnboardPoint& p) {
+          return p.config == &c && p.format == format;
+        });
+        const bool found = point != onboard->points.end();
+        row.push_back(found ? CsvNumber(point->latency_ms.mean) : "");
+        row.push_back(found ? CsvNumber(point->quality.mean) : "");
+        if (found && point->on_front) on_front += (on_front.empty() ? "" : " ") + std::string(format);
+      }
+      row.push_back(on_front);
+      const auto change = std::find_if(onboard->rank_changes.begin(), onboard->rank_changes.end(),
+                                       [&](const RankChange& r) { return r.config == &c; });
+      row.push_back(change == onboard->rank_changes.end() ? "" : change->text);
+      const auto config = std::find_if(onboard->configs.begin(), onboard->configs.end(),
+                                       [&](const OnboardConfig& o) { return o.config == &c; });
+      const bool judged = config != onboard->configs.end() && config->int8_parity;
+      row.push_back(judged ? config->int8_parity->verdict : "");
+      row.push_back(judged ? flag(config->faster_at_parity) : "");
     }
     if (report.data_parallel) {
       row.push_back(std::to_string(c.ranks));

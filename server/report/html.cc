@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,23 @@ svg circle.ttt { fill: #fff; stroke-width: 2.5; }
 svg rect.spread { fill: #9ec5fe; stroke: #0969da; }
 svg line.median { stroke: #0a3069; stroke-width: 2.5; }
 svg .row-label { fill: #1b1f24; }
+)";
+
+// Only on a page with the onboard view, so other pages keep their bytes.
+constexpr const char* kOnboardStyle = R"(svg polyline.onboard-front, svg line.key-onboard-front-line {
+  fill: none; stroke: #8250df; stroke-width: 2; stroke-dasharray: 6 3;
+}
+svg circle.onboard-point.float, svg circle.key-onboard.float { fill: #56b4e9; stroke: #fff; }
+svg circle.onboard-point.int8, svg circle.key-onboard.int8 { fill: #e69f00; stroke: #fff; }
+svg circle.onboard-point[data-front="true"], svg circle.key-onboard-front { stroke: #8250df; stroke-width: 2.5; }
+svg circle.key-onboard-front { fill: #fff; }
+svg circle.onboard-point[data-feasible="false"], svg circle.key-onboard-infeasible {
+  fill: #fff; stroke: #cf222e; stroke-width: 2;
+}
+svg circle.moved-ring { fill: none; stroke-width: 2; stroke-dasharray: 3 2; }
+svg circle.moved-ring.onboard { stroke: #1a7f37; }
+svg circle.moved-ring.training { stroke: #cf222e; }
+tr.moved td { background: #fff8c5; }
 )";
 
 // A link to a trial's uploaded trace.json when the report links artifacts
@@ -319,6 +337,56 @@ std::string ArtifactsSection(const Report& report) {
   return html + "</ul>\n</section>\n";
 }
 
+// docs/report.md#the-onboard-front: the deployed networks' latency against
+// quality, the configs that change rank between the two fronts, and each
+// config's int8 network against its float one.
+std::string OnboardSection(const Report& report, const OnboardView& view) {
+  std::string html =
+      "<section id=\"onboard\" class=\"view\">\n<h2>Onboard: latency against " + EscapeHtml(view.quality_metric) +
+      " as deployed</h2>\n<p class=\"explain\">" +
+      EscapeHtml(Printf("Each config's trained network as it would ship, in float and in int8 (engine %s), one "
+                        "point per format: mean latency at batch %d, %d thread%s against mean %s in that format, "
+                        "with 95%% intervals over seeds. The onboard front runs through the points of feasible "
+                        "configs that no other point beats on both; a dashed ring marks a config on one front only "
+                        "(green: the onboard front, red: the training front). Hover a point for its figures.",
+                        view.engine.empty() ? "-" : view.engine.c_str(), view.batch, view.threads,
+                        view.threads == 1 ? "" : "s", view.quality_metric.c_str())) +
+      "</p>\n<figure>\n" + RenderOnboardSvg(report, view) + "</figure>\n<ul class=\"rank-changes\">\n";
+  if (view.rank_changes.empty()) html += "<li>the same configs lead both fronts</li>\n";
+  for (const RankChange& change : view.rank_changes) {
+    html += "<li class=\"rank-change\" data-config=\"" + EscapeHtml(change.config->config_key) + "\" data-front=\"" +
+            (change.onboard ? "onboard" : "training") + "\"><b>" + EscapeHtml(change.text) + "</b></li>\n";
+  }
+  html += "</ul>\n";
+  const TextTable table = BuildOnboardTable(report, view, true);
+  html += "<div class=\"scroll\"><table class=\"onboard\">\n<thead><tr>";
+  for (const std::string& cell : table.header) html += "<th>" + EscapeHtml(cell) + "</th>";
+  html += "</tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const OnboardPoint& p = view.points[i];
+    const bool moved = std::any_of(view.rank_changes.begin(), view.rank_changes.end(),
+                                   [&](const RankChange& r) { return r.config == p.config; });
+    html += std::string("<tr") + (moved ? " class=\"moved\"" : "") + " data-row=\"" + std::to_string(p.row) +
+            "\" data-format=\"" + EscapeHtml(p.format) + "\">";
+    for (size_t j = 0; j < table.rows[i].size(); ++j) {
+      if (table.header[j] == "config") {
+        html += ConfigCell(*p.config);
+        continue;
+      }
+      html += std::string(table.right_aligned[j] ? "<td class=\"num\"" : "<td") + " data-column=\"" +
+              EscapeHtml(table.header[j]) + "\">" + EscapeHtml(table.rows[i][j]) + "</td>";
+    }
+    html += "</tr>\n";
+  }
+  html += "</tbody>\n</table></div>\n<h3>Parity after quantization</h3>\n<ul class=\"notes quantization\">\n";
+  for (const OnboardConfig& config : view.configs) {
+    html += "<li data-config=\"" + EscapeHtml(config.config->config_key) + "\" data-faster-at-parity=\"" +
+            (config.faster_at_parity ? "true" : "false") + "\">" + EscapeHtml(QuantizationLine(report, view, config)) +
+            "</li>\n";
+  }
+  return html + "</ul>\n</section>\n";
+}
+
 }  // namespace
 
 std::string RenderHtml(const Report& report) {
@@ -331,10 +399,12 @@ std::string RenderHtml(const Report& report) {
       points.push_back(PlotPoint{&c, static_cast<int>(i) + 1, x->second, y->second});
     }
   }
+  const std::optional<OnboardView> onboard = Onboard(report);
   const std::string title =
       "Frontier report: " + report.experiment_id + (report.name.empty() ? "" : " (" + report.name + ")");
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
-                     EscapeHtml(title) + "</title>\n<style>" + kHtmlStyle + "</style>\n</head>\n<body>\n";
+                     EscapeHtml(title) + "</title>\n<style>" + kHtmlStyle + (onboard ? kOnboardStyle : "") +
+                     "</style>\n</head>\n<body>\n";
   html += "<h1>" + EscapeHtml(title) + "</h1>\n";
   html += "<p class=\"meta\">" +
           EscapeHtml(Printf("%zu configs; objectives: ", report.configs.size()) +
@@ -375,6 +445,7 @@ std::string RenderHtml(const Report& report) {
   html += "</tbody>\n</table></div>\n<ul class=\"notes\">\n";
   for (const std::string& note : ReportNotes(report)) html += "<li>" + EscapeHtml(note) + "</li>\n";
   html += "</ul>\n</section>\n";
+  if (onboard) html += OnboardSection(report, *onboard);
 
   html += MainEffectsSection(report);
   const std::string curves = RenderLearningCurves(report);

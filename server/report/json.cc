@@ -22,6 +22,73 @@ json IntervalToJson(const std::optional<Interval>& interval) {
 
 json OptionalToJson(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
 
+json SummaryToJson(const MetricSummary& s) {
+  return {{"n", s.n}, {"mean", s.mean}, {"std", s.std}, {"ci_low", s.ci_low}, {"ci_high", s.ci_high}};
+}
+
+json SummaryToJson(const std::optional<MetricSummary>& s) { return s ? SummaryToJson(*s) : json(nullptr); }
+
+// docs/report.md#the-onboard-front.
+json OnboardToJson(const Report& report, const OnboardView& view) {
+  json points = json::array();
+  for (const OnboardPoint& p : view.points) {
+    points.push_back({{"config_key", p.config->config_key},
+                      {"label", p.config->label},
+                      {"row", p.row},
+                      {"format", p.format},
+                      {"latency_ms", SummaryToJson(p.latency_ms)},
+                      {"quality", SummaryToJson(p.quality)},
+                      {"latency_p99_ms", SummaryToJson(p.latency_p99_ms)},
+                      {"size_bytes", SummaryToJson(p.size_bytes)},
+                      {"feasible", p.config->feasible},
+                      {"on_front", p.on_front},
+                      {"on_training_front", p.config->on_front}});
+  }
+  json configs = json::array();
+  for (const OnboardConfig& c : view.configs) {
+    json parity = nullptr;
+    if (c.int8_parity) {
+      parity = {{"verdict", c.int8_parity->verdict},
+                {"test", c.int8_parity->test},
+                {"delta", IntervalToJson(c.int8_parity->delta)}};
+    }
+    json formats = json::array();
+    for (const auto& [format, measured] : c.config->deploy->formats) formats.push_back(format);
+    const auto int8 = c.config->deploy->formats.find("int8");
+    configs.push_back({{"config_key", c.config->config_key},
+                       {"label", c.config->label},
+                       {"row", c.row},
+                       {"engine", c.config->deploy->engine},
+                       {"formats", formats},
+                       {"int8_parity", parity},
+                       {"int8_speedup", IntervalToJson(c.int8_speedup)},
+                       {"faster_at_parity", c.faster_at_parity},
+                       {"quantized_layers", OptionalToJson(c.quantized_layers)},
+                       {"quantized_flop_share", OptionalToJson(c.quantized_flop_share)},
+                       {"float_layers", int8 == c.config->deploy->formats.end() || int8->second.float_layers.is_null()
+                                            ? json::array()
+                                            : int8->second.float_layers},
+                       {"summary", QuantizationLine(report, view, c)}});
+  }
+  json changes = json::array();
+  for (const RankChange& change : view.rank_changes) {
+    changes.push_back({{"config_key", change.config->config_key},
+                       {"label", change.config->label},
+                       {"front", change.onboard ? "onboard" : "training"},
+                       {"formats", change.formats},
+                       {"text", change.text}});
+  }
+  return {{"quality_metric", view.quality_metric},
+          {"engine", view.engine},
+          {"batch", view.batch},
+          {"threads", view.threads},
+          {"margin", report.parity.margin},
+          {"points", points},
+          {"configs", configs},
+          {"rank_changes", changes},
+          {"notes", OnboardNotes(report, view)}};
+}
+
 }  // namespace
 
 namespace {
@@ -52,10 +119,7 @@ nlohmann::json ReportToJson(const Report& report) {
   json configs = json::array();
   for (const ConfigSummary& c : report.configs) {
     json metrics = json::object();
-    for (const auto& [name, s] : c.metrics) {
-      metrics[name] = {
-          {"n", s.n}, {"mean", s.mean}, {"std", s.std}, {"ci_low", s.ci_low}, {"ci_high", s.ci_high}};
-    }
+    for (const auto& [name, s] : c.metrics) metrics[name] = SummaryToJson(s);
     json curve = json::array();
     for (const CurvePoint& p : c.curve) {
       curve.push_back({{"train_time_s", p.train_time_s}, {"value", p.value}, {"n", p.n}});
@@ -97,7 +161,7 @@ nlohmann::json ReportToJson(const Report& report) {
                          {"summary", c.bottleneck_summary},
                          {"profiles", c.profiles}}}});
   }
-  return {
+  json out = {
       {"experiment_id", report.experiment_id},
       {"name", report.name},
       {"objectives", objectives},
@@ -124,6 +188,8 @@ nlohmann::json ReportToJson(const Report& report) {
         {"paused", report.proposer_calls.paused}}},
       {"screening", ScreeningToJson(report.screening)},
       {"goodput", GoodputToJson(TotalCost(report))}};
+  if (const std::optional<OnboardView> onboard = Onboard(report)) out["onboard"] = OnboardToJson(report, *onboard);
+  return out;
 }
 
 }  // namespace frontier

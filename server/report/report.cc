@@ -150,6 +150,37 @@ void ComputeHypervolume(Report& report) {
       points.size());
 }
 
+// One completed seed's deploy section (docs/trial-output.md) into its config's:
+// every finite number of each format's object, the first seed's engine,
+// headline setting and quality metric, the first float_layers list.
+void AddDeploy(const json& section, int64_t seed, std::optional<DeploySummary>& into) {
+  if (!into) {
+    into.emplace();
+    const auto text = [&](const char* key) {
+      const json& v = section.value(key, json());
+      return v.is_string() ? v.get<std::string>() : std::string();
+    };
+    const auto count = [&](const char* key) {
+      const json& v = section.value(key, json());
+      return v.is_number_integer() ? v.get<int>() : 0;
+    };
+    into->engine = text("engine");
+    into->quality_metric = text("quality_metric");
+    into->batch = count("batch");
+    into->threads = count("threads");
+  }
+  for (const char* format : {"float", "int8"}) {
+    const json& measured = section.value(format, json());
+    if (!measured.is_object()) continue;
+    DeployFormat& out = into->formats[format];
+    for (const auto& [field, value] : measured.items()) {
+      if (value.is_number() && std::isfinite(value.get<double>())) out.by_seed[field][seed] = value.get<double>();
+    }
+    const json& layers = measured.value("float_layers", json());
+    if (out.float_layers.is_null() && layers.is_array()) out.float_layers = layers;
+  }
+}
+
 void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, ConfigSummary& config) {
   const std::string& quality = report.parity.metric;
   auto find = [](const ConfigSummary& summary, const std::string& metric) -> const MetricSummary* {
@@ -279,6 +310,7 @@ struct ReportBuilder::State {
     json profiles = json::array();
     std::string proposer, rationale;  // of the first trial with a rationale (else the first one's proposer)
     std::string failure;              // the first failed or diverged trial's error
+    std::optional<DeploySummary> deploy;  // its completed seeds' deploy sections
   };
 
   std::string experiment_id;
@@ -357,6 +389,7 @@ struct ReportBuilder::State {
     summary.proposer = std::move(group.proposer);
     summary.rationale = std::move(group.rationale);
     summary.failure = std::move(group.failure);
+    summary.deploy = std::move(group.deploy);
     summary.changes = labeler.Changes(summary.config);
     summary.label = summary.is_baseline ? "baseline" : JoinLabel(summary.changes);
     summary.choices = labeler.EffectiveChoices(summary.config);
@@ -579,6 +612,7 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
       if (group.bottleneck_summary.empty()) group.bottleneck_summary = std::move(facts.bottleneck_summary);
     }
     if (!facts.profile.is_null()) group.profiles.push_back(std::move(facts.profile));
+    if (facts.deploy.is_object()) AddDeploy(facts.deploy, trial.seed, group.deploy);
   }
   s.trials.push_back(t);
 }

@@ -78,6 +78,24 @@ std::string FirstLineOf(const std::string& text, size_t max_bytes = 160);
 // (search_spaces/trial_phases.h), then "other" and "wall".
 const std::vector<std::string>& ReportedPhases();
 
+// The trained network as it would ship (a result's `deploy` section,
+// docs/trial-output.md), over a config's completed seeds: per format
+// ("float", "int8") every number of the format's object by field
+// ("latency_ms", "latency_p99_ms", "size_bytes", "val_accuracy" or
+// "val_iou", "quantized_layers", "quantized_flop_share", ...) and seed; the
+// engine, headline setting and quality metric of the first seed with a deploy
+// section; the int8 layers left in float ([{name, why}]) of the first seed
+// that names them. The onboard view (views.h, Onboard) reads it.
+struct DeployFormat {
+  std::map<std::string, std::map<int64_t, double>> by_seed;
+  nlohmann::json float_layers;  // null when no seed named them
+};
+struct DeploySummary {
+  std::string engine, quality_metric;
+  int batch = 0, threads = 0;
+  std::map<std::string, DeployFormat> formats;
+};
+
 struct ConfigSummary {
   std::string config_key;
   Config config;
@@ -122,6 +140,7 @@ struct ConfigSummary {
   // (the config with every other choice equal), when both have completed seeds.
   int ranks = 1;
   std::optional<double> scaling_efficiency;
+  std::optional<DeploySummary> deploy;  // only when a completed seed has a deploy section
 };
 
 // An external proposer's calls over the experiment (docs/proposers.md),

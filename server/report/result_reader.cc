@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "search_spaces/input_bounds.h"
 #include "search_spaces/metric_catalog.h"
@@ -69,30 +70,34 @@ void ReadResultFacts(const json& result, const std::vector<std::vector<std::stri
   if (profile.is_object()) facts.profile = ProfileEntry(trial_id, profile);
   const json& placement = result.value("placement", json());
   facts.shared_cores = placement.is_object() && placement.value("shared_cores", false) == true;
+  const json& deploy = result.value("deploy", json());
+  if (deploy.is_object()) facts.deploy = deploy;
 }
 
 namespace {
 
 // ReadResultFacts on the JSON text without building the document: a SAX pass that
 // keeps the numbers at the metrics' paths, the evaluations' parity metric and
-// time, and the bottleneck verdict.
+// time, the bottleneck verdict, and builds the (small) deploy section alone.
 class FactsReader final : public nlohmann::json_sax<json> {
  public:
   FactsReader(const std::vector<std::vector<std::string>>& paths, const std::string& parity_metric,
               ResultFacts& facts)
       : paths_(paths), parity_metric_(parity_metric), facts_(facts) {}
 
-  bool null() override { return true; }
+  bool null() override { return Capture(nullptr); }
   bool boolean(bool v) override {
+    Capture(v);
     if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "placement" &&
         levels_[1].key == "shared_cores")
       facts_.shared_cores = v;
     return true;
   }
-  bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
-  bool number_float(number_float_t v, const string_t&) override { return Number(v); }
+  bool number_integer(number_integer_t v) override { return Capture(v) && Number(static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Capture(v) && Number(static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return Capture(v) && Number(v); }
   bool string(string_t& v) override {
+    Capture(v);
     if (levels_.size() == 2 && !levels_[1].array && levels_[0].key == "bottleneck") {
       if (levels_[1].key == "verdict") verdict_ = v;
       if (levels_[1].key == "basis") basis_ = v;
@@ -103,6 +108,12 @@ class FactsReader final : public nlohmann::json_sax<json> {
   }
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
+    if (!captured_.empty()) {
+      captured_.push_back(Captured(json::object()));
+    } else if (levels_.size() == 1 && !levels_[0].array && levels_[0].key == "deploy") {
+      facts_.deploy = json::object();
+      captured_.push_back(&facts_.deploy);
+    }
     levels_.push_back({false, {}});
     if (InEvaluation())
       evaluation_ = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN()};
@@ -117,15 +128,18 @@ class FactsReader final : public nlohmann::json_sax<json> {
       facts_.evals.push_back(evaluation_);
     }
     levels_.pop_back();
+    if (!captured_.empty()) captured_.pop_back();
     return true;
   }
   bool start_array(std::size_t) override {
     if (levels_.size() == 1 && levels_[0].key == "evals") facts_.has_evals = true;
+    if (!captured_.empty()) captured_.push_back(Captured(json::array()));
     levels_.push_back({true, {}});
     return true;
   }
   bool end_array() override {
     levels_.pop_back();
+    if (!captured_.empty()) captured_.pop_back();
     return true;
   }
   bool parse_error(std::size_t position, const std::string& token,
@@ -144,6 +158,25 @@ class FactsReader final : public nlohmann::json_sax<json> {
   bool InEvaluation() const {
     return levels_.size() == 3 && !levels_[0].array && levels_[0].key == "evals" && levels_[1].array &&
            !levels_[2].array;
+  }
+
+  // Inside the deploy section: `value` placed in the container being built;
+  // returns where it went (a container's place stays valid while it is open:
+  // only its own elements are added meanwhile).
+  json* Captured(json value) {
+    json& parent = *captured_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(value));
+      return &parent.back();
+    }
+    json& slot = parent[levels_.back().key];
+    slot = std::move(value);
+    return &slot;
+  }
+  template <typename T>
+  bool Capture(T&& value) {
+    if (!captured_.empty()) Captured(json(std::forward<T>(value)));
+    return true;
   }
 
   bool Number(double v) {
@@ -170,6 +203,7 @@ class FactsReader final : public nlohmann::json_sax<json> {
   std::vector<Level> levels_;
   std::pair<double, double> evaluation_;
   std::string verdict_, basis_;  // of the bottleneck object
+  std::vector<json*> captured_;  // the deploy section's open containers, innermost last
 };
 
 }  // namespace

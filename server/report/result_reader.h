@@ -22,12 +22,13 @@ struct ResultFacts {
   std::string bottleneck_summary;
   nlohmann::json profile;  // the profiled seed's entry in ConfigSummary::profiles; null when not profiled
   bool shared_cores = false;  // placement.shared_cores: another trial ran on its cores meanwhile
+  nlohmann::json deploy;      // the result's deploy section (an object); null when it has none
 };
 
 // Reads into `facts` (whose `values` has one NaN per path) the finite numbers
 // at `paths` (MetricPath of each summarized metric), the evaluations' parity
-// metric with their train_time_s, the bottleneck verdict and summary, and the
-// profile's summary; a result that is not an object adds nothing.
+// metric with their train_time_s, the bottleneck verdict and summary, the
+// profile's summary and the deploy section; a result that is not an object adds nothing.
 void ReadResultFacts(const nlohmann::json& result, const std::vector<std::vector<std::string>>& paths,
                      const std::string& parity_metric, const std::string& trial_id, ResultFacts& facts);
 // The same from the JSON text: a SAX pass for results without a "profile"

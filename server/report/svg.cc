@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "server/report/format.h"
+#include "server/report/views.h"
 
 namespace frontier {
 namespace {
@@ -35,6 +37,22 @@ Axis FittedAxis(double low, double high) {
   const double fraction = raw / magnitude;
   const double step = (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10) * magnitude;
   return Axis{low, high, step};
+}
+
+// Both axes of a scatter fitted to its points' (x, y) means; [0, 1] without points.
+std::pair<Axis, Axis> FittedAxes(const std::vector<std::pair<double, double>>& means) {
+  double x_low = 0, x_high = 1, y_low = 0, y_high = 1;
+  if (!means.empty()) {
+    x_low = y_low = std::numeric_limits<double>::infinity();
+    x_high = y_high = -std::numeric_limits<double>::infinity();
+    for (const auto& [x, y] : means) {
+      x_low = std::min(x_low, x);
+      x_high = std::max(x_high, x);
+      y_low = std::min(y_low, y);
+      y_high = std::max(y_high, y);
+    }
+  }
+  return {FittedAxis(x_low, x_high), FittedAxis(y_low, y_high)};
 }
 
 std::string Px(double v) { return Printf("%.2f", v); }
@@ -106,25 +124,108 @@ const char* SeriesColor(size_t i) {
   return kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
 }
 
+// The scatter plots' size and plot area (the front and the onboard front).
+constexpr double kPlotWidth = 900, kPlotHeight = 520;
+constexpr double kPlotLeft = 90, kPlotRight = 680, kPlotTop = 20, kPlotBottom = 450;
+
+// A point's 95% error bars in pixels (its means at x, y; the intervals from
+// x0 to x1 and y0 to y1), cut at the plot area; a chevron marks each cut end.
+std::string ErrorBars(double x, double y, double x0, double x1, double y0, double y1) {
+  constexpr double kLeft = kPlotLeft, kRight = kPlotRight, kTop = kPlotTop, kBottom = kPlotBottom;
+  auto clip = [](double v, double lo, double hi) { return std::min(std::max(v, lo), hi); };
+  std::string svg = "<line class=\"errorbar\" x1=\"" + Px(clip(x0, kLeft, kRight)) + "\" y1=\"" + Px(y) +
+                    "\" x2=\"" + Px(clip(x1, kLeft, kRight)) + "\" y2=\"" + Px(y) + "\"/>";
+  svg += "<line class=\"errorbar\" x1=\"" + Px(x) + "\" y1=\"" + Px(clip(y0, kTop, kBottom)) + "\" x2=\"" + Px(x) +
+         "\" y2=\"" + Px(clip(y1, kTop, kBottom)) + "\"/>";
+  if (x0 < kLeft) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l6,-4 v8 z\"/>", kLeft, y);
+  if (x1 > kRight) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l-6,-4 v8 z\"/>", kRight, y);
+  if (y1 < kTop) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l-4,6 h8 z\"/>", x, kTop);
+  if (y0 > kBottom) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l-4,-6 h8 z\"/>", x, kBottom);
+  return svg + "\n";
+}
+
+// A label wanted at a point (pixels), with the table row it names.
+struct WantedLabel {
+  double x, y;
+  std::string text;
+  int row;
+};
+
+// Each label at the first free place around its point among 16 directions at
+// growing distances, inside the plot area and over no box in `taken` (the
+// points, then the labels placed), with a leader line when it had to move
+// away; a label with no free place is left out.
+std::string PlaceLabels(const std::vector<WantedLabel>& wanted, std::vector<Box>& taken) {
+  constexpr double kLeft = kPlotLeft, kRight = kPlotRight, kTop = kPlotTop, kBottom = kPlotBottom;
+  std::string labels_svg = "<g class=\"labels\">\n";
+  constexpr double kTextHeight = 14;
+  for (const WantedLabel& label : wanted) {
+    const double x = label.x, y = label.y;
+    const double w = TextWidth(label.text);
+    bool placed = false;
+    for (double distance : {12.0, 24.0, 40.0, 60.0, 85.0, 115.0}) {
+      for (int k = 0; k < 16 && !placed; ++k) {
+        const double angle = -M_PI / 4 + k * M_PI / 8;  // up-right first, then around
+        const double ax = x + distance * std::cos(angle), ay = y - distance * std::sin(angle);
+        // The box hangs off the anchor on the side away from the point.
+        const double bx = std::cos(angle) >= -1e-9 ? ax : ax - w;
+        const double by = std::sin(angle) >= -1e-9 ? ay - kTextHeight : ay;
+        const Box box{bx - 2, by - 1, bx + w + 2, by + kTextHeight + 1};
+        if (box.x0 < kLeft || box.x1 > kRight || box.y0 < kTop || box.y1 > kBottom) continue;
+        if (std::any_of(taken.begin(), taken.end(), [&](const Box& t) { return t.Overlaps(box); })) continue;
+        taken.push_back(box);
+        if (distance > 12) {
+          labels_svg += "<line class=\"leader\" x1=\"" + Px(x) + "\" y1=\"" + Px(y) + "\" x2=\"" +
+                 Px(std::clamp(x, box.x0, box.x1)) + "\" y2=\"" + Px(std::clamp(y, box.y0, box.y1)) + "\"/>";
+        }
+        labels_svg += "<text class=\"point-label\" data-row=\"" + std::to_string(label.row) + "\" x=\"" + Px(bx) +
+               "\" y=\"" + Px(by + kTextHeight - 3) + "\">" + EscapeHtml(label.text) + "</text>\n";
+        placed = true;
+      }
+      if (placed) break;
+    }
+  }
+  return labels_svg + "</g>\n";
+}
+
+// A legend right of the scatter plot's area: one entry per marker (drawn by
+// its function at the entry's centre) and label (HTML).
+using LegendMarker = std::function<std::string(double x, double y)>;
+std::string Legend(const std::vector<std::pair<LegendMarker, std::string>>& entries) {
+  const double lx = kPlotRight + 30;
+  double ly = kPlotTop + 10;
+  std::string svg = "<g class=\"legend\">\n";
+  for (const auto& [marker, label] : entries) {
+    svg += marker(lx, ly) + "<text class=\"legend-label\" x=\"" + Px(lx + 18) + "\" y=\"" + Px(ly + 4) + "\">" +
+           label + "</text>\n";
+    ly += 24;
+  }
+  return svg + "</g>\n";
+}
+// A legend's dot (r 5) and line with `classes`.
+LegendMarker Dot(const std::string& classes) {
+  return [classes](double x, double y) {
+    return "<circle class=\"" + classes + "\" cx=\"" + Px(x) + "\" r=\"5\" cy=\"" + Px(y) + "\"/>";
+  };
+}
+LegendMarker Dash(const std::string& classes) {
+  return [classes](double x, double y) {
+    return "<line class=\"" + classes + "\" x1=\"" + Px(x - 10) + "\" y1=\"" + Px(y) + "\" x2=\"" + Px(x + 10) +
+           "\" y2=\"" + Px(y) + "\"/>";
+  };
+}
+
 }  // namespace
 
 std::string RenderSvg(const Report& report, const std::vector<PlotPoint>& points, bool label_all) {
-  constexpr double kWidth = 900, kHeight = 520;
-  constexpr double kLeft = 90, kRight = 680, kTop = 20, kBottom = 450;  // plot area
+  constexpr double kWidth = kPlotWidth, kHeight = kPlotHeight;
+  constexpr double kLeft = kPlotLeft, kRight = kPlotRight, kTop = kPlotTop, kBottom = kPlotBottom;  // plot area
   const bool lower_is_better = LowerIsBetter(report.parity.metric, report.objectives);
 
-  double x_low = 0, x_high = 1, y_low = 0, y_high = 1;
-  if (!points.empty()) {
-    x_low = y_low = std::numeric_limits<double>::infinity();
-    x_high = y_high = -std::numeric_limits<double>::infinity();
-    for (const PlotPoint& p : points) {
-      x_low = std::min(x_low, p.x.mean);
-      x_high = std::max(x_high, p.x.mean);
-      y_low = std::min(y_low, p.y.mean);
-      y_high = std::max(y_high, p.y.mean);
-    }
-  }
-  const Axis x_axis = FittedAxis(x_low, x_high), y_axis = FittedAxis(y_low, y_high);
+  std::vector<std::pair<double, double>> means;
+  for (const PlotPoint& p : points) means.emplace_back(p.x.mean, p.y.mean);
+  const std::pair<Axis, Axis> axes = FittedAxes(means);
+  const Axis &x_axis = axes.first, &y_axis = axes.second;
   auto px = [&](double v) { return x_axis.ToPixel(v, kLeft, kRight); };
   auto py = [&](double v) { return y_axis.ToPixel(v, kBottom, kTop); };
 
@@ -151,19 +252,8 @@ std::string RenderSvg(const Report& report, const std::vector<PlotPoint>& points
 
   // Error bars cut at the plot area; a chevron marks each cut end.
   svg += "<g class=\"errorbars\">\n";
-  auto clip = [](double v, double lo, double hi) { return std::min(std::max(v, lo), hi); };
   for (const PlotPoint& p : points) {
-    const double x = px(p.x.mean), y = py(p.y.mean);
-    const double x0 = px(p.x.ci_low), x1 = px(p.x.ci_high), y0 = py(p.y.ci_low), y1 = py(p.y.ci_high);
-    svg += "<line class=\"errorbar\" x1=\"" + Px(clip(x0, kLeft, kRight)) + "\" y1=\"" + Px(y) + "\" x2=\"" +
-           Px(clip(x1, kLeft, kRight)) + "\" y2=\"" + Px(y) + "\"/>";
-    svg += "<line class=\"errorbar\" x1=\"" + Px(x) + "\" y1=\"" + Px(clip(y0, kTop, kBottom)) + "\" x2=\"" +
-           Px(x) + "\" y2=\"" + Px(clip(y1, kTop, kBottom)) + "\"/>";
-    if (x0 < kLeft) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l6,-4 v8 z\"/>", kLeft, y);
-    if (x1 > kRight) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l-6,-4 v8 z\"/>", kRight, y);
-    if (y1 < kTop) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l-4,6 h8 z\"/>", x, kTop);
-    if (y0 > kBottom) svg += Printf("<path class=\"clipped\" d=\"M%.2f,%.2f l-4,-6 h8 z\"/>", x, kBottom);
-    svg += "\n";
+    svg += ErrorBars(px(p.x.mean), py(p.y.mean), px(p.x.ci_low), px(p.x.ci_high), py(p.y.ci_low), py(p.y.ci_high));
   }
   // Labels: the baseline first, then the front by throughput (then the rest with label_all), each at the
   // first free place around its point, further out with a leader line when the near ones are taken.
@@ -184,36 +274,9 @@ std::string RenderSvg(const Report& report, const std::vector<PlotPoint>& points
     const double x = px(p.x.mean), y = py(p.y.mean), r = p.config->is_baseline ? 11 : 6;
     taken.push_back({x - r, y - r, x + r, y + r});
   }
-  std::string labels_svg = "<g class=\"labels\">\n";
-  constexpr double kTextHeight = 14;
-  for (const PlotPoint* p : labelled) {
-    const double x = px(p->x.mean), y = py(p->y.mean);
-    const std::string text = p->config->label;
-    const double w = TextWidth(text);
-    bool placed = false;
-    for (double distance : {12.0, 24.0, 40.0, 60.0, 85.0, 115.0}) {
-      for (int k = 0; k < 16 && !placed; ++k) {
-        const double angle = -M_PI / 4 + k * M_PI / 8;  // up-right first, then around
-        const double ax = x + distance * std::cos(angle), ay = y - distance * std::sin(angle);
-        // The box hangs off the anchor on the side away from the point.
-        const double bx = std::cos(angle) >= -1e-9 ? ax : ax - w;
-        const double by = std::sin(angle) >= -1e-9 ? ay - kTextHeight : ay;
-        const Box box{bx - 2, by - 1, bx + w + 2, by + kTextHeight + 1};
-        if (box.x0 < kLeft || box.x1 > kRight || box.y0 < kTop || box.y1 > kBottom) continue;
-        if (std::any_of(taken.begin(), taken.end(), [&](const Box& t) { return t.Overlaps(box); })) continue;
-        taken.push_back(box);
-        if (distance > 12) {
-          labels_svg += "<line class=\"leader\" x1=\"" + Px(x) + "\" y1=\"" + Px(y) + "\" x2=\"" +
-                 Px(std::clamp(x, box.x0, box.x1)) + "\" y2=\"" + Px(std::clamp(y, box.y0, box.y1)) + "\"/>";
-        }
-        labels_svg += "<text class=\"point-label\" data-row=\"" + std::to_string(p->row) + "\" x=\"" + Px(bx) +
-               "\" y=\"" + Px(by + kTextHeight - 3) + "\">" + EscapeHtml(text) + "</text>\n";
-        placed = true;
-      }
-      if (placed) break;
-    }
-  }
-  labels_svg += "</g>\n";
+  std::vector<WantedLabel> wanted;
+  for (const PlotPoint* p : labelled) wanted.push_back({px(p->x.mean), py(p->y.mean), p->config->label, p->row});
+  const std::string labels_svg = PlaceLabels(wanted, taken);
   // Drawn under the points, so a leader line never hides one.
   svg += "</g>\n" + labels_svg + "<g class=\"points\">\n";
   for (const PlotPoint& p : points) {
@@ -236,29 +299,114 @@ std::string RenderSvg(const Report& report, const std::vector<PlotPoint>& points
   svg += "</g>\n";
 
   // Legend, right of the plot; its markers carry "key" classes, never "config".
-  const double lx = kRight + 30;
-  double ly = kTop + 10;
-  auto entry = [&](const std::string& marker, const std::string& label) {
-    svg += marker + "<text class=\"legend-label\" x=\"" + Px(lx + 18) + "\" y=\"" + Px(ly + 4) + "\">" + label +
-           "</text>\n";
-    ly += 24;
-  };
-  svg += "<g class=\"legend\">\n";
-  const std::string at = "cx=\"" + Px(lx) + "\" r=\"5\" ";
-  entry("<circle class=\"key key-front\" " + at + "cy=\"" + Px(ly) + "\"/>", "on the Pareto front");
-  entry("<circle class=\"key key-dominated\" " + at + "cy=\"" + Px(ly) + "\"/>", "feasible, dominated");
-  entry("<circle class=\"key key-infeasible\" " + at + "cy=\"" + Px(ly) + "\"/>", "infeasible");
-  entry("<circle class=\"key key-baseline\" cx=\"" + Px(lx) + "\" cy=\"" + Px(ly) + "\" r=\"10\"/>", "baseline");
-  entry("<line class=\"key key-front-line\" x1=\"" + Px(lx - 10) + "\" y1=\"" + Px(ly) + "\" x2=\"" +
-            Px(lx + 10) + "\" y2=\"" + Px(ly) + "\"/>",
-        "front (by throughput)");
-  entry("<line class=\"key key-errorbar\" x1=\"" + Px(lx - 10) + "\" y1=\"" + Px(ly) + "\" x2=\"" + Px(lx + 10) +
-            "\" y2=\"" + Px(ly) + "\"/>",
-        "95% interval of the mean");
-  entry(Printf("<path class=\"key clipped\" d=\"M%.2f,%.2f l-6,-4 v8 z\"/>", lx + 4, ly),
-        "interval cut at the edge");
-  svg += "</g>\n</svg>\n";
+  svg += Legend({{Dot("key key-front"), "on the Pareto front"},
+                 {Dot("key key-dominated"), "feasible, dominated"},
+                 {Dot("key key-infeasible"), "infeasible"},
+                 {[](double x, double y) {
+                    return "<circle class=\"key key-baseline\" cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"10\"/>";
+                  },
+                  "baseline"},
+                 {Dash("key key-front-line"), "front (by throughput)"},
+                 {Dash("key key-errorbar"), "95% interval of the mean"},
+                 {[](double x, double y) {
+                    return Printf("<path class=\"key clipped\" d=\"M%.2f,%.2f l-6,-4 v8 z\"/>", x + 4, y);
+                  },
+                  "interval cut at the edge"}});
+  svg += "</svg>\n";
   return svg;
+}
+
+std::string RenderOnboardSvg(const Report& report, const OnboardView& view) {
+  constexpr double kLeft = kPlotLeft, kRight = kPlotRight, kTop = kPlotTop, kBottom = kPlotBottom;
+  std::vector<std::pair<double, double>> means;
+  for (const OnboardPoint& p : view.points) means.emplace_back(p.latency_ms.mean, p.quality.mean);
+  const std::pair<Axis, Axis> axes = FittedAxes(means);
+  const Axis &x_axis = axes.first, &y_axis = axes.second;
+  auto px = [&](double v) { return x_axis.ToPixel(v, kLeft, kRight); };
+  auto py = [&](double v) { return y_axis.ToPixel(v, kBottom, kTop); };
+  const auto change_of = [&](const ConfigSummary* c) -> const RankChange* {
+    for (const RankChange& change : view.rank_changes) {
+      if (change.config == c) return &change;
+    }
+    return nullptr;
+  };
+  const auto name_of = [](const OnboardPoint& p) { return p.config->label + " " + p.format; };
+
+  std::string svg = Printf(
+      "<svg class=\"plot onboard-plot\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" "
+      "width=\"%.0f\" height=\"%.0f\" role=\"img\" aria-label=\"onboard latency versus %s\">\n",
+      kPlotWidth, kPlotHeight, kPlotWidth, kPlotHeight, EscapeHtml(view.quality_metric).c_str());
+  svg += Axes(x_axis, y_axis, kLeft, kRight, kTop, kBottom,
+              Printf("latency at batch %d, %d thread%s (ms, lower is better)", view.batch, view.threads,
+                     view.threads == 1 ? "" : "s"),
+              view.quality_metric + " in the format (higher is better)");
+  std::vector<const OnboardPoint*> front;
+  for (const OnboardPoint& p : view.points) {
+    if (p.on_front) front.push_back(&p);
+  }
+  std::sort(front.begin(), front.end(),
+            [](const OnboardPoint* a, const OnboardPoint* b) { return a->latency_ms.mean < b->latency_ms.mean; });
+  std::string front_points;
+  for (const OnboardPoint* p : front) {
+    front_points += (front_points.empty() ? "" : " ") + Px(px(p->latency_ms.mean)) + "," + Px(py(p->quality.mean));
+  }
+  svg += "<polyline class=\"onboard-front\" points=\"" + front_points + "\"/>\n<g class=\"errorbars\">\n";
+  std::vector<Box> taken;
+  std::vector<WantedLabel> wanted;
+  for (const OnboardPoint& p : view.points) {
+    const double x = px(p.latency_ms.mean), y = py(p.quality.mean);
+    svg += ErrorBars(x, y, px(p.latency_ms.ci_low), px(p.latency_ms.ci_high), py(p.quality.ci_low),
+                     py(p.quality.ci_high));
+    taken.push_back({x - 8, y - 8, x + 8, y + 8});
+    if (p.on_front || change_of(p.config) != nullptr) wanted.push_back({x, y, name_of(p), p.row});
+  }
+  svg += "</g>\n" + PlaceLabels(wanted, taken) + "<g class=\"points\">\n";
+  for (const OnboardPoint& p : view.points) {
+    const double x = px(p.latency_ms.mean), y = py(p.quality.mean);
+    const RankChange* change = change_of(p.config);
+    std::string tooltip = Printf("#%d %s\n%s\n", p.row, name_of(p).c_str(), p.config->config_key.c_str());
+    for (const auto& [name, s] : {std::pair<std::string, std::optional<MetricSummary>>{"latency_ms", p.latency_ms},
+                                  {view.quality_metric, p.quality},
+                                  {"latency_p99_ms", p.latency_p99_ms},
+                                  {"size_bytes", p.size_bytes}}) {
+      if (!s) continue;
+      tooltip += s->n >= 2 ? Printf("%s: %.5g [%.5g, %.5g] (n=%d)\n", name.c_str(), s->mean, s->ci_low, s->ci_high, s->n)
+                           : Printf("%s: %.5g (n=%d)\n", name.c_str(), s->mean, s->n);
+    }
+    tooltip += std::string(p.on_front ? "on the onboard front" : "not on the onboard front") +
+               (p.config->on_front ? "; on the training front" : "; not on the training front");
+    if (!p.config->feasible) tooltip += "\ninfeasible: " + p.config->infeasible_reason;
+    if (change != nullptr) tooltip += "\n" + change->text;
+    for (const OnboardConfig& c : view.configs) {
+      if (c.config == p.config && p.format == "int8") tooltip += "\n" + QuantizationLine(report, view, c);
+    }
+    const std::string moved = change == nullptr ? "" : change->onboard ? "onboard" : "training";
+    if (change != nullptr) {
+      svg += "<circle class=\"moved-ring " + moved + "\" cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>";
+    }
+    svg += "<circle class=\"onboard-point " + EscapeHtml(p.format) + "\" data-config=\"" +
+           EscapeHtml(p.config->config_key) + "\" data-format=\"" + EscapeHtml(p.format) +
+           Printf("\" data-row=\"%d\" data-x=\"%.17g\" data-y=\"%.17g\"", p.row, p.latency_ms.mean, p.quality.mean) +
+           " data-front=\"" + (p.on_front ? "true" : "false") + "\" data-feasible=\"" +
+           (p.config->feasible ? "true" : "false") + "\" data-moved=\"" + moved + "\" cx=\"" + Px(x) + "\" cy=\"" +
+           Px(y) + "\" r=\"5\"><title>" + EscapeHtml(tooltip) + "</title></circle>\n";
+  }
+  svg += "</g>\n";
+  svg += Legend({{Dot("key key-onboard float"), "float"},
+                 {Dot("key key-onboard int8"), "int8"},
+                 {Dot("key key-onboard-front"), "on the onboard front"},
+                 {Dot("key key-onboard-infeasible"), "infeasible"},
+                 {[](double x, double y) {
+                    return "<circle class=\"key moved-ring onboard\" cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>";
+                  },
+                  "onboard front only"},
+                 {[](double x, double y) {
+                    return "<circle class=\"key moved-ring training\" cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>";
+                  },
+                  "training front only"},
+                 {Dash("key key-onboard-front-line"), "onboard front (by latency)"},
+                 {Dash("key key-errorbar"), "95% interval of the mean"}});
+  return svg + "</svg>\n";
 }
 
 std::string RenderLearningCurves(const Report& report) {

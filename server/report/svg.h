@@ -29,6 +29,16 @@ struct PlotPoint {
 // class="tick-label x|y">) and a legend whose markers carry "key" classes.
 std::string RenderSvg(const Report& report, const std::vector<PlotPoint>& points, bool label_all = false);
 
+// The onboard front (views.h, Onboard): latency (x) against the quality in
+// that format (y), one <circle class="onboard-point" data-config data-format
+// data-row data-front data-moved> per (config, format) point with 95% error
+// bars and a <title> tooltip, the onboard front as <polyline
+// class="onboard-front"> (by latency), a dashed <circle class="moved-ring">
+// around the points of configs on one front only; labels on the onboard
+// front's points and the moved configs'.
+struct OnboardView;
+std::string RenderOnboardSvg(const Report& report, const OnboardView& view);
+
 // The parity metric against summed step time for the front configs and the
 // baseline (<polyline class="curve" data-config>), the target as
 // <line class="target">, each config's mean time to target as <circle class="ttt">.

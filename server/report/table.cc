@@ -19,12 +19,15 @@ std::string FormatMetric(const ConfigSummary& config, const std::string& metric,
   return it == config.metrics.end() ? "-" : Printf(format, it->second.mean * scale);
 }
 
+// "mean±half-width of the 95% interval", the mean alone with fewer than 2 values.
+std::string MeanAndHalfWidth(const MetricSummary& s, const char* format) {
+  const std::string mean = Printf(format, s.mean);
+  return s.n < 2 ? mean : mean + "\u00b1" + Printf(format, (s.ci_high - s.ci_low) / 2);
+}
+
 std::string FormatMeanAndHalfWidth(const ConfigSummary& config, const std::string& metric) {
   auto it = config.metrics.find(metric);
-  if (it == config.metrics.end()) return "-";
-  const MetricSummary& s = it->second;
-  if (s.n < 2) return Printf("%.4f", s.mean);
-  return Printf("%.4f\u00b1%.4f", s.mean, (s.ci_high - s.ci_low) / 2);
+  return it == config.metrics.end() ? "-" : MeanAndHalfWidth(it->second, "%.4f");
 }
 
 std::string FormatCount(const ConfigSummary& config, const std::string& metric) {
@@ -180,6 +183,56 @@ TextTable BuildTextTable(const Report& report, bool wide) {
     std::vector<std::string> row = {std::to_string(i + 1)};
     for (const Column& column : columns) {
       if (wide || column.narrow) row.push_back(column.cell(report.configs[i]));
+    }
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+namespace {
+
+std::string FormatBytes(double bytes) {
+  if (bytes >= 1e9) return Printf("%.2f GB", bytes / 1e9);
+  if (bytes >= 1e6) return Printf("%.2f MB", bytes / 1e6);
+  if (bytes >= 1e3) return Printf("%.1f kB", bytes / 1e3);
+  return Printf("%.0f B", bytes);
+}
+
+}  // namespace
+
+TextTable BuildOnboardTable(const Report& report, const OnboardView& view, bool wide) {
+  TextTable table;
+  const std::string quality = view.quality_metric == "val_iou" ? "val IoU" : view.quality_metric == "val_accuracy" ? "val acc" : view.quality_metric;
+  table.header = {"#", "config", "format", "seeds", "latency ms", quality, "onboard", "training", "moved",
+                  "int8 vs float"};
+  table.right_aligned = {true, false, false, true, true, true, false, false, false, false};
+  if (wide) {
+    table.header.insert(table.header.begin() + 5, {"p99 ms", "size"});
+    table.right_aligned.insert(table.right_aligned.begin() + 5, {true, true});
+  }
+  for (const OnboardPoint& p : view.points) {
+    const ConfigSummary& c = *p.config;
+    std::string moved, parity;
+    for (const RankChange& change : view.rank_changes) {
+      if (change.config == &c) moved = change.onboard ? "onboard only" : "training only";
+    }
+    for (const OnboardConfig& config : view.configs) {
+      if (config.config != &c || p.format != "int8" || !config.int8_parity) continue;
+      parity = config.int8_parity->verdict + (config.faster_at_parity ? ", faster" : "");
+    }
+    std::vector<std::string> row = {std::to_string(p.row),
+                                    c.label,
+                                    p.format,
+                                    std::to_string(p.latency_ms.n),
+                                    MeanAndHalfWidth(p.latency_ms, "%.3f"),
+                                    MeanAndHalfWidth(p.quality, "%.4f"),
+                                    p.on_front ? "o" : c.feasible ? "" : "infeasible",
+                                    c.on_front ? "*" : "",
+                                    moved,
+                                    parity};
+    if (wide) {
+      row.insert(row.begin() + 5, {p.latency_p99_ms ? Printf("%.3f", p.latency_p99_ms->mean) : "-",
+                                   p.size_bytes ? FormatBytes(p.size_bytes->mean) : "-"});
     }
     table.rows.push_back(std::move(row));
   }
@@ -345,6 +398,10 @@ std::string RenderTable(const Report& report, const TableOptions& options) {
   if (!shortened.empty()) out += "\nconfigs in full:\n" + shortened;
   out += "\n";
   for (const std::string& note : ReportNotes(report)) out += Wrap(note, max_width);
+  if (const std::optional<OnboardView> onboard = Onboard(report)) {  // docs/report.md#the-onboard-front
+    out += "\nonboard front:\n" + RenderTextTable(BuildOnboardTable(report, *onboard, options.wide), max_width, 1);
+    for (const std::string& note : OnboardNotes(report, *onboard)) out += Wrap(note, max_width);
+  }
   if (!options.wide) out += "(--wide: every column)\n";
   return out;
 }

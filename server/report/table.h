@@ -26,6 +26,13 @@ TextTable BuildTextTable(const Report& report, bool wide);
 // ellipsis) until the lines fit, but never below 12 columns.
 std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible = 0);
 
+struct OnboardView;
+// The onboard view (views.h) as rows: one per (config, format) point, its
+// number the config's row: latency, quality, the onboard front (o), the
+// training front (*), a rank change, and on the int8 row the parity after
+// quantization; with `wide` also the p99 latency and the size.
+TextTable BuildOnboardTable(const Report& report, const OnboardView& view, bool wide);
+
 // "val_accuracy (maximize), ..." or "none".
 std::string DescribeObjectives(const std::vector<Objective>& objectives);
 // "peak_memory_mb <= 4096, ..." or "none".

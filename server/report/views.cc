@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "server/analysis/pareto.h"
 #include "server/analysis/parity.h"
 #include "server/report/format.h"
 #include "server/report/table.h"
@@ -333,6 +334,173 @@ Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const Co
     out.parity = "no data";
   }
   return out;
+}
+
+namespace {
+
+// The values of a deploy field over the seeds; empty when no seed has it.
+const std::map<int64_t, double>* SeedValues(const DeployFormat& format, const std::string& field) {
+  auto it = format.by_seed.find(field);
+  return it == format.by_seed.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+std::optional<MetricSummary> SummarizeSeeds(const DeployFormat& format, const std::string& field) {
+  const std::map<int64_t, double>* seeds = SeedValues(format, field);
+  if (seeds == nullptr) return std::nullopt;
+  std::vector<double> values;
+  for (const auto& [seed, value] : *seeds) values.push_back(value);
+  return SummarizeMetric(values);
+}
+
+// "convnext float and int8"
+std::string PointsText(const ConfigSummary& config, const std::vector<std::string>& formats) {
+  std::string text = config.label + " ";
+  for (size_t i = 0; i < formats.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == formats.size() ? " and " : ", ") + formats[i];
+  }
+  return text;
+}
+
+}  // namespace
+
+std::optional<OnboardView> Onboard(const Report& report) {
+  OnboardView view;
+  const ConfigSummary* first = nullptr;
+  for (const ConfigSummary& c : report.configs) {
+    if (c.deploy && first == nullptr) first = &c;
+  }
+  if (first == nullptr) return std::nullopt;
+  view.engine = first->deploy->engine;
+  view.batch = first->deploy->batch;
+  view.threads = first->deploy->threads;
+  const std::string& parity = report.parity.metric;
+  view.quality_metric = parity == "val_accuracy" || parity == "val_iou" ? parity
+                        : !first->deploy->quality_metric.empty()       ? first->deploy->quality_metric
+                                                                       : "val_accuracy";
+  const bool lower = LowerIsBetter(view.quality_metric, report.objectives);
+  for (size_t i = 0; i < report.configs.size(); ++i) {
+    const ConfigSummary& c = report.configs[i];
+    if (!c.deploy) continue;
+    const int row = static_cast<int>(i) + 1;
+    for (const auto& [format, measured] : c.deploy->formats) {
+      const std::optional<MetricSummary> latency = SummarizeSeeds(measured, "latency_ms");
+      const std::optional<MetricSummary> quality = SummarizeSeeds(measured, view.quality_metric);
+      if (!latency || !quality) continue;
+      view.points.push_back({&c, row, format, *latency, *quality, SummarizeSeeds(measured, "latency_p99_ms"),
+                             SummarizeSeeds(measured, "size_bytes"), false});
+    }
+    OnboardConfig config{&c, row, std::nullopt, std::nullopt, false, std::nullopt, std::nullopt};
+    const auto float_format = c.deploy->formats.find("float"), int8_format = c.deploy->formats.find("int8");
+    if (int8_format != c.deploy->formats.end()) {
+      if (auto layers = SummarizeSeeds(int8_format->second, "quantized_layers")) config.quantized_layers = layers->mean;
+      if (auto share = SummarizeSeeds(int8_format->second, "quantized_flop_share")) {
+        config.quantized_flop_share = share->mean;
+      }
+    }
+    if (float_format != c.deploy->formats.end() && int8_format != c.deploy->formats.end()) {
+      const std::map<int64_t, double>* float_quality = SeedValues(float_format->second, view.quality_metric);
+      const std::map<int64_t, double>* int8_quality = SeedValues(int8_format->second, view.quality_metric);
+      if (float_quality != nullptr && int8_quality != nullptr) {
+        config.int8_parity = CompareQuality(*int8_quality, *float_quality, report.parity.test == "paired",
+                                            report.parity.margin, lower,
+                                            SequentialOneSidedQuantile(report.parity.looks));
+      }
+      const std::optional<MetricSummary> float_latency = SummarizeSeeds(float_format->second, "latency_ms");
+      const std::optional<MetricSummary> int8_latency = SummarizeSeeds(int8_format->second, "latency_ms");
+      if (float_latency && int8_latency) {
+        config.int8_speedup = SpeedupInterval(*float_latency, *int8_latency);
+        config.faster_at_parity = int8_latency->mean < float_latency->mean && config.int8_parity &&
+                                  config.int8_parity->verdict == "at parity";
+      }
+    }
+    view.configs.push_back(config);
+  }
+  // The front over the feasible configs' points, as the training front is over feasible configs.
+  std::vector<size_t> candidates;
+  std::vector<std::vector<double>> points;
+  for (size_t i = 0; i < view.points.size(); ++i) {
+    if (!view.points[i].config->feasible) continue;
+    candidates.push_back(i);
+    points.push_back({view.points[i].latency_ms.mean, view.points[i].quality.mean});
+  }
+  for (size_t index : ParetoFront(points, {false, !lower})) view.points[candidates[index]].on_front = true;
+  // Configs on one front only.
+  for (const ConfigSummary& c : report.configs) {
+    std::vector<std::string> onboard, dominated;
+    for (const OnboardPoint& p : view.points) {
+      if (p.config == &c) (p.on_front ? onboard : dominated).push_back(p.format);
+    }
+    if (c.on_front && onboard.empty()) {
+      view.rank_changes.push_back(
+          {&c, false, {},
+           "training front: " + c.label + " (not on the onboard front: " +
+               (dominated.empty() ? std::string("not measured onboard")
+                                  : PointsText(c, dominated) + (dominated.size() > 1 ? " are" : " is") + " dominated") +
+               ")"});
+    } else if (!c.on_front && !onboard.empty()) {
+      view.rank_changes.push_back(
+          {&c, true, onboard, "onboard front: " + PointsText(c, onboard) + " (was not on the training front)"});
+    }
+  }
+  return view;
+}
+
+std::string QuantizationLine(const Report& report, const OnboardView& view, const OnboardConfig& config) {
+  const ConfigSummary& c = *config.config;
+  std::string line = c.label + ": ";
+  const bool has_float = c.deploy->formats.count("float") > 0, has_int8 = c.deploy->formats.count("int8") > 0;
+  if (!has_float || !has_int8) {
+    line += has_float ? "float only (int8 not measured)" : "int8 only (float not measured)";
+  } else if (!config.int8_parity) {
+    line += "int8 against float: no " + view.quality_metric + " in both formats";
+  } else {
+    const QualityComparison& parity = *config.int8_parity;
+    line += "int8 " + (parity.verdict == "worse" ? std::string("worse than") : parity.verdict == "at parity" ? "at parity with" : "inconclusive against") +
+            " float on " + view.quality_metric + Printf(" (margin %g", report.parity.margin);
+    if (!parity.test.empty()) line += ", " + parity.test;
+    if (parity.delta) {
+      line += Printf(", \u0394 %+.4f [%+.4f, %+.4f]", parity.delta->value, parity.delta->low, parity.delta->high);
+    }
+    line += ")";
+    if (config.int8_speedup) {
+      const Interval& s = *config.int8_speedup;
+      line += Printf("; int8 %.2fx as fast as float", s.value);
+      if (s.n_variant >= 2 && s.n_baseline >= 2) line += Printf(" [%.2f, %.2f]", s.low, s.high);
+    }
+    line += config.faster_at_parity ? ": faster onboard at parity" : ": not faster onboard at parity";
+  }
+  if (has_int8) {
+    if (config.quantized_layers) line += Printf("; %.0f layers quantized", *config.quantized_layers);
+    if (config.quantized_flop_share) line += Printf(" (%.0f%% of FLOPs)", 100 * *config.quantized_flop_share);
+    const json& kept = c.deploy->formats.at("int8").float_layers;
+    std::string names;
+    for (const json& layer : kept.is_array() ? kept : json::array()) {
+      if (!layer.is_object()) continue;
+      const json name = layer.value("name", json()), why = layer.value("why", json());
+      if (!name.is_string()) continue;
+      names += (names.empty() ? "" : ", ") + name.get<std::string>() +
+               (why.is_string() && !why.get<std::string>().empty() ? " (" + why.get<std::string>() + ")" : "");
+    }
+    line += names.empty() ? "; no layer kept in float" : "; kept in float: " + names;
+  }
+  return line;
+}
+
+std::vector<std::string> OnboardNotes(const Report& report, const OnboardView& view) {
+  std::vector<std::string> notes = {
+      Printf("onboard: latency at batch %d, %d thread%s (int8 engine %s) against %s in each format, means over "
+             "seeds with 95%% intervals; onboard front (o): the (config, format) points of feasible configs that "
+             "no other point beats on both",
+             view.batch, view.threads, view.threads == 1 ? "" : "s", view.engine.empty() ? "-" : view.engine.c_str(),
+             view.quality_metric.c_str()),
+      Printf("parity after quantization: int8 %s against float %s over the seeds, margin %g (%s)",
+             view.quality_metric.c_str(), view.quality_metric.c_str(), report.parity.margin,
+             report.parity.test == "paired" ? "paired when the seeds match, else Welch" : "Welch"),
+  };
+  if (view.rank_changes.empty()) notes.push_back("rank changes: none (the same configs lead both fronts)");
+  for (const RankChange& change : view.rank_changes) notes.push_back(change.text);
+  for (const OnboardConfig& config : view.configs) notes.push_back(QuantizationLine(report, view, config));
+  return notes;
 }
 
 namespace {

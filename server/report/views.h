@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/analysis/parity.h"
 #include "server/report/report.h"
 
 namespace frontier {
@@ -100,6 +101,54 @@ struct Comparison {
 // or several match.
 const ConfigSummary& FindConfig(const Report& report, const std::string& name);
 Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const ConfigSummary& b);
+
+// The onboard front (docs/report.md#the-onboard-front): the configs' deployed
+// networks (ConfigSummary::deploy), one point per config and format measured,
+// latency at the deploy section's headline batch (lower is better) against the
+// quality in that format (higher is better), means over seeds with 95% intervals.
+struct OnboardPoint {
+  const ConfigSummary* config = nullptr;
+  int row = 0;         // the config's 1-based row in the report
+  std::string format;  // "float" or "int8"
+  MetricSummary latency_ms, quality;
+  std::optional<MetricSummary> latency_p99_ms, size_bytes;
+  bool on_front = false;  // non-dominated among the feasible configs' points
+};
+// A config with a deploy section: its int8 network against its float one.
+struct OnboardConfig {
+  const ConfigSummary* config = nullptr;
+  int row = 0;
+  // Both formats measured: int8 quality against float's over the seeds, by
+  // the experiment's parity rule and margin (CompareQuality: paired when the
+  // seeds match), and float latency / int8 latency (SpeedupInterval).
+  std::optional<QualityComparison> int8_parity;
+  std::optional<Interval> int8_speedup;
+  bool faster_at_parity = false;  // int8's mean latency below float's and at parity
+  std::optional<double> quantized_layers, quantized_flop_share;  // means over the int8 seeds
+};
+// A config on exactly one of the two fronts.
+struct RankChange {
+  const ConfigSummary* config = nullptr;
+  bool onboard = false;              // on the onboard front only (else on the training front only)
+  std::vector<std::string> formats;  // onboard: its formats on the onboard front
+  std::string text;                  // the change in words, for every renderer
+};
+struct OnboardView {
+  std::string quality_metric;  // the parity metric when it is val_accuracy or val_iou, else the results'
+  std::string engine;          // of the first config with a deploy section
+  int batch = 0, threads = 0;  // its headline setting
+  std::vector<OnboardPoint> points;    // in report order, float before int8
+  std::vector<OnboardConfig> configs;  // every config with a deploy section, in report order
+  std::vector<RankChange> rank_changes;
+};
+// nullopt when no config has a deploy section.
+std::optional<OnboardView> Onboard(const Report& report);
+// One sentence on a config's int8 network against its float one: the
+// verdict, the speed-up, whether it is faster onboard at parity, the engine's
+// quantized layers and the layers it left in float.
+std::string QuantizationLine(const Report& report, const OnboardView& view, const OnboardConfig& config);
+// The view's explanation, its rank changes and each config's QuantizationLine.
+std::vector<std::string> OnboardNotes(const Report& report, const OnboardView& view);
 
 // The comparison as an aligned text table (every metric, both intervals, the
 // difference and the verdict) and as JSON.
