@@ -114,6 +114,28 @@ TEST(DeployTest, Int8NamesTheLayersThatStayFloat) {
   EXPECT_EQ(net->forward(x).sizes(), (std::vector<int64_t>{2, 3}));
 }
 
+// Two int8 layers in a row: the first hands the second its quantized output (no dequantize and quantize
+// between them), the second gives floats; together within a few output steps of the float layers.
+TEST(DeployTest, Int8LayersInARowStayQuantizedBetweenThem) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net;
+  net->push_back(ConvNormAct(LayerStyle{}, 3, 8, 3, 1, 1, true));
+  net->push_back(ConvNormAct(LayerStyle{}, 8, 8, 3, 1, 1, false));
+  net->eval();
+  const torch::Tensor x = torch::randn({2, 3, 9, 9});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = net->forward(x);
+  DeployInt8(*net, "", [&] { net->forward(x); });
+  auto first = net->ptr<ConvNormActImpl>(0), second = net->ptr<ConvNormActImpl>(1);
+  const torch::Tensor handed = first->forward(x);
+  EXPECT_TRUE(handed.is_quantized());
+  const torch::Tensor y = second->forward(handed);
+  EXPECT_FALSE(y.is_quantized());
+  EXPECT_TRUE(torch::equal(y, net->forward(x)));
+  const double range = (expected.max() - expected.min()).item<double>();
+  EXPECT_LT((y - expected).abs().max().item<double>(), 0.05 * range);
+}
+
 TEST(DeployTest, RefusesWhatTheBuildLacks) {
   ConvNormAct layer = TrainedLayer();
   try {

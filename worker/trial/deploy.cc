@@ -69,8 +69,8 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
   json out = {{"batch", spec.batch.front()},
               {"threads", spec.threads.front()},
               {"quality_metric", hooks.quality_metric},
-              {"mode", "eval, inference mode, fp32 input; every int8 layer quantizes its input and dequantizes "
-                       "its output"}};
+              {"mode", "eval, inference mode, fp32 input in the trial's memory format; an int8 layer dequantizes its "
+                       "output unless it feeds the next int8 layer directly"}};
   for (const std::string& format : spec.formats) {
     try {
       model::DeployedLayers layers;

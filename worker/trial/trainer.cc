@@ -644,17 +644,17 @@ class TrialRun {
     hooks.quality_metric = "val_" + task_->quality();
     hooks.input = [&](int b) {
       const torch::Tensor index = torch::arange(b, torch::kLong) % data_.train.images.size(0);
-      return Normalize(data_, data_.train.images.index_select(0, index), dev_.device, at::MemoryFormat::Contiguous)
+      return Normalize(data_, data_.train.images.index_select(0, index), dev_.device, format_)
           .to(torch::kFloat);
     };
     hooks.calibrate = [&] {
       for (int64_t begin = 0; begin < calibration; begin += batch) {
         const torch::Tensor images = data_.train.images.slice(0, begin, std::min(calibration, begin + batch));
-        net_->forward(Normalize(data_, images, dev_.device, at::MemoryFormat::Contiguous).to(torch::kFloat));
+        net_->forward(Normalize(data_, images, dev_.device, format_).to(torch::kFloat));
       }
     };
     hooks.quality = [&] {
-      return Evaluate(*net_, *task_, data_, data_.val, batch, dev_, fp32, at::MemoryFormat::Contiguous).quality;
+      return Evaluate(*net_, *task_, data_, data_.val, batch, dev_, fp32, format_).quality;
     };
     hooks.synchronize = [&] { Synchronize(dev_); };
     hooks.forward_flops_per_sample = flops_.forward / std::max<int64_t>(1, shard_.count);

@@ -115,8 +115,27 @@ struct Int8Layer {
   QuantParams input, output;
   bool fused_relu = false;
   bool folded = true;
+  // Its output goes straight to another int8 layer (the next in a Sequential) and nothing runs after its
+  // conv: it hands over the quantized tensor, which the next layer takes as it is.
+  bool stays_quantized = false;
   ConvNormActImpl* layer = nullptr;
 };
+
+// The layers of `network` that hand their output straight to another one: a ConvNormAct followed by
+// a ConvNormAct in a Sequential.
+std::set<const ConvNormActImpl*> FeedingAnother(torch::nn::Module& network) {
+  std::set<const ConvNormActImpl*> feeding;
+  for (const auto& module : network.modules(/*include_self=*/true)) {
+    auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(module.get());
+    if (!sequential) continue;
+    const auto children = sequential->children();
+    for (size_t i = 0; i + 1 < children.size(); ++i) {
+      auto* layer = dynamic_cast<ConvNormActImpl*>(children[i].get());
+      if (layer && dynamic_cast<ConvNormActImpl*>(children[i + 1].get())) feeding.insert(layer);
+    }
+  }
+  return feeding;
+}
 
 at::QEngine EngineNamed(const std::string& name) {
   if (name == "onednn") return at::QEngine::ONEDNN;
@@ -259,6 +278,7 @@ DeployedLayers DeployInt8(torch::nn::Module& network, const std::string& engine,
   static const c10::OperatorHandle prepack = Op("quantized::conv2d_prepack", "");
   static const c10::OperatorHandle conv = Op("quantized::conv2d", "new");
   static const c10::OperatorHandle conv_relu = Op("quantized::conv2d_relu", "new");
+  const std::set<const ConvNormActImpl*> feeding = FeedingAnother(network);
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& [layer_name, layer] = layers[i];
     const Observed& o = *observed[i];
@@ -269,6 +289,7 @@ DeployedLayers DeployInt8(torch::nn::Module& network, const std::string& engine,
     q->fused_relu = o.fused_relu;
     q->folded = o.folded->folded;
     q->layer = layer;
+    q->stays_quantized = feeding.count(layer) && q->folded && (layer->activation().empty() || q->fused_relu);
     const torch::Tensor weight = QuantizeWeightPerChannel(o.folded->weight);
     const ConvGeometry& g = o.geometry;
     q->packed = CallBoxed(prepack, {weight, c10::optional<torch::Tensor>(o.folded->bias), IntList(g.stride),
@@ -283,9 +304,12 @@ DeployedLayers DeployInt8(torch::nn::Module& network, const std::string& engine,
     out.quantized_flops_per_sample += o.flops_per_sample;
     layer->Deploy([q](const torch::Tensor& x) {
       const torch::Tensor qx =
-          at::quantize_per_tensor(x.to(torch::kFloat).contiguous(), q->input.scale, q->input.zero_point, torch::kQUInt8);
+          x.is_quantized() ? x  // from the layer before, which stays quantized
+                           : at::quantize_per_tensor(x.to(torch::kFloat).contiguous(x.suggest_memory_format()),
+                                                     q->input.scale, q->input.zero_point, torch::kQUInt8);
       const torch::Tensor qy =
           CallBoxed(q->fused_relu ? conv_relu : conv, {qx, q->packed, q->output.scale, q->output.zero_point}).toTensor();
+      if (q->stays_quantized) return qy;
       return AfterConv(*q->layer, qy.dequantize(), q->folded, q->fused_relu);
     });
   }

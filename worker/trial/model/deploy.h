@@ -6,8 +6,10 @@
 //         conv), per-tensor affine uint8 activations whose ranges are the
 //         min and max seen while calibration inputs run through the float
 //         network; a ReLU after the conv is fused into it.
-// Each int8 layer quantizes its input and dequantizes its output, so
-// consecutive int8 layers do not stay in int8 between them. A conv followed
+// An int8 layer quantizes a float input and dequantizes its output, except
+// where it feeds the next int8 layer of a Sequential directly: then the
+// quantized tensor goes on as it is (the stem's convs, a block's body up to
+// its last conv). A conv followed
 // by a group or layer norm is quantized with its own bias and the norm runs
 // in fp32 after it. Layers outside a ConvNormAct (linear layers, attention,
 // squeeze-and-excitation, a patchify stem, ConvNeXt's depthwise conv) stay
