@@ -113,6 +113,30 @@ TEST(SearchSpaceTest, OpsBevPoolIsTheBevPoolingField) {
   EXPECT_TRUE(IsOpDimension(*pooling(shipped)));
 }
 
+// The onboard quickstart: every trial, every seed, carries the deploy section; a deploy metric can be a
+// constraint; a deploy section of the wrong shape or format is refused by name.
+TEST(SearchSpaceTest, OnboardQuickstartDeploysEveryTrial) {
+  SearchSpace space = LoadSearchSpaceFile(ShippedFile("quickstart_onboard.yaml"));
+  const std::vector<Config> grid = EnumerateGrid(space);
+  ASSERT_EQ(grid.size(), 9u);
+  for (int64_t seed : {1, 2}) {
+    const TrialSpec spec = MakeTrialSpec(space, grid.back(), seed, "t");
+    EXPECT_TRUE(spec.deploy.enabled);
+    EXPECT_EQ(spec.deploy.formats, (std::vector<std::string>{"float", "int8"}));
+    EXPECT_EQ(spec.deploy.batch, (std::vector<int>{1, 8}));
+  }
+  const SearchSpace without = Parse("");
+  EXPECT_FALSE(MakeTrialSpec(without, EnumerateGrid(without).front(), 1, "t").deploy.enabled);
+  const SearchSpace constrained =
+      Parse("deploy: {formats: [int8]}\nconstraints: [{metric: deploy.int8.latency_ms, max: 5}]\n");
+  ASSERT_EQ(constrained.constraints.size(), 1u);
+  EXPECT_EQ(constrained.constraints[0].metric, "deploy.int8.latency_ms");
+  EXPECT_NE(ErrorOf(std::string(kHead) + "deploy: [int8]\n").find("deploy: expected a mapping"), std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kHead) + "deploy: {formats: [onnx]}\n").find("format \"onnx\" is not in this build"),
+            std::string::npos)
+      << ErrorOf(std::string(kHead) + "deploy: {formats: [onnx]}\n");
+}
+
 TEST(SearchSpaceTest, QuickstartParsesAndEveryConfigRuns) {
   SearchSpace space = LoadSearchSpaceFile(ShippedFile("quickstart.yaml"));
   EXPECT_EQ(space.name, "quickstart");
@@ -442,7 +466,8 @@ INSTANTIATE_TEST_SUITE_P(
             "UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
             "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, "
             "space, "
-            "objectives, constraints, repeats, parity, strategy, screen, max_attempts, retry_timeouts, profile, latency"},
+            "objectives, constraints, repeats, parity, strategy, screen, max_attempts, retry_timeouts, profile, latency, "
+            "deploy"},
         ErrorCase{"MissingName", "!baseline: {arch: {stages: [{}]}}\nobjectives: [{metric: mfu}]\n",
                   "t.yaml: missing field 'name'"},
         ErrorCase{"BadName", "!name: my space\n",
@@ -523,7 +548,10 @@ INSTANTIATE_TEST_SUITE_P(
             "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
             "params, "
             "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
-            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
+            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
+            "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
+            "deploy.float.val_iou, deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
+            "deploy.int8.val_accuracy, deploy.int8.val_iou"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
                   "test_accuracy}]\n",
@@ -540,7 +568,10 @@ INSTANTIATE_TEST_SUITE_P(
             "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
             "params, "
             "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
-            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share"},
+            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
+            "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
+            "deploy.float.val_iou, deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
+            "deploy.int8.val_accuracy, deploy.int8.val_iou"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
         ErrorCase{"ConstraintBoundNotANumber", "constraints: [{metric: mfu, min: high}]\n",
@@ -549,7 +580,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{
             "ParityNotQuality", "parity: {metric: throughput, margin: 0.1}\n",
             "t.yaml:9: parity.metric: 'throughput' is not a quality metric; expected one of val_accuracy, "
-            "test_accuracy, val_iou, test_iou, val_loss"},
+            "test_accuracy, val_iou, test_iou, val_loss, deploy.float.val_accuracy, deploy.float.val_iou, "
+            "deploy.int8.val_accuracy, deploy.int8.val_iou"},
         ErrorCase{"NegativeMargin", "parity:\n  margin: -0.1\n",
                   "t.yaml:10: parity.margin: must be at least 0"},
         ErrorCase{"UnknownStrategy", "strategy: {name: bayes}\n",
