@@ -5,19 +5,12 @@
 #include "worker/trial/measure/cpu_allocator.h"
 #include "worker/trial/measure/latency.h"
 #include "worker/trial/model/deploy.h"
+#include "worker/trial/trainer.h"
 
 namespace frontier {
 namespace {
 
 using json = nlohmann::json;
-
-// The first line of an exception's message (LibTorch's carry a backtrace).
-std::string FirstLine(const std::exception& e) {
-  std::string what = e.what();
-  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
-  const auto nl = what.find('\n');
-  return nl == std::string::npos ? what : what.substr(0, nl);
-}
 
 // One format's figures once its layers are deployed: quality, then each
 // setting's latency; the peak memory at the headline setting.
@@ -98,7 +91,7 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
       figures["float_layers"] = float_layers;
       out[format] = figures;
     } catch (const std::exception& e) {
-      out[format] = {{"error", FirstLine(e)}};
+      out[format] = {{"error", FirstLineOf(e)}};
     }
     model::Undeploy(network);
   }

@@ -129,13 +129,6 @@ std::string ErrorKind(const std::exception& e) {
   return "runtime";
 }
 
-// First line of a LibTorch message (the rest is a C++ backtrace).
-std::string Message(const std::exception& e) {
-  std::string what = e.what();
-  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
-  const auto nl = what.find('\n');
-  return nl == std::string::npos ? what : what.substr(0, nl);
-}
 
 EvalResult Evaluate(model::NetworkImpl& net, const Task& task, const Dataset& data, const Split& split,
                     int batch_size, const DeviceInfo& dev, const RuntimeSpec& rt, at::MemoryFormat format) {
@@ -582,7 +575,7 @@ class TrialRun {
         profiled_times_.push_back(RunStep(task_spec_.steps + i).step_s);
       }
     } catch (const std::exception& e) {
-      return "the profiled steps after training failed: " + Message(e);
+      return "the profiled steps after training failed: " + FirstLineOf(e);
     }
     return "";
   }
@@ -782,13 +775,20 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
   } catch (const std::exception& e) {
     result["status"] = "failed";
     result["error_kind"] = ErrorKind(e);
-    result["error"] = Message(e);
+    result["error"] = FirstLineOf(e);
     result["steps_run"] = run.steps_run();
   }
   result["wall_time_s"] = Seconds(wall_start, Clock::now());
   run.phases().Add("start", options.process_start_s);
   result["phases"] = run.phases().ToJson(options.process_start_s + result["wall_time_s"].get<double>());
   return result;
+}
+
+std::string FirstLineOf(const std::exception& e) {
+  std::string what = e.what();
+  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) what = c10->what_without_backtrace();
+  const auto nl = what.find('\n');
+  return nl == std::string::npos ? what : what.substr(0, nl);
 }
 
 }  // namespace frontier

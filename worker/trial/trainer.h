@@ -48,6 +48,9 @@ nlohmann::json RunTrial(const TrialSpec& spec, const TrialOptions& options);
 // The exit code for a result's status.
 int ExitCodeFor(const nlohmann::json& result);
 
+// The first line of an exception's message: a LibTorch error without its C++ backtrace.
+std::string FirstLineOf(const std::exception& e);
+
 // Learning rate at `step` (0-based): linear warm-up over schedule.warmup steps,
 // then constant or cosine decay to min_lr at the last step.
 double LearningRateAt(const TaskSpec& task, int step);
