@@ -45,13 +45,19 @@ const std::vector<MetricInfo>& MetricCatalog() {
       {"op_speedup",       "",          true,  "op.speedup",               true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       {"op_bandwidth_share", "",        true,  "op.bandwidth_share",       true,  false, false, false, -1, "",                    SqlType::kReal,       -1, false, false},
       // Onboard inference (docs/trial-output.md, Deploy): the trained network as it would ship, `float` (fp32,
-      // batch norms folded, inference mode) and `int8` (post-training static quantization), at the deploy
+      // batch norms folded, inference mode), `torchscript` (that network traced into a TorchScript graph) and
+      // `int8` (post-training static quantization), at the deploy
       // section's first batch and thread count; its size and its validation quality in that format.
       {"deploy.float.latency_ms", "ms",  false, "deploy.float.latency_ms",  true,  false, false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.float.latency_p99_ms", "ms", false, "deploy.float.latency_p99_ms", true, false, false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.float.size_bytes", "B",  false, "deploy.float.size_bytes",  true,  false, false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.float.val_accuracy", "", true, "deploy.float.val_accuracy", true,  true,  false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.float.val_iou", "",      true, "deploy.float.val_iou",      true,  true,  false, false, -1, "", SqlType::kReal, -1, false, false},
+      {"deploy.torchscript.latency_ms", "ms",  false, "deploy.torchscript.latency_ms",  true,  false, false, false, -1, "", SqlType::kReal, -1, false, false},
+      {"deploy.torchscript.latency_p99_ms", "ms", false, "deploy.torchscript.latency_p99_ms", true, false, false, false, -1, "", SqlType::kReal, -1, false, false},
+      {"deploy.torchscript.size_bytes", "B",  false, "deploy.torchscript.size_bytes",  true,  false, false, false, -1, "", SqlType::kReal, -1, false, false},
+      {"deploy.torchscript.val_accuracy", "", true, "deploy.torchscript.val_accuracy", true,  true,  false, false, -1, "", SqlType::kReal, -1, false, false},
+      {"deploy.torchscript.val_iou", "",      true, "deploy.torchscript.val_iou",      true,  true,  false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.int8.latency_ms", "ms",  false, "deploy.int8.latency_ms",  true,  false, false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.int8.latency_p99_ms", "ms", false, "deploy.int8.latency_p99_ms", true, false, false, false, -1, "", SqlType::kReal, -1, false, false},
       {"deploy.int8.size_bytes", "B",  false, "deploy.int8.size_bytes",  true,  false, false, false, -1, "", SqlType::kReal, -1, false, false},

@@ -261,9 +261,9 @@ void ParseDeploy(const json& j, DeploySpec& d) {
       if (std::find(std::begin(kDeployFormats), std::end(kDeployFormats), name) == std::end(kDeployFormats)) {
         throw SpecError("deploy.formats",
                         "format " + QuotedJson(v) +
-                            " is not in this build: frontier-trial's networks are LibTorch C++ modules, measured "
-                            "as float (fp32, batch norms folded, inference mode) or int8 (post-training static "
-                            "quantization); TorchScript, ONNX and TensorRT exports need a scripted model");
+                            " is not in this build: it measures float (fp32, batch norms folded, inference mode), "
+                            "torchscript (that network traced into a TorchScript graph) and int8 (post-training "
+                            "static quantization); ONNX Runtime and TensorRT are not installed");
       }
       if (std::find(d.formats.begin(), d.formats.end(), name) != d.formats.end()) {
         throw SpecError("deploy.formats", QuotedJson(v) + " is listed twice");

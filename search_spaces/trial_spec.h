@@ -239,11 +239,13 @@ struct LatencySpec {
 
 // Onboard inference (docs/trial-output.md, Deploy): after training and
 // evaluation, the network as it would ship, measured in each format: `float`
-// (fp32, batch norms folded into their convs, inference mode) and `int8`
+// (fp32, batch norms folded into their convs, inference mode), `torchscript`
+// (that network traced into a TorchScript graph, frozen-graph optimizations)
+// and `int8`
 // (post-training static quantization: per-channel int8 weights, per-tensor
 // uint8 activations calibrated on training images). Off unless the spec has
 // a deploy section.
-inline constexpr const char* kDeployFormats[] = {"float", "int8"};
+inline constexpr const char* kDeployFormats[] = {"float", "torchscript", "int8"};
 inline constexpr int kMaxDeploySettings = 8;  // batch sizes, thread counts each
 struct DeploySpec {
   bool enabled = false;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/trial_spec.h"
 #include "server/report/report.h"
 #include "server/report/views.h"
 
@@ -50,9 +51,11 @@ std::string RenderCsv(const Report& report) {
   // The onboard front (docs/report.md#the-onboard-front), only when a config has a deploy section.
   const std::optional<OnboardView> onboard = Onboard(report);
   if (onboard) {
-    for (const char* column : {"onboard_float_latency_ms", "onboard_float_quality", "onboard_int8_latency_ms",
-                               "onboard_int8_quality", "onboard_front", "onboard_rank_change", "int8_parity",
-                               "int8_faster_at_parity"}) {
+    for (const char* format : kDeployFormats) {
+      header.push_back("onboard_" + std::string(format) + "_latency_ms");
+      header.push_back("onboard_" + std::string(format) + "_quality");
+    }
+    for (const char* column : {"onboard_front", "onboard_rank_change", "int8_parity", "int8_faster_at_parity"}) {
       header.push_back(column);
     }
   }
@@ -116,7 +119,7 @@ std::string RenderCsv(const Report& report) {
     }
     if (onboard) {
       std::string on_front;
-      for (const char* format : {"float", "int8"}) {
+      for (const char* format : kDeployFormats) {
         const auto point = std::find_if(onboard->points.begin(), onboard->points.end(), [&](const OnboardPoint& p) {
           return p.config == &c && p.format == format;
         });

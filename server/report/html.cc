@@ -72,6 +72,7 @@ constexpr const char* kOnboardStyle = R"(svg polyline.onboard-front, svg line.ke
 }
 svg circle.onboard-point.float, svg circle.key-onboard.float { fill: #56b4e9; stroke: #fff; }
 svg circle.onboard-point.int8, svg circle.key-onboard.int8 { fill: #e69f00; stroke: #fff; }
+svg circle.onboard-point.torchscript, svg circle.key-onboard.torchscript { fill: #009e73; stroke: #fff; }
 svg circle.onboard-point[data-front="true"], svg circle.key-onboard-front { stroke: #8250df; stroke-width: 2.5; }
 svg circle.key-onboard-front { fill: #fff; }
 svg circle.onboard-point[data-feasible="false"], svg circle.key-onboard-infeasible {

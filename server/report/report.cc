@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "search_spaces/trial_phases.h"
+#include "search_spaces/trial_spec.h"
 #include "server/analysis/hypervolume.h"
 #include "server/analysis/pareto.h"
 #include "server/analysis/parity.h"
@@ -169,7 +170,7 @@ void AddDeploy(const json& section, int64_t seed, std::optional<DeploySummary>& 
     into->batch = count("batch");
     into->threads = count("threads");
   }
-  for (const char* format : {"float", "int8"}) {
+  for (const char* format : kDeployFormats) {
     const json& measured = section.value(format, json());
     if (!measured.is_object()) continue;
     DeployFormat& out = into->formats[format];

@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "search_spaces/trial_spec.h"
 #include "server/report/format.h"
 #include "server/report/views.h"
 
@@ -392,9 +393,13 @@ std::string RenderOnboardSvg(const Report& report, const OnboardView& view) {
            Px(y) + "\" r=\"5\"><title>" + EscapeHtml(tooltip) + "</title></circle>\n";
   }
   svg += "</g>\n";
-  svg += Legend({{Dot("key key-onboard float"), "float"},
-                 {Dot("key key-onboard int8"), "int8"},
-                 {Dot("key key-onboard-front"), "on the onboard front"},
+  std::vector<std::pair<LegendMarker, std::string>> keys;
+  for (const char* format : kDeployFormats) {  // the formats measured
+    if (std::any_of(view.points.begin(), view.points.end(), [&](const OnboardPoint& p) { return p.format == format; })) {
+      keys.push_back({Dot("key key-onboard " + std::string(format)), format});
+    }
+  }
+  keys.insert(keys.end(), {{Dot("key key-onboard-front"), "on the onboard front"},
                  {Dot("key key-onboard-infeasible"), "infeasible"},
                  {[](double x, double y) {
                     return "<circle class=\"key moved-ring onboard\" cx=\"" + Px(x) + "\" cy=\"" + Px(y) + "\" r=\"9\"/>";
@@ -406,6 +411,7 @@ std::string RenderOnboardSvg(const Report& report, const OnboardView& view) {
                   "training front only"},
                  {Dash("key key-onboard-front-line"), "onboard front (by latency)"},
                  {Dash("key key-errorbar"), "95% interval of the mean"}});
+  svg += Legend(keys);
   return svg + "</svg>\n";
 }
 

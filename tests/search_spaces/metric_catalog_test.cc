@@ -62,6 +62,7 @@ TEST(MetricCatalogTest, DirectionsAndRoles) {
   EXPECT_EQ(MetricNames([](const MetricInfo& m) { return m.quality; }),
             (std::vector<std::string>{"val_accuracy", "test_accuracy", "val_iou", "test_iou", "val_loss",
                                       "deploy.float.val_accuracy", "deploy.float.val_iou",
+                                      "deploy.torchscript.val_accuracy", "deploy.torchscript.val_iou",
                                       "deploy.int8.val_accuracy", "deploy.int8.val_iou"}));
   EXPECT_EQ(MetricNames([](const MetricInfo& m) { return m.in_progress; }),
             (std::vector<std::string>{"val_accuracy", "val_iou", "val_loss", "throughput", "step_time_ms"}));

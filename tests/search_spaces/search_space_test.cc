@@ -550,7 +550,9 @@ INSTANTIATE_TEST_SUITE_P(
             "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
             "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
             "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
-            "deploy.float.val_iou, deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
+            "deploy.float.val_iou, deploy.torchscript.latency_ms, deploy.torchscript.latency_p99_ms, "
+            "deploy.torchscript.size_bytes, deploy.torchscript.val_accuracy, deploy.torchscript.val_iou, "
+            "deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
             "deploy.int8.val_accuracy, deploy.int8.val_iou"},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
@@ -570,7 +572,9 @@ INSTANTIATE_TEST_SUITE_P(
             "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
             "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
             "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
-            "deploy.float.val_iou, deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
+            "deploy.float.val_iou, deploy.torchscript.latency_ms, deploy.torchscript.latency_p99_ms, "
+            "deploy.torchscript.size_bytes, deploy.torchscript.val_accuracy, deploy.torchscript.val_iou, "
+            "deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
             "deploy.int8.val_accuracy, deploy.int8.val_iou"},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
@@ -581,7 +585,8 @@ INSTANTIATE_TEST_SUITE_P(
             "ParityNotQuality", "parity: {metric: throughput, margin: 0.1}\n",
             "t.yaml:9: parity.metric: 'throughput' is not a quality metric; expected one of val_accuracy, "
             "test_accuracy, val_iou, test_iou, val_loss, deploy.float.val_accuracy, deploy.float.val_iou, "
-            "deploy.int8.val_accuracy, deploy.int8.val_iou"},
+            "deploy.torchscript.val_accuracy, deploy.torchscript.val_iou, deploy.int8.val_accuracy, "
+            "deploy.int8.val_iou"},
         ErrorCase{"NegativeMargin", "parity:\n  margin: -0.1\n",
                   "t.yaml:10: parity.margin: must be at least 0"},
         ErrorCase{"UnknownStrategy", "strategy: {name: bayes}\n",

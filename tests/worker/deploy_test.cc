@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "search_spaces/trial_spec.h"
+#include "worker/trial/deploy.h"
 #include "worker/trial/measure/latency.h"
 
 namespace frontier::model {
@@ -177,6 +178,57 @@ TEST(DeployTest, RefusesWhatTheBuildLacks) {
   EXPECT_TRUE(parsed.deploy.enabled);
   EXPECT_EQ(parsed.deploy.batch, (std::vector<int>{1, 8}));
   EXPECT_EQ(ParseTrialSpec(ToJson(parsed)).deploy.engine, "qnnpack");
+}
+
+// A network whose C++ control flow reads its input: a trace bakes in the branch it took.
+class BranchingNetImpl : public NetworkImpl {
+ public:
+  torch::Tensor forward(const torch::Tensor& x) override {
+    const bool left_bright = x.select(-1, 0).sum().item<double>() > 0;
+    return (left_bright ? x * 2 : x * 3).flatten(1).sum(1, /*keepdim=*/true);
+  }
+};
+
+DeployHooks FakeHooks() {
+  DeployHooks hooks;
+  hooks.quality_metric = "val_accuracy";
+  hooks.input = [](int batch) {
+    torch::Tensor x = torch::ones({batch, 1, 4, 4});
+    x.select(-1, 3).fill_(-5);  // left column bright, right column dark: mirrored, the other branch
+    return x;
+  };
+  hooks.calibrate = [] {};
+  hooks.quality = [input = hooks.input](NetworkImpl& network) { return network.forward(input(2)).mean().item<double>(); };
+  hooks.synchronize = [] {};
+  return hooks;
+}
+
+// TorchScript: a network that traces to the same computation runs as its graph (same outputs); one whose
+// forward branches on its input is refused with the reason, and the other formats are still measured.
+TEST(DeployTest, TorchScriptRefusesAForwardThatBranchesOnItsInput) {
+  DeploySpec spec;
+  spec.enabled = true;
+  spec.formats = {"float", "torchscript"};
+  spec.repetitions = 3;
+  spec.warmup = 0;
+  auto branching = std::make_shared<BranchingNetImpl>();
+  nlohmann::json d = MeasureDeploy(*branching, spec, FakeHooks());
+  EXPECT_FALSE(d["float"].contains("error")) << d.dump();
+  ASSERT_TRUE(d["torchscript"].contains("error")) << d.dump();
+  EXPECT_NE(d["torchscript"]["error"].get<std::string>().find("depends on its input"), std::string::npos);
+
+  torch::manual_seed(2);
+  struct PlainImpl : NetworkImpl {
+    torch::nn::Conv2d conv{torch::nn::Conv2dOptions(1, 2, 3)};
+    PlainImpl() { register_module("conv", conv); }
+    torch::Tensor forward(const torch::Tensor& x) override { return conv(x).flatten(1).sum(1, true); }
+  };
+  auto net = std::make_shared<PlainImpl>();
+  const DeployHooks hooks = FakeHooks();
+  d = MeasureDeploy(*net, spec, hooks);
+  ASSERT_FALSE(d["torchscript"].contains("error")) << d.dump();
+  EXPECT_NEAR(d["torchscript"]["val_accuracy"].get<double>(), d["float"]["val_accuracy"].get<double>(), 1e-5);
+  EXPECT_TRUE(net->conv->weight.requires_grad());  // given back as it was
 }
 
 // The timing deploy uses, against passes that sleep a known time: the median

@@ -124,15 +124,19 @@ TEST(TrainerTest, PhasesSplitTheWallTime) {
 // evaluated one, every conv-norm-act layer in int8, the classifier named as fp32.
 TEST(TrainerTest, DeployMeasuresFloatAndInt8) {
   TrialRun run = RunCollecting(Spec([](json& j) {
-    j["deploy"] = {{"batch", {1, 4}}, {"repetitions", 10}, {"warmup", 1}, {"calibration_batches", 2}};
+    j["deploy"] = {{"formats", {"float", "torchscript", "int8"}},
+                   {"batch", {1, 4}},
+                   {"repetitions", 10},
+                   {"warmup", 1},
+                   {"calibration_batches", 2}};
   }));
   const json& r = run.result;
   ASSERT_EQ(r["status"], "completed") << r.dump();
   const json& d = r["deploy"];
-  ASSERT_TRUE(d.contains("float") && d.contains("int8")) << d.dump();
+  ASSERT_TRUE(d.contains("float") && d.contains("torchscript") && d.contains("int8")) << d.dump();
   EXPECT_EQ(d["quality_metric"], "val_accuracy");
   EXPECT_EQ(d["batch"], 1);
-  for (const char* format : {"float", "int8"}) {
+  for (const char* format : {"float", "torchscript", "int8"}) {
     SCOPED_TRACE(format);
     const json& f = d[format];
     ASSERT_FALSE(f.contains("error")) << f.dump();
@@ -145,8 +149,10 @@ TEST(TrainerTest, DeployMeasuresFloatAndInt8) {
     ASSERT_EQ(f["float_layers"].size(), 1u) << f.dump();
     EXPECT_EQ(f["float_layers"][0]["name"], "fc");
   }
-  // Folding the batch norms changes the arithmetic by rounding only.
+  // Folding the batch norms changes the arithmetic by rounding only; the TorchScript graph computes the same.
   EXPECT_NEAR(d["float"]["val_accuracy"].get<double>(), r["val_accuracy"].get<double>(), 0.01);
+  EXPECT_NEAR(d["torchscript"]["val_accuracy"].get<double>(), d["float"]["val_accuracy"].get<double>(), 0.01);
+  EXPECT_EQ(d["torchscript"]["size_bytes"], d["float"]["size_bytes"]);
   EXPECT_EQ(d["int8"]["quantized_layers"], 5);  // the stem's two, the basic block's two, its projection
   EXPECT_GT(d["int8"]["quantized_flop_share"].get<double>(), 0.8);
   EXPECT_LE(d["int8"]["quantized_flop_share"].get<double>(), 1.0);

@@ -1,6 +1,13 @@
 #include "worker/trial/deploy.h"
 
 #include <exception>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 
 #include "worker/trial/measure/cpu_allocator.h"
 #include "worker/trial/measure/latency.h"
@@ -12,12 +19,67 @@ namespace {
 
 using json = nlohmann::json;
 
+// The float network as a TorchScript graph: traced at each input shape it
+// meets (a C++ module's forward traces with its sizes as constants), its
+// weights constants, then LibTorch's frozen-graph optimizations
+// (OptimizeFrozenGraph: conv-bn and conv-add/mul folding, linear
+// transposes, dropout removal), run by the graph executor. A trace that
+// computes something else than the network on a second input (a forward
+// whose control flow depends on its input, e.g. mixture-of-experts routing)
+// is refused.
+class ScriptedNetworkImpl : public model::NetworkImpl {
+ public:
+  explicit ScriptedNetworkImpl(model::NetworkImpl& network) : network_(network) {
+    for (torch::Tensor& p : network_.parameters()) {
+      if (p.requires_grad()) {
+        p.set_requires_grad(false);  // a traced constant must not require grad
+        restore_.push_back(p);
+      }
+    }
+  }
+  ~ScriptedNetworkImpl() override {
+    for (torch::Tensor& p : restore_) p.set_requires_grad(true);
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) override {
+    auto& function = functions_[x.sizes().vec()];
+    if (!function) function = Trace(x);
+    return (*function)({x}).toTensor();
+  }
+
+ private:
+  std::unique_ptr<torch::jit::GraphFunction> Trace(const torch::Tensor& x) {
+    torch::NoGradGuard no_grad;
+    auto traced = torch::jit::tracer::trace(
+        {x}, [&](torch::jit::Stack in) -> torch::jit::Stack { return {network_.forward(in[0].toTensor())}; },
+        [](const torch::autograd::Variable&) { return std::string(); }, /*strict=*/false);
+    std::shared_ptr<torch::jit::Graph> graph = traced.first->graph;
+    torch::jit::OptimizeFrozenGraph(graph, /*optimize_numerics=*/true);
+    auto function = std::make_unique<torch::jit::GraphFunction>("forward", graph, nullptr);
+    // The same computation on another input of that shape (the images mirrored).
+    const torch::Tensor other = x.flip({-1}).contiguous(x.suggest_memory_format());
+    const torch::Tensor expected = network_.forward(other);
+    const torch::Tensor got = (*function)({other}).toTensor();
+    const double tolerance = 1e-4 * (1 + expected.abs().max().item<double>());
+    if (got.sizes() != expected.sizes() || (got - expected).abs().max().item<double>() > tolerance) {
+      throw std::runtime_error(
+          "the traced TorchScript graph computes something else than the network on a second input: its forward "
+          "depends on its input (e.g. routing), which tracing cannot export");
+    }
+    return function;
+  }
+
+  model::NetworkImpl& network_;
+  std::vector<torch::Tensor> restore_;
+  std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> functions_;
+};
+
 // One format's figures once its layers are deployed: quality, then each
 // setting's latency; the peak memory at the headline setting.
 json MeasureFormat(model::NetworkImpl& network, const DeploySpec& spec, const DeployHooks& hooks,
                    const model::DeployedLayers& layers) {
   json out;
-  out[hooks.quality_metric] = hooks.quality();
+  out[hooks.quality_metric] = hooks.quality(network);
   out["size_bytes"] = layers.size_bytes;
   network.eval();
   LatencyPlan plan;
@@ -67,8 +129,15 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
   for (const std::string& format : spec.formats) {
     try {
       model::DeployedLayers layers;
+      json figures;
       if (format == "float") {
         layers = model::DeployFloat(network);
+        figures = MeasureFormat(network, spec, hooks, layers);
+      } else if (format == "torchscript") {
+        layers = model::DeployFloat(network);
+        ScriptedNetworkImpl scripted(network);
+        network.eval();
+        figures = MeasureFormat(scripted, spec, hooks, layers);
       } else {
         if (!hooks.cpu) {
           throw std::runtime_error(
@@ -76,8 +145,8 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
         }
         layers = model::DeployInt8(network, spec.engine, hooks.calibrate);
         out["engine"] = layers.engine;
+        figures = MeasureFormat(network, spec, hooks, layers);
       }
-      json figures = MeasureFormat(network, spec, hooks, layers);
       if (format == "int8") {
         figures["quantized_layers"] = layers.quantized;
         figures["quantized_flop_share"] =

@@ -1,5 +1,7 @@
 // Onboard inference of a trained network (docs/trial-output.md, Deploy):
-// each format of the spec's deploy section (model/deploy.h: float, int8)
+// each format of the spec's deploy section (model/deploy.h: float, int8;
+// torchscript: the float network traced into a TorchScript graph with
+// LibTorch's frozen-graph optimizations, run by its graph executor)
 // measured as it would run in a car: validation quality in that format, the
 // forward latency at each batch size and thread count (median and p99 of
 // timed passes after untimed warm-up, measure/latency.h), the deployed
@@ -25,8 +27,8 @@ struct DeployHooks {
   std::function<torch::Tensor(int batch)> input;
   // Forward passes of the network over the calibration images (int8).
   std::function<void()> calibrate;
-  // The validation quality of the network as it is now deployed.
-  std::function<double()> quality;
+  // The validation quality of `network` (the trial's network as it is now deployed, or its TorchScript graph).
+  std::function<double(model::NetworkImpl& network)> quality;
   std::function<void()> synchronize;  // waits for the device
   int64_t forward_flops_per_sample = 0;  // of the trained network (quantized_flop_share's denominator)
   bool cpu = true;                       // int8 runs on LibTorch's CPU engines only

@@ -646,8 +646,8 @@ class TrialRun {
         net_->forward(Normalize(data_, images, dev_.device, format_).to(torch::kFloat));
       }
     };
-    hooks.quality = [&] {
-      return Evaluate(*net_, *task_, data_, data_.val, batch, dev_, fp32, format_).quality;
+    hooks.quality = [&](model::NetworkImpl& network) {
+      return Evaluate(network, *task_, data_, data_.val, batch, dev_, fp32, format_).quality;
     };
     hooks.synchronize = [&] { Synchronize(dev_); };
     hooks.forward_flops_per_sample = flops_.forward / std::max<int64_t>(1, shard_.count);
