@@ -55,13 +55,17 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
     }
     space.base["latency"] = latency;
   }
-  // Onboard inference (docs/trial-output.md, Deploy) of every trial: every seed, as the parity of its
-  // int8 quality against its float quality is paired over seeds.
-  if (top.Has("deploy")) {
-    const json deploy = top.Value("deploy");
-    if (!deploy.is_object()) Fail("deploy", "expected a mapping like {formats: [float, int8]}, got " + Describe(deploy));
-    space.base["deploy"] = deploy;
-  }
+  ParseDeploySection(top, space);
+}
+
+// Onboard inference (docs/trial-output.md, Deploy) of every trial: every seed, as the parity of its int8
+// quality against its float quality is paired over seeds. A command trial's program measures it with
+// the SDK's measure_deploy (docs/byo-model.md).
+void SpaceParser::ParseDeploySection(const Fields& top, SearchSpace& space) const {
+  if (!top.Has("deploy")) return;
+  const json deploy = top.Value("deploy");
+  if (!deploy.is_object()) Fail("deploy", "expected a mapping like {formats: [float, int8]}, got " + Describe(deploy));
+  space.base["deploy"] = deploy;
 }
 
 // `path` made absolute against the space file's folder (an absolute path as
@@ -103,6 +107,7 @@ void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchS
     }
     space.base["profile"] = profile;
   }
+  ParseDeploySection(top, space);
 }
 
 // The baseline must be a valid trial spec; its errors point at the field in

@@ -162,6 +162,7 @@ class SpaceParser {
   // The baseline, or the trial command (space_baseline.cc).
   void ParseBaseline(const Fields& top, SearchSpace& space);
   void ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space);
+  void ParseDeploySection(const Fields& top, SearchSpace& space) const;
   std::string InSpaceFolder(const std::string& path) const;
   void CheckBaseline(const SearchSpace& space) const;
 

@@ -352,6 +352,7 @@ TrialSpec ParseCommandTrialSpec(const json& j) {
   if (const json* p = r.Get("profile")) ParseProfile(*p, spec.task, spec.profile);
   if (spec.profile.tool == "libtorch" && spec.profile.steps > spec.task.steps) spec.profile.steps = 0;
   if (const json* calls = r.Get("op_calls")) spec.op_calls = ParseLabOpCalls(*calls);
+  if (const json* d = r.Get("deploy")) ParseDeploy(*d, spec.deploy);  // the SDK's measure_deploy reads it
   r.RejectUnknown();
   return spec;
 }
@@ -494,6 +495,7 @@ json ToJson(const TrialSpec& s) {
       for (const LabOpCall& c : s.op_calls) calls.push_back({{"op", c.op}, {"shapes", c.shapes}});
       out["op_calls"] = calls;
     }
+    if (s.deploy.enabled) out["deploy"] = DeployJson(s.deploy);
     return out;
   }
   const json stages = StagesJson(s.arch.stages);

@@ -285,7 +285,7 @@ struct TrialSpec {
   RuntimeSpec runtime;
   ProfileSpec profile; // built-in trials only
   LatencySpec latency; // built-in trials only
-  DeploySpec deploy;   // built-in trials only
+  DeploySpec deploy;   // command trials: passed to the program (the SDK's measure_deploy)
   CommandSpec command;
   nlohmann::json params = nlohmann::json::object();  // command trials: stored and passed exactly as given
   std::vector<LabOpCall> op_calls;  // command trials: the kernel lab's calls (`op_calls`), usually none

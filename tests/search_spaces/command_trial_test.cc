@@ -43,6 +43,25 @@ std::string Replace(std::string text, const std::string& from, const std::string
   return at == std::string::npos ? text : text.replace(at, from.size(), to);
 }
 
+// A space's deploy section reaches the program's spec (the SDK's measure_deploy reads it), checked as
+// frontier-trial's is.
+TEST(CommandTrialTest, DeploySectionGoesToTheProgram) {
+  const SearchSpace space =
+      ParseSearchSpace(std::string(kSpace) + "deploy: {formats: [float, torchscript, int8], batch: [1, 8]}\n",
+                       "/spaces/byo/space.yaml");
+  const json config = {{"params.attention", "linear"}, {"params.width", 96.5}, {"params.layers", {3, 4, 3}}};
+  const TrialSpec spec = MakeTrialSpec(space, config, 2, "t");
+  ASSERT_TRUE(spec.deploy.enabled);
+  const json out = ToJson(spec);
+  EXPECT_EQ(out["deploy"]["formats"], json({"float", "torchscript", "int8"}));
+  EXPECT_EQ(out["deploy"]["batch"], json({1, 8}));
+  EXPECT_EQ(ParseTrialSpec(out).deploy.formats, spec.deploy.formats);
+  EXPECT_FALSE(ToJson(MakeTrialSpec(ParseSearchSpace(kSpace, "/spaces/byo/space.yaml"), config, 2, "t"))
+                   .contains("deploy"));
+  EXPECT_THAT(ErrorOf(std::string(kSpace) + "deploy: {formats: [tensorrt]}\n"),
+              HasSubstr("deploy.formats: format \"tensorrt\" is not in this build"));
+}
+
 TEST(CommandTrialTest, SpaceBuildsCommandSpecsWithTheParamsExactlyAsGiven) {
   const SearchSpace space = ParseSearchSpace(kSpace, "/spaces/byo/space.yaml");
   ASSERT_EQ(space.dimensions.size(), 3u);

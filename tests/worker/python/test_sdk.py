@@ -489,6 +489,54 @@ class Latency(unittest.TestCase):
         self.assertNotIn("bottleneck", result)  # the worker judges it, by frontier-trial's rules
 
 
+class Deploy(unittest.TestCase):
+    """trial.measure_deploy: a command trial's model as it would ship, in frontier-trial's deploy shape."""
+
+    def test_three_formats_from_the_spec(self):
+        p = run_script("""
+            torch.manual_seed(0)
+            net = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                      torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3))
+            x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 3, (16,))
+            with trial.step(16) as s:
+                s.loss = torch.nn.functional.cross_entropy(net(x), y).item()
+            net.eval()
+            accuracy = lambda m: (m(x).argmax(1) == y).float().mean().item()
+            trial.eval(1, val_accuracy=accuracy(net), val_loss=1.0)
+            trial.measure_deploy(net, x, accuracy, calibration=[x[:8], x[8:]])
+            trial.finish(test_accuracy=0.5, test_loss=1.0)
+        """, {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}, "profile": {"steps": 0},
+              "deploy": {"formats": ["float", "torchscript", "int8"], "batch": [1, 4], "repetitions": 5,
+                         "warmup": 1}})
+        events, r = protocol.check_output(p.stdout, p.returncode)
+        self.assertEqual(r["status"], "completed", p.stderr[-2000:])
+        d = r["deploy"]
+        self.assertEqual((d["batch"], d["threads"], d["quality_metric"]), (1, 1, "val_accuracy"))
+        for f in ("float", "torchscript", "int8"):
+            self.assertNotIn("error", d[f], d[f])
+            self.assertGreater(d[f]["latency_ms"], 0)
+            self.assertEqual([s["batch_size"] for s in d[f]["settings"]], [1, 4])
+            self.assertEqual(d[f]["settings"][0]["n"], 5)
+            self.assertGreater(d[f]["size_bytes"], 0)
+        # folding and freezing change rounding only; the quality is the trained model's
+        self.assertEqual(d["float"]["val_accuracy"], r["val_accuracy"])
+        self.assertEqual(d["torchscript"]["val_accuracy"], r["val_accuracy"])
+        self.assertIn("folded", d["float"]["mode"])
+        self.assertEqual(d["int8"]["quantized_layers"], 2)  # the conv (with its batch norm and ReLU) and the linear
+        self.assertEqual(d["int8"]["calibration_samples"], 16)
+        self.assertIn(d["engine"], ("onednn", "qnnpack"))
+
+    def test_refusals_name_the_problem(self):
+        from frontier_trial import deploy
+        net = torch.nn.Sequential(torch.nn.Linear(4, 2))
+        with self.assertRaisesRegex(ValueError, "deploy format 'onnx' is not in this SDK"):
+            deploy.measure_deploy(net, torch.zeros(2, 4), lambda m: 0.0, section={"formats": ["onnx"]})
+        d = deploy.measure_deploy(net, torch.zeros(2, 4), lambda m: 0.0,
+                                  section={"formats": ["float", "int8"], "engine": "fbgemm", "repetitions": 2})
+        self.assertNotIn("error", d["float"])
+        self.assertRegex(d["int8"]["error"], "the quantized engine 'fbgemm' is not in this torch build")
+
+
 class Profiling(unittest.TestCase):
     """The SDK records a few steps after warm-up with torch's profiler and leaves them out of every
     training figure; the worker summarizes the recording (worker/profile/, tested there and in

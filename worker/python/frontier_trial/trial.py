@@ -13,6 +13,7 @@ import traceback
 
 import torch
 
+from . import deploy
 from . import flops as flops_mod
 from . import measure
 from . import profile as profile_mod
@@ -152,6 +153,7 @@ class Trial:
         self._time_to_target = None
         self._steps_to_target = None
         self._latency = None
+        self._deploy = None
         self._nvtx = profile_mod.Nvtx(self.device)
         self._profiler = profile_mod.StepProfiler(spec.get("profile"), self.steps, self.warmup_steps, self.device,
                                                   self.artifact_dir, self.trial_id, self._nvtx)
@@ -223,6 +225,24 @@ class Trial:
                         "batch_1": measure.latency_json(1, one, warmup),
                         "batch": measure.latency_json(batch, many, warmup)}}
         return self._latency["latency"]
+
+    def measure_deploy(self, model, example_batch, evaluate, calibration=None, quality_metric="val_accuracy"):
+        """The trained model as it would ship (docs/byo-model.md, Onboard inference): in each format of the
+        spec's deploy section (float, torchscript, int8; without a section float and int8), its quality
+        `evaluate(m)` (the validation `quality_metric` of a model m), forward latency per batch and thread
+        count, and size. `calibration` yields int8's calibration input batches (training data; default the
+        example batch). Call it after training; the result gets `deploy`, which it also returns."""
+        self._profiler.stop()  # a loop that ended inside the profiled steps: deployment is not profiled
+        was_training = model.training
+        self._nvtx.push("frontier.deploy")
+        try:
+            self._deploy = deploy.measure_deploy(model, example_batch, evaluate, calibration=calibration,
+                                                 section=self.spec.get("deploy"), device=self.device,
+                                                 memory_format=self.memory_format, quality_metric=quality_metric)
+        finally:
+            self._nvtx.pop()
+            model.train(was_training)
+        return self._deploy
 
     def data_wait(self):
         """`with trial.data_wait(): x, y = next(batches)`: timed apart from the step."""
@@ -410,6 +430,8 @@ class Trial:
             r["steps_to_target"] = self._steps_to_target
         if self._latency is not None and status == "completed":
             r.update(self._latency)
+        if self._deploy is not None and status == "completed":
+            r["deploy"] = self._deploy
         if self._warnings:
             r["warnings"] = list(self._warnings)
         # The worker summarizes the recording and judges the bottleneck with frontier-trial's code and rules
