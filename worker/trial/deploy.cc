@@ -25,8 +25,8 @@ using json = nlohmann::json;
 // (OptimizeFrozenGraph: conv-bn and conv-add/mul folding, linear
 // transposes, dropout removal), run by the graph executor. A trace that
 // computes something else than the network on a second input (a forward
-// whose control flow depends on its input, e.g. mixture-of-experts routing)
-// is refused.
+// whose C++ control flow reads values, or a custom kernel the tracer cannot
+// see, as the BEV view transforms') is refused.
 class ScriptedNetworkImpl : public model::NetworkImpl {
  public:
   explicit ScriptedNetworkImpl(model::NetworkImpl& network) : network_(network) {
@@ -64,7 +64,8 @@ class ScriptedNetworkImpl : public model::NetworkImpl {
     if (got.sizes() != expected.sizes() || (got - expected).abs().max().item<double>() > tolerance) {
       throw std::runtime_error(
           "the traced TorchScript graph computes something else than the network on a second input: its forward "
-          "depends on its input (e.g. routing), which tracing cannot export");
+          "reads its input outside the ops a trace records (control flow on values, or a custom kernel such as "
+          "the BEV view transforms'), which tracing cannot export");
     }
     return function;
   }
@@ -137,6 +138,10 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
         layers = model::DeployFloat(network);
         ScriptedNetworkImpl scripted(network);
         network.eval();
+        {
+          torch::NoGradGuard no_grad;  // traced before any pass is timed, warm-up or not
+          for (int batch : spec.batch) scripted.forward(hooks.input(batch));
+        }
         figures = MeasureFormat(scripted, spec, hooks, layers);
       } else {
         if (!hooks.cpu) {
