@@ -438,6 +438,17 @@ TEST(SearchSpaceTest, MissingFileIsASpaceError) {
   EXPECT_THROW(LoadSearchSpaceFile("/nonexistent/space.yaml"), SpaceError);
 }
 
+// The metrics a space's objectives and constraints may name, as an unknown one's message lists them.
+constexpr char kSelectableMetrics[] =
+    "val_accuracy, test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
+    "params, time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
+    "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
+    "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
+    "deploy.float.val_iou, deploy.torchscript.latency_ms, deploy.torchscript.latency_p99_ms, "
+    "deploy.torchscript.size_bytes, deploy.torchscript.val_accuracy, deploy.torchscript.val_iou, "
+    "deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, deploy.int8.val_accuracy, "
+    "deploy.int8.val_iou";
+
 struct ErrorCase {
   std::string name;
   std::string yaml;  // appended to kHead unless it starts with "!"
@@ -544,16 +555,8 @@ INSTANTIATE_TEST_SUITE_P(
             "UnknownObjectiveMetric",
             "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
             "  - {metric: accuracy, goal: maximize}\n",
-            "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of val_accuracy, "
-            "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
-            "params, "
-            "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
-            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
-            "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
-            "deploy.float.val_iou, deploy.torchscript.latency_ms, deploy.torchscript.latency_p99_ms, "
-            "deploy.torchscript.size_bytes, deploy.torchscript.val_accuracy, deploy.torchscript.val_iou, "
-            "deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
-            "deploy.int8.val_accuracy, deploy.int8.val_iou"},
+            "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of " +
+            std::string(kSelectableMetrics)},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
                   "test_accuracy}]\n",
@@ -566,16 +569,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "t.yaml:3: objectives: needs at least one objective"},
         ErrorCase{
             "UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
-            "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of val_accuracy, "
-            "test_accuracy, val_iou, test_iou, val_loss, throughput, step_time_ms, mfu, peak_memory_mb, "
-            "params, "
-            "time_to_target_s, flops, latency_ms, latency_p99_ms, latency_b1_ms, latency_b1_p99_ms, comms_ms, "
-            "comms_exposed_share, per_rank_throughput, scaling_efficiency, op_speedup, op_bandwidth_share, "
-            "deploy.float.latency_ms, deploy.float.latency_p99_ms, deploy.float.size_bytes, deploy.float.val_accuracy, "
-            "deploy.float.val_iou, deploy.torchscript.latency_ms, deploy.torchscript.latency_p99_ms, "
-            "deploy.torchscript.size_bytes, deploy.torchscript.val_accuracy, deploy.torchscript.val_iou, "
-            "deploy.int8.latency_ms, deploy.int8.latency_p99_ms, deploy.int8.size_bytes, "
-            "deploy.int8.val_accuracy, deploy.int8.val_iou"},
+            "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of " +
+            std::string(kSelectableMetrics)},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
         ErrorCase{"ConstraintBoundNotANumber", "constraints: [{metric: mfu, min: high}]\n",

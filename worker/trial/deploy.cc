@@ -151,8 +151,6 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
         layers = model::DeployInt8(network, spec.engine, hooks.calibrate);
         out["engine"] = layers.engine;
         figures = MeasureFormat(network, spec, hooks, layers);
-      }
-      if (format == "int8") {
         figures["quantized_layers"] = layers.quantized;
         figures["quantized_flop_share"] =
             hooks.forward_flops_per_sample > 0

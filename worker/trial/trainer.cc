@@ -129,7 +129,6 @@ std::string ErrorKind(const std::exception& e) {
   return "runtime";
 }
 
-
 EvalResult Evaluate(model::NetworkImpl& net, const Task& task, const Dataset& data, const Split& split,
                     int batch_size, const DeviceInfo& dev, const RuntimeSpec& rt, at::MemoryFormat format) {
   torch::NoGradGuard no_grad;
@@ -580,6 +579,14 @@ class TrialRun {
     return "";
   }
 
+  // What an inference pass is timed on: the first `batch` training images (repeated to fill a batch larger
+  // than the split), normalized, on the device, in the trial's memory format.
+  torch::Tensor InferenceInput(int batch) const {
+    const torch::Tensor& images = data_.train.images;
+    const torch::Tensor index = torch::arange(batch, torch::kLong) % images.size(0);
+    return Normalize(data_, images.index_select(0, index), dev_.device, format_);
+  }
+
   // Eval-mode forward latency at batch 1 and at spec.latency.batch_size (the
   // training batch by default), in the trial's precision and memory format,
   // each pass device-synchronized (docs/trial-output.md, Latency).
@@ -590,10 +597,8 @@ class TrialRun {
     LatencyPlan plan;
     plan.warmup = spec.warmup;
     plan.repetitions = spec.repetitions;
-    const torch::Tensor& images = data_.train.images;
     const auto measure = [&](int b) {
-      const torch::Tensor index = torch::arange(b, torch::kLong) % images.size(0);
-      const torch::Tensor x = Normalize(data_, images.index_select(0, index), dev_.device, format_);
+      const torch::Tensor x = InferenceInput(b);
       return TimeRepeatedly(
           [&] {
             {
@@ -635,11 +640,7 @@ class TrialRun {
     fp32.precision = "fp32";  // a deployed network runs in its format, never under the training's autocast
     DeployHooks hooks;
     hooks.quality_metric = "val_" + task_->quality();
-    hooks.input = [&](int b) {
-      const torch::Tensor index = torch::arange(b, torch::kLong) % data_.train.images.size(0);
-      return Normalize(data_, data_.train.images.index_select(0, index), dev_.device, format_)
-          .to(torch::kFloat);
-    };
+    hooks.input = [&](int b) { return InferenceInput(b).to(torch::kFloat); };
     hooks.calibrate = [&] {
       for (int64_t begin = 0; begin < calibration; begin += batch) {
         const torch::Tensor images = data_.train.images.slice(0, begin, std::min(calibration, begin + batch));

@@ -137,10 +137,22 @@ std::set<const ConvNormActImpl*> FeedingAnother(torch::nn::Module& network) {
   return feeding;
 }
 
-at::QEngine EngineNamed(const std::string& name) {
-  if (name == "onednn") return at::QEngine::ONEDNN;
-  if (name == "qnnpack") return at::QEngine::QNNPACK;
-  throw std::runtime_error("unknown quantized engine '" + name + "'");
+// The quantized engines deploy knows, by preference, with their spec names.
+constexpr std::pair<at::QEngine, const char*> kEngines[] = {{at::QEngine::ONEDNN, "onednn"},
+                                                           {at::QEngine::QNNPACK, "qnnpack"}};
+
+// The fp32 conv of a folded layer.
+torch::Tensor FoldedConv2d(const FoldedConv& folded, const ConvGeometry& g, const torch::Tensor& x) {
+  return torch::conv2d(x.to(torch::kFloat), folded.weight, folded.bias, g.stride, g.padding, g.dilation, g.groups);
+}
+
+// The bytes a deployed layer keeps beside its conv: its norm's parameters when it could not be folded.
+int64_t UnfoldedNormBytes(ConvNormActImpl& layer, const FoldedConv& folded) {
+  int64_t bytes = 0;
+  if (!folded.folded) {
+    for (const torch::Tensor& t : layer.norm()->parameters()) bytes += Bytes(t);
+  }
+  return bytes;
 }
 
 // What follows the conv in the layer's own forward: the norm when it was not
@@ -201,7 +213,7 @@ torch::Tensor QuantizeWeightPerChannel(const torch::Tensor& weight) {
 std::vector<std::string> QuantizedEngines() {
   std::vector<std::string> engines;
   const auto& supported = at::globalContext().supportedQEngines();
-  for (const auto& [engine, name] : {std::pair{at::QEngine::ONEDNN, "onednn"}, {at::QEngine::QNNPACK, "qnnpack"}}) {
+  for (const auto& [engine, name] : kEngines) {
     if (std::find(supported.begin(), supported.end(), engine) != supported.end()) engines.push_back(name);
   }
   return engines;
@@ -212,15 +224,10 @@ DeployedLayers DeployFloat(torch::nn::Module& network) {
   for (auto& [name, layer] : Layers(network)) {
     auto folded = std::make_shared<FoldedConv>(Fold(*layer));
     const ConvGeometry g = GeometryOf(*layer->conv());
-    out.size_bytes += Bytes(folded->weight) + Bytes(folded->bias);
-    if (!folded->folded) {
-      for (const torch::Tensor& t : layer->norm()->parameters()) out.size_bytes += Bytes(t);
-    }
+    out.size_bytes += Bytes(folded->weight) + Bytes(folded->bias) + UnfoldedNormBytes(*layer, *folded);
     ConvNormActImpl* l = layer;
     layer->Deploy([folded, g, l](const torch::Tensor& x) {
-      torch::Tensor y = torch::conv2d(x.to(torch::kFloat), folded->weight, folded->bias, g.stride, g.padding,
-                                      g.dilation, g.groups);
-      return AfterConv(*l, y, folded->folded, false);
+      return AfterConv(*l, FoldedConv2d(*folded, g, x), folded->folded, false);
     });
   }
   DescribeOthers(network, out);
@@ -237,7 +244,9 @@ DeployedLayers DeployInt8(torch::nn::Module& network, const std::string& engine,
     throw std::runtime_error("the quantized engine '" + (name.empty() ? engine : name) +
                              "' is not in this LibTorch build (it has: " + (have.empty() ? "none" : have) + ")");
   }
-  at::globalContext().setQEngine(EngineNamed(name));
+  for (const auto& [id, known] : kEngines) {
+    if (name == known) at::globalContext().setQEngine(id);
+  }
   DeployedLayers out;
   out.engine = name;
 
@@ -259,10 +268,8 @@ DeployedLayers DeployInt8(torch::nn::Module& network, const std::string& engine,
     observed.push_back(o);
     ConvNormActImpl* l = layer;
     layer->Deploy([o, l](const torch::Tensor& x) {
-      const ConvGeometry& g = o->geometry;
       o->input.Observe(x);
-      torch::Tensor y = torch::conv2d(x.to(torch::kFloat), o->folded->weight, o->folded->bias, g.stride, g.padding,
-                                      g.dilation, g.groups);
+      torch::Tensor y = FoldedConv2d(*o->folded, o->geometry, x);
       if (o->fused_relu) y = torch::relu(y);
       o->output.Observe(y);
       o->flops_per_sample = ConvFlopsPerSample(y, o->folded->weight);
@@ -296,10 +303,8 @@ DeployedLayers DeployInt8(torch::nn::Module& network, const std::string& engine,
                                     IntList(g.padding), IntList(g.dilation), g.groups});
     // int8 weights, a float scale and an int32 zero point per channel, the fp32 bias, both activations'
     // scale and zero point.
-    out.size_bytes += weight.numel() + 8 * weight.size(0) + Bytes(o.folded->bias) + 2 * 16;
-    if (!q->folded) {
-      for (const torch::Tensor& t : layer->norm()->parameters()) out.size_bytes += Bytes(t);
-    }
+    out.size_bytes +=
+        weight.numel() + 8 * weight.size(0) + Bytes(o.folded->bias) + 2 * 16 + UnfoldedNormBytes(*layer, *o.folded);
     out.quantized += 1;
     out.quantized_flops_per_sample += o.flops_per_sample;
     layer->Deploy([q](const torch::Tensor& x) {
