@@ -197,6 +197,30 @@ TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
   EXPECT_EQ(eight["latency"]["precision"], "bf16");
   EXPECT_EQ(eight["latency"]["memory_format"], "channels_last");
 
+  EXPECT_EQ(l["batch"]["input"], "repeated training images") << "2 evaluation passes are too few for 33";
+
+  // The final evaluation's full batches (7 of 250 validation and 7 of 250 test images at 32) are the
+  // timed passes when there are enough of them: 3 + 10 are, 3 + 12 are not (partial batches are not timed).
+  const auto fashion = [](int repetitions) {
+    return RunCollecting(Spec([&](json& j) {
+             j["task"] = {{"dataset", "fashion-mnist"}, {"batch_size", 32},   {"steps", 4},
+                          {"eval_every", 0},            {"warmup_steps", 1}, {"val_size", 250},
+                          {"test_size", 250}};
+             j["latency"] = {{"repetitions", repetitions}, {"warmup", 3}};
+           })).result;
+  };
+  const json timed = fashion(10);
+  ASSERT_EQ(timed["status"], "completed") << timed.dump();
+  EXPECT_EQ(timed["latency"]["batch"]["input"], "the final evaluation's passes (validation, then test images)");
+  EXPECT_EQ(timed["latency"]["batch"]["n"], 10);
+  EXPECT_EQ(timed["latency"]["batch"]["median_ms"], timed["latency_ms"]);
+  EXPECT_EQ(timed["latency"]["batch_1"]["input"], "repeated training images");
+  EXPECT_LT(timed["phases"]["latency_s"].get<double>(), timed["phases"]["eval_s"].get<double>());
+  const json repeated = fashion(12);
+  ASSERT_EQ(repeated["status"], "completed") << repeated.dump();
+  EXPECT_EQ(repeated["latency"]["batch"]["input"], "repeated training images");
+  EXPECT_EQ(repeated["latency"]["batch"]["n"], 12);
+
   const json off = RunCollecting(Spec([](json& j) { j["latency"] = {{"repetitions", 0}}; })).result;
   ASSERT_EQ(off["status"], "completed") << off.dump();
   EXPECT_FALSE(off.contains("latency_ms"));
