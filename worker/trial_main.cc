@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   frontier::CalibrateOptions calibrate;
   frontier::LabCommand lab;
   frontier::AddLabFlags(app, lab);
-  bool calibrating = false, op_bench = false;
+  bool calibrating = false, op_bench = false, serving = false;
   int rounds = 15;
   app.add_option("--spec", spec_path, help::kSpec)->option_text("FILE");
   app.add_option("--peak-flops", options.peak_flops_json, help::kPeakFlops)
@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       ->envname("FRONTIER_PEAK_FLOPS");
   app.add_flag("--calibrate", calibrating, help::kCalibrate);
   app.add_flag("--op-bench", op_bench, help::kOpBench);
+  app.add_flag("--serve", serving, help::kServe);
   app.add_option("--rounds", rounds, help::kRounds)->option_text("N")->check(frontier::AtLeast(1));
   app.add_option("--device", calibrate.device, help::kDevice)->option_text("cpu|cuda");
   app.add_option("--threads", calibrate.threads, help::kThreads)
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
       ->option_text("DIR")
       ->check(frontier::NonEmptyFolder());
   if (const auto exit = frontier::ParseFlags(app, argc, argv)) return *exit;
+  if (serving) return frontier::ServeTrials(std::cerr);
   if (calibrating) return frontier::RunCalibration(calibrate, std::cout, std::cerr);
   if (lab.active()) return frontier::RunLabCommand(lab, spec_path, rounds, std::cout, std::cerr);
   if (spec_path.empty()) return frontier::PrintUsageError("frontier-trial", "--spec is required", app.help());

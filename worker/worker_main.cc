@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   app.add_option("--memory-limit-mb", f.memory_limit_mb, help::kMemoryLimitMb)->option_text("N");
   bool no_calibrate = false;
   app.add_flag("--no-calibrate", no_calibrate, help::kNoCalibrate);
+  app.add_flag("--cold-trials", f.cold_trials, help::kColdTrials);
   app.add_option("--host-lock", f.host_lock, help::kHostLock)->option_text("FILE");
   app.add_option("--rank-launcher", f.rank_launcher, help::kRankLauncher)->option_text("local|srun");
   app.add_option("--rendezvous-host", f.rendezvous_host, help::kRendezvousHost)->option_text("HOST");

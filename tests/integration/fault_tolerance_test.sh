@@ -35,7 +35,7 @@ start_server() {
 }
 start_worker() {
   FRONTIER_REAL_TRIAL="$build/worker/frontier-trial" "$build/worker/frontier-worker" --coordinator "$addr" \
-    --threads-per-trial 1 --name "$1" --trial-binary "$src/tests/integration/crashing_trial.sh" \
+    --threads-per-trial 1 --name "$1" --trial-binary "$src/tests/integration/crashing_trial.sh" --cold-trials \
     --drain-timeout 60 > "$work/$1.log" 2>&1 &
   pids[$1]=$!
 }

@@ -7,8 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
+#include <map>
+#include <sstream>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -17,6 +21,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace frontier {
 namespace {
@@ -156,6 +161,131 @@ TEST(ProcessTrialLauncherTest, ChildSetupFailuresAreStartErrors) {
   ProcessTrialLauncher missing("/nonexistent/frontier-trial");
   EXPECT_EQ(missing.Start(TrialCommand(), &error), nullptr);
   EXPECT_EQ(error, "cannot start /nonexistent/frontier-trial: No such file or directory");
+}
+
+// The warm slot (docs/worker.md#warm-slots) with a trial binary that is no
+// frontier-trial: its server does not start, and the trial starts cold.
+TEST(WarmSlotTest, ABinaryWithoutAServerStartsItsTrialsCold) {
+  std::string dir = (std::filesystem::temp_directory_path() / "frontier-warm-test-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string script = dir + "/trial.sh";
+  std::ofstream(script) << "#!/bin/sh\necho \"$1 $2\"\n";
+  chmod(script.c_str(), 0755);
+  ProcessTrialLauncher launcher(script, /*warm_slots=*/true);
+  for (int trial = 0; trial < 4; ++trial) {  // after 3 failed server starts, no more tries
+    TrialCommand command;
+    command.spec_path = "spec.json";
+    std::string error;
+    auto process = launcher.Start(command, &error);
+    ASSERT_NE(process, nullptr) << error;
+    std::string line;
+    ASSERT_EQ(process->ReadLine(milliseconds(10000), &line), TrialProcess::ReadStatus::kLine);
+    EXPECT_EQ(line, "--spec spec.json");
+    ASSERT_TRUE(process->Wait(milliseconds(10000)).has_value());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// This process's children: pid -> command line (NULs as spaces).
+std::map<pid_t, std::string> Children() {
+  std::map<pid_t, std::string> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(text.substr(paren + 2));
+    char state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent != getpid() || state == 'Z') continue;
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    children[std::stoi(name)] = command;
+  }
+  return children;
+}
+
+// Warm slots with the real frontier-trial: trials forked from one server
+// (their command line is the server's), each a child of this process; a trial
+// killed by SIGSEGV is a crash of that trial only: the server lives on and the
+// next trial of the same spec gives the first one's result, bit for bit.
+TEST(WarmSlotTest, TrialsForkFromOneServerAndACrashStaysInItsTrial) {
+  const char* binary = std::getenv("FRONTIER_TRIAL_BINARY");
+  if (binary == nullptr) GTEST_SKIP() << "set FRONTIER_TRIAL_BINARY to run frontier-trial for real";
+  std::string dir = (std::filesystem::temp_directory_path() / "frontier-warm-test-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const auto write_spec = [&](const std::string& name, int steps, const std::string& sections) {
+    std::ofstream(dir + "/" + name)
+        << R"({"schema": 1, "trial_id": ")" << name << R"(", "seed": 3,
+             "task": {"dataset": "synthetic", "input": {"channels": 1, "height": 16, "width": 16, "classes": 10},
+                      "batch_size": 16, "steps": )" << steps << R"(, "eval_every": 0, "warmup_steps": 2},
+             "arch": {"stem": {"kind": "conv3x3", "width": 8, "stride": 2},
+                      "stages": [{"block": "basic", "width": 8, "depth": 1, "stride": 2}]},
+             "runtime": {"threads": 1})" << sections << "}";
+  };
+  write_spec("spec.json", 8, R"(, "profile": {"steps": 0}, "latency": {"repetitions": 0})");
+  write_spec("slow.json", 100000, "");
+  ProcessTrialLauncher launcher(binary, /*warm_slots=*/true);
+  const auto run = [&](const std::string& spec, std::map<pid_t, std::string>* started) {
+    TrialCommand command;
+    command.spec_path = dir + "/" + spec;
+    command.progress_every = 1;
+    command.artifact_dir = dir + "/artifacts";
+    command.environment = {{"FRONTIER_TRIAL_ID", spec}};
+    std::string error;
+    std::unique_ptr<TrialProcess> process = launcher.Start(command, &error);
+    EXPECT_NE(process, nullptr) << error;
+    if (started) *started = Children();
+    return process;
+  };
+  const auto result_of = [](TrialProcess& process) {
+    std::string line, result;
+    while (process.ReadLine(milliseconds(60000), &line) == TrialProcess::ReadStatus::kLine) {
+      if (line.find("\"event\":\"result\"") != std::string::npos) result = line;
+    }
+    return result;
+  };
+  std::map<pid_t, std::string> first_children;
+  std::unique_ptr<TrialProcess> first = run("spec.json", &first_children);
+  ASSERT_NE(first, nullptr);
+  const nlohmann::json a = nlohmann::json::parse(result_of(*first));
+  ASSERT_EQ(a["status"], "completed") << a.dump();
+  EXPECT_EQ(first->Wait(milliseconds(10000))->Describe(), "exit code 0");
+  ASSERT_EQ(first_children.size(), 2u) << "the server and the trial, both this process's children";
+  for (const auto& [pid, command] : first_children) EXPECT_THAT(command, ::testing::HasSubstr("--serve")) << pid;
+  const std::map<pid_t, std::string> servers = Children();
+  ASSERT_EQ(servers.size(), 1u) << "the server waits for the next trial";
+
+  std::map<pid_t, std::string> crashing_children;
+  std::unique_ptr<TrialProcess> crashing = run("slow.json", &crashing_children);
+  ASSERT_NE(crashing, nullptr);
+  std::string line;
+  ASSERT_EQ(crashing->ReadLine(milliseconds(60000), &line), TrialProcess::ReadStatus::kLine);  // it runs
+  pid_t crashing_pid = 0;
+  for (const auto& [pid, command] : crashing_children) {
+    if (servers.count(pid) == 0) crashing_pid = pid;
+  }
+  ASSERT_GT(crashing_pid, 0);
+  ASSERT_EQ(kill(crashing_pid, SIGSEGV), 0);
+  const std::optional<ProcessExit> crashed = crashing->Wait(milliseconds(10000));
+  ASSERT_TRUE(crashed.has_value());
+  EXPECT_EQ(crashed->Describe(), "signal SIGSEGV (Segmentation fault)");
+  EXPECT_EQ(Children(), servers) << "the crash ended its trial only";
+
+  std::unique_ptr<TrialProcess> next = run("spec.json", nullptr);
+  ASSERT_NE(next, nullptr);
+  const nlohmann::json b = nlohmann::json::parse(result_of(*next));
+  ASSERT_EQ(b["status"], "completed") << b.dump();
+  EXPECT_EQ(b["final_train_loss"], a["final_train_loss"]) << "a fresh copy of the server: no state carried over";
+  EXPECT_EQ(b["val_loss"], a["val_loss"]);
+  EXPECT_EQ(b["flops"], a["flops"]);
+  EXPECT_EQ(next->Wait(milliseconds(10000))->Describe(), "exit code 0");
+  EXPECT_EQ(Children(), servers);
+  std::filesystem::remove_all(dir);
 }
 
 // A line over the bound, even one that never ends, stops the trial with a

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,12 +17,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "worker/host.h"
+#include "worker/warm_slot.h"
 
 extern char** environ;
 
@@ -36,9 +40,6 @@ constexpr int kStderrTailLines = 8;
 constexpr size_t kReadChunk = size_t{64} * 1024;
 // How often Wait checks whether the child has exited.
 constexpr milliseconds kExitPoll{10};
-// Signals a trial starts with at their default disposition, whatever the worker did with them.
-constexpr int kDefaultSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM,
-                                   SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
 
 // More than kMaxOutputLineNesting brackets open at once outside JSON strings.
 bool NestedTooDeep(std::string_view line) {
@@ -386,30 +387,123 @@ std::string ProcessExit::Describe() const {
          (description ? " (" + std::string(description) + ")" : "");
 }
 
-ProcessTrialLauncher::ProcessTrialLauncher(std::string trial_binary)
-    : trial_binary_(std::move(trial_binary)) {}
-
 namespace {
 
-// What a child that could not exec tells the worker through its status pipe.
-struct ChildFailure {
-  int stage = 0;  // index into kChildStages
-  int error = 0;  // errno
-};
-constexpr const char* kChildStages[] = {"", "joining its memory cgroup: ", "pinning it to its CPUs: ",
-                                        "setting its memory limit (RLIMIT_AS): ", "entering its working directory: "};
-
 // In the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void ChildFail(int status_fd, int stage) {
-  const ChildFailure failure{stage, errno};
+[[noreturn]] void ChildFail(int status_fd, ChildFailure failure) {
   ssize_t ignored = write(status_fd, &failure, sizeof failure);
   (void)ignored;
   _exit(127);
 }
 
+// A reply of the warm slot's server: its "pid", or nullopt with *error.
+std::optional<pid_t> WarmPid(const std::optional<std::string>& reply, std::string* error) {
+  if (!reply) {
+    *error = "the warm slot did not answer";
+    return std::nullopt;
+  }
+  const nlohmann::json j = nlohmann::json::parse(*reply, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("pid") && j["pid"].is_number_integer() && j["pid"].get<int64_t>() > 0) {
+    return static_cast<pid_t>(j["pid"].get<int64_t>());
+  }
+  *error = "the warm slot refused the trial: " + (j.is_object() && j.contains("error") ? j["error"].dump() : *reply);
+  return std::nullopt;
+}
+
 }  // namespace
 
+// The warm slot's server (warm_slot.h): one `frontier-trial --serve`, started
+// on the first trial, its socket, and whether it has failed for good.
+class ProcessTrialLauncher::WarmSlot {
+ public:
+  explicit WarmSlot(ProcessTrialLauncher& cold) : cold_(cold) {}
+  ~WarmSlot() {
+    if (socket_ >= 0) close(socket_);
+  }
+
+  // The child's pid, forked by the server and adopted by this process; nullopt with *error when the
+  // slot cannot start it (the caller starts the trial cold).
+  std::optional<pid_t> Fork(const WarmTrialRequest& request, const WarmTrialFds& fds, std::string* error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!Ready(error)) return std::nullopt;
+    std::optional<pid_t> pid;
+    if (SendWarmTrialRequest(socket_, request, fds, error)) pid = WarmPid(ReceiveWarmReply(socket_, kReplyMs), error);
+    if (!pid) Stop();  // the next trial starts a new server
+    return pid;
+  }
+
+ private:
+  static constexpr int kReadyMs = 60000;  // loading LibTorch on a slow disk
+  static constexpr int kReplyMs = 10000;
+  static constexpr int kMaxStarts = 3;  // failed starts; then every trial starts cold
+
+  bool Ready(std::string* error) {
+    if (server_) return true;
+    if (failed_starts_ >= kMaxStarts) {
+      *error = "the warm slot failed to start " + std::to_string(kMaxStarts) + " times";
+      return false;
+    }
+    // Orphans of this process's children become its children: a warm slot's trial is the worker's.
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+      failed_starts_ = kMaxStarts;
+      *error = std::string("cannot become a child subreaper: ") + std::strerror(errno);
+      return false;
+    }
+    int ends[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+      *error = std::string("cannot create the warm slot's socket: ") + std::strerror(errno);
+      return false;
+    }
+    TrialCommand serve;
+    serve.trial_arguments = {"--serve"};
+    serve.stdin_fd = ends[1];
+    server_ = cold_.StartCold(serve, error);
+    close(ends[1]);
+    socket_ = ends[0];
+    const std::optional<std::string> reply = server_ ? ReceiveWarmReply(socket_, kReadyMs) : std::nullopt;
+    if (!reply || reply->find("\"ready\"") == std::string::npos) {
+      if (server_) *error = "the warm slot did not start (" + server_->StderrTail() + ")";
+      ++failed_starts_;
+      Stop();
+      return false;
+    }
+    return true;
+  }
+
+  void Stop() {
+    if (server_) server_->Terminate(std::chrono::milliseconds(1000));
+    server_.reset();
+    if (socket_ >= 0) close(socket_);
+    socket_ = -1;
+  }
+
+  ProcessTrialLauncher& cold_;
+  std::mutex mutex_;
+  std::unique_ptr<TrialProcess> server_;
+  int socket_ = -1;
+  int failed_starts_ = 0;  // a server that ran and died later does not count
+};
+
+ProcessTrialLauncher::ProcessTrialLauncher(std::string trial_binary, bool warm_slots)
+    : trial_binary_(std::move(trial_binary)), warm_(warm_slots ? std::make_unique<WarmSlot>(*this) : nullptr) {}
+
+ProcessTrialLauncher::~ProcessTrialLauncher() = default;
+
 std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& command, std::string* error) {
+  // Only frontier-trial's own trials run in the warm slot: a wrapper, a program or other flags need an exec.
+  if (!warm_ || !command.wrapper.empty() || !command.program.empty() || !command.trial_arguments.empty() ||
+      !command.workdir.empty() || command.stdin_fd >= 0) {
+    return StartCold(command, error);
+  }
+  return StartChild(command, /*warm=*/true, error);
+}
+
+std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartCold(const TrialCommand& command, std::string* error) {
+  return StartChild(command, /*warm=*/false, error);
+}
+
+std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialCommand& command, bool warm,
+                                                              std::string* error) {
   // O_CLOEXEC: trials started concurrently by other slots must not inherit
   // this trial's pipes, or its end of file would never come.
   int out[2];
@@ -467,35 +561,39 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& co
   const int procs_fd = cgroup ? cgroup->procs_fd() : -1;
   const bool set_rlimit = command.memory_limit_mb > 0 && !cgroup && command.address_space_limit;
   const char* workdir = command.workdir.empty() ? nullptr : command.workdir.c_str();
-  sigset_t none;
-  sigemptyset(&none);
-
   const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    // A trial never outlives its worker (a SIGKILLed worker's trial would go on
-    // competing for the cores with the next one): killed when the worker is.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    struct sigaction default_action {};
-    default_action.sa_handler = SIG_DFL;
-    for (int signal : kDefaultSignals) sigaction(signal, &default_action, nullptr);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
-        dup2(err[1], STDERR_FILENO) < 0) {
-      ChildFail(status[1], 0);
+  pid_t pid = -1;
+  int fork_error = 0;
+  if (warm) {
+    WarmTrialRequest request{command.spec_path, command.progress_every, command.artifact_dir, command.environment,
+                             command.cpus,      set_rlimit ? static_cast<int64_t>(address_space.rlim_cur) : 0,
+                             parent};
+    std::string warm_error;
+    if (const std::optional<pid_t> adopted = warm_->Fork(request, {out[1], err[1], status[1], procs_fd}, &warm_error)) {
+      pid = *adopted;
+    } else {
+      spdlog::warn("{}; the trial starts cold", warm_error);
+      warm = false;
     }
-    if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1) ChildFail(status[1], 1);
-    if (!command.cpus.empty() && sched_setaffinity(0, sizeof cpus, &cpus) != 0) ChildFail(status[1], 2);
-    if (set_rlimit && setrlimit(RLIMIT_AS, &address_space) != 0) ChildFail(status[1], 3);
-    if (workdir != nullptr && chdir(workdir) != 0) ChildFail(status[1], 4);
-    execvpe(program.c_str(), argv.data(), envp.data());
-    ChildFail(status[1], 0);
   }
-  const int fork_error = errno;
-  if (pid > 0) setpgid(pid, pid);  // also here, so a kill right away reaches the group (EACCES once it ran exec)
+  if (!warm) {
+    const ChildSetup setup{parent,
+                           command.stdin_fd,
+                           out[1],
+                           err[1],
+                           procs_fd,
+                           command.cpus.empty() ? nullptr : &cpus,
+                           set_rlimit ? &address_space : nullptr,
+                           workdir};
+    pid = fork();
+    if (pid == 0) {
+      if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) ChildFail(status[1], *failure);
+      execvpe(program.c_str(), argv.data(), envp.data());
+      ChildFail(status[1], ChildFailure{0, errno});
+    }
+    fork_error = errno;
+    if (pid > 0) setpgid(pid, pid);  // also here, so a kill right away reaches the group (EACCES once it ran exec)
+  }
   close(out[1]);
   close(err[1]);
   close(status[1]);

@@ -47,6 +47,9 @@ struct TrialCommand {
   // Whether RLIMIT_AS stands in where no cgroup can be made: not for CUDA
   // trials, whose runtime reserves far more address space than memory.
   bool address_space_limit = true;
+  // The child's standard input (a descriptor the worker keeps); -1: /dev/null.
+  // Only a cold start (the warm slot's own server gets its socket so).
+  int stdin_fd = -1;
 };
 
 // How a child process ended.
@@ -144,16 +147,31 @@ class TrialLauncher {
 // pipes to the worker, standard input is /dev/null, the child leads its own
 // process group (so a kill reaches everything it started) and starts with no
 // blocked signals and default signal dispositions, on the command's CPUs and
-// under its memory limit.
+// under its memory limit (SetUpTrialChild, worker/warm_slot.h).
+//
+// With `warm_slots`, frontier-trial's own trials (no wrapper, program or
+// other flags) start in a warm slot instead (docs/worker.md#warm-slots): one
+// `frontier-trial --serve`, started on the first such trial, forks each of
+// them from a process that loaded LibTorch once; the child is set up the same
+// way and adopted by this process (a child subreaper), so the TrialProcess is
+// the same. A slot that does not start or answer (a fake trial binary, a
+// crashed server) is logged and the trial starts cold; after 3 failed server
+// starts every trial does.
 class ProcessTrialLauncher final : public TrialLauncher {
  public:
   // `trial_binary` is a path, or a bare name looked up in PATH.
-  explicit ProcessTrialLauncher(std::string trial_binary);
+  explicit ProcessTrialLauncher(std::string trial_binary, bool warm_slots = false);
+  ~ProcessTrialLauncher() override;
 
   std::unique_ptr<TrialProcess> Start(const TrialCommand& command, std::string* error) override;
 
  private:
+  class WarmSlot;
+  std::unique_ptr<TrialProcess> StartCold(const TrialCommand& command, std::string* error);
+  std::unique_ptr<TrialProcess> StartChild(const TrialCommand& command, bool warm, std::string* error);
+
   const std::string trial_binary_;
+  const std::unique_ptr<WarmSlot> warm_;
 };
 
 // frontier-trial next to the running executable (/proc/self/exe) when it is

@@ -217,7 +217,7 @@ int RunWorker(const WorkerFlags& flags, const std::string& usage) {
   Agent agent(options,
               v1::WorkerService::NewStub(
                   MakeCoordinatorChannel(flags.coordinator, std::chrono::seconds(5), security)),
-              std::make_unique<ProcessTrialLauncher>(trial_binary));
+              std::make_unique<ProcessTrialLauncher>(trial_binary, /*warm_slots=*/!flags.cold_trials));
   std::atomic<bool> done{false};
   std::thread signal_thread([&] {
     int received = 0;

@@ -39,6 +39,7 @@ struct WorkerFlags {
   std::string rank_launcher = "local";  // --rank-launcher local|srun
   std::string rendezvous_host;          // --rendezvous-host
   bool calibrate = true;              // --no-calibrate turns it off
+  bool cold_trials = false;           // --cold-trials: every trial execs frontier-trial (no warm slot)
   std::string host_lock = "/tmp/frontier-host.lock";  // --host-lock FILE; "": none
 };
 
@@ -82,6 +83,9 @@ inline constexpr const char* kRankLauncher =
 inline constexpr const char* kRendezvousHost =
     "with --rank-launcher srun: the name or address the other nodes reach this host at for the ranks' "
     "rendezvous (default: the host name)";
+inline constexpr const char* kColdTrials =
+    "start every trial with its own exec of frontier-trial instead of forking it from a warm slot that loaded "
+    "LibTorch once (docs/worker.md#warm-slots)";
 inline constexpr const char* kNoCalibrate =
     "do not measure this device's peak FLOP/s at start (trials then measure their own)";
 inline constexpr const char* kHostLock =

@@ -1,5 +1,11 @@
 #include "worker/trial/trial_command.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <iterator>
 
@@ -9,6 +15,7 @@
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/phases.h"
 #include "worker/trial/op_bench.h"
+#include "worker/warm_slot.h"
 
 namespace frontier {
 
@@ -55,6 +62,97 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
     err << who << result["status"].get<std::string>() << "\n";
   }
   return ExitCodeFor(result);
+}
+
+namespace {
+
+// A warm slot's trial, in the child the server's intermediate process forked: waits to be adopted by the
+// worker, sets itself up as an exec'd trial would be (SetUpTrialChild), then runs the trial in this fresh
+// copy of the server, which has loaded LibTorch and run nothing.
+[[noreturn]] void RunWarmTrial(const WarmTrialRequest& request, const WarmTrialFds& fds) {
+  for (int waited = 0; getppid() != request.reaper && waited < 5000; ++waited) usleep(1000);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : request.cpus) CPU_SET(cpu, &cpus);
+  rlimit address_space{};
+  address_space.rlim_cur = address_space.rlim_max = static_cast<rlim_t>(request.address_space_bytes);
+  const ChildSetup setup{request.reaper,
+                         -1,
+                         fds.stdout_fd,
+                         fds.stderr_fd,
+                         fds.cgroup_procs_fd,
+                         request.cpus.empty() ? nullptr : &cpus,
+                         request.address_space_bytes > 0 ? &address_space : nullptr,
+                         nullptr};
+  if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) {
+    ssize_t ignored = write(fds.status_fd, &*failure, sizeof *failure);
+    (void)ignored;
+    _exit(127);
+  }
+  for (int fd : {fds.stdout_fd, fds.stderr_fd, fds.cgroup_procs_fd, fds.status_fd}) {
+    if (fd > STDERR_FILENO) close(fd);  // the status pipe's end of file: started
+  }
+  for (const auto& [name, value] : request.environment) setenv(name.c_str(), value.c_str(), 1);
+  TrialOptions options;
+  options.progress_every = request.progress_every;
+  if (!request.artifact_dir.empty()) options.artifact_dir = request.artifact_dir;
+  if (const char* peaks = std::getenv("FRONTIER_PEAK_FLOPS")) options.peak_flops_json = peaks;
+  const int code = RunTrialSpec(request.spec_path, options, std::cin, std::cout, std::cerr);
+  std::cout.flush();
+  std::cerr.flush();
+  _exit(code);
+}
+
+}  // namespace
+
+int ServeTrials(std::ostream& err) {
+  const int socket = STDIN_FILENO;
+  if (!SendWarmReply(socket, R"({"ready": 1})")) {
+    err << "frontier-trial --serve: standard input is not the worker's socket: " << std::strerror(errno) << "\n";
+    return kExitUsage;
+  }
+  for (;;) {
+    WarmTrialRequest request;
+    WarmTrialFds fds;
+    std::string problem;
+    if (!ReceiveWarmTrialRequest(socket, &request, &fds, &problem)) {
+      if (problem.empty()) return kExitCompleted;  // the worker closed the slot
+      SendWarmReply(socket, nlohmann::json{{"error", problem}}.dump());
+      continue;
+    }
+    // An intermediate process forks the trial and exits at once, so the trial is adopted by the worker.
+    int child_pid[2] = {-1, -1};
+    pid_t intermediate = -1;
+    if (pipe2(child_pid, O_CLOEXEC) == 0) {
+      intermediate = fork();
+      if (intermediate == 0) {
+        close(child_pid[0]);
+        const pid_t child = fork();
+        if (child == 0) RunWarmTrial(request, fds);
+        ssize_t ignored = write(child_pid[1], &child, sizeof child);
+        (void)ignored;
+        _exit(0);
+      }
+      close(child_pid[1]);
+    }
+    pid_t child = -1;
+    const int fork_error = errno;
+    if (intermediate > 0) {
+      ssize_t n;
+      do {
+        n = read(child_pid[0], &child, sizeof child);
+      } while (n < 0 && errno == EINTR);
+      if (n != static_cast<ssize_t>(sizeof child)) child = -1;
+      while (waitpid(intermediate, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    if (child_pid[0] >= 0) close(child_pid[0]);
+    for (int fd : {fds.stdout_fd, fds.stderr_fd, fds.status_fd, fds.cgroup_procs_fd}) {
+      if (fd >= 0) close(fd);
+    }
+    SendWarmReply(socket, child > 0 ? nlohmann::json{{"pid", child}}.dump()
+                                    : nlohmann::json{{"error", std::string("fork: ") + std::strerror(fork_error)}}.dump());
+  }
 }
 
 int RunOpBenchSpec(const std::string& spec_path, int rounds, std::istream& in, std::ostream& out, std::ostream& err) {

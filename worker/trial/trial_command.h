@@ -31,6 +31,8 @@ inline constexpr const char* kDtypes = "with --calibrate: comma-separated precis
 inline constexpr const char* kOpBench =
     "instead of training: time every variant of each op the spec's model calls, at its shapes, and print one JSON "
     "line (docs/plugins.md#the-op-benchmark)";
+inline constexpr const char* kServe =
+    "the warm slot's server: forks each trial frontier-worker sends on standard input (not for people)";
 inline constexpr const char* kRounds = "with --op-bench: timed rounds (default 15)";
 inline constexpr const char* kExitStatus =
     "exit status: 0 completed (or calibrated), 2 failed, 3 diverged, 64 usage error";
@@ -55,6 +57,14 @@ inline constexpr const char* kSeed = "with --op-candidate: the gate's seed (defa
 // failed result naming the field. Returns the exit code (TrialExit).
 int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istream& in, std::ostream& out,
                  std::ostream& err);
+
+// frontier-trial --serve: the warm slot's server (worker/warm_slot.h,
+// docs/worker.md#warm-slots). Standard input is the worker's socket; says it is
+// ready, then forks a fresh child for each trial the worker sends (adopted by
+// the worker, which supervises it), answering with its pid. Runs no trial
+// itself and touches no tensor, so every child starts from the same state.
+// Returns when the worker closes the socket.
+int ServeTrials(std::ostream& err);
 
 // frontier-trial --op-bench: RunOpBench (op_bench.h) on the spec at
 // `spec_path` ("-": `in`), its JSON line on `out`. Returns 0, or kExitFailed
