@@ -301,9 +301,31 @@ void Scheduler::CompleteFinishedExperiments(const std::vector<std::string>& read
     if (search && (!search->open.empty() || !search->Settled())) continue;
     const TrialCountsRow counts = store_.CountTrials(id);
     if (counts.pending + counts.running > 0) continue;
+    // The proposer's last call (one that proposed nothing more) can end after the last poll took the calls.
+    if (search) RecordProposerCalls(id, *searches_.at(id));
     store_.SetExperimentState(id, experiment_state::kCompleted);
     searches_.erase(id);
   }
+}
+
+void Scheduler::RecordProposerCalls(const std::string& id, Search& search) {
+  std::vector<ProposerCallRow> rows;
+  for (const ProposerCallRecord& call : search.strategy->TakeCalls()) {
+    ProposerCallRow row;
+    row.experiment_id = id;
+    row.at_ms = clock_.NowMs();
+    row.proposer = call.proposer;
+    row.latency_ms = call.latency_ms;
+    row.asked = call.asked;
+    row.accepted = call.accepted;
+    row.rejected = call.rejected;
+    row.prompt_tokens = call.prompt_tokens;
+    row.completion_tokens = call.completion_tokens;
+    row.model_calls = call.model_calls;
+    row.error = call.error;
+    rows.push_back(std::move(row));
+  }
+  if (!rows.empty()) store_.AddProposerCalls(rows);
 }
 
 bool Scheduler::PollProposers() {
@@ -317,23 +339,7 @@ bool Scheduler::PollProposers() {
     const size_t groups = search.groups.size();
     AddProposals(id, search, search.strategy->Ask());
     changed = changed || search.groups.size() != groups;
-    std::vector<ProposerCallRow> rows;
-    for (const ProposerCallRecord& call : search.strategy->TakeCalls()) {
-      ProposerCallRow row;
-      row.experiment_id = id;
-      row.at_ms = clock_.NowMs();
-      row.proposer = call.proposer;
-      row.latency_ms = call.latency_ms;
-      row.asked = call.asked;
-      row.accepted = call.accepted;
-      row.rejected = call.rejected;
-      row.prompt_tokens = call.prompt_tokens;
-      row.completion_tokens = call.completion_tokens;
-      row.model_calls = call.model_calls;
-      row.error = call.error;
-      rows.push_back(std::move(row));
-    }
-    if (!rows.empty()) store_.AddProposerCalls(rows);
+    RecordProposerCalls(id, search);
     const std::string paused = search.strategy->Paused();
     if (paused != search.paused) {
       store_.SetExperimentPaused(id, paused);

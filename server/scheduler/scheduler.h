@@ -167,6 +167,8 @@ class Scheduler {
   // Asynchronous strategies (external proposers): adds what arrived, records
   // their calls, stores their paused status. True when anything changed.
   bool PollProposers();
+  // The proposer calls `search`'s strategy made since the last time, into the store.
+  void RecordProposerCalls(const std::string& id, Search& search);
 
   Store& store_;
   Clock& clock_;

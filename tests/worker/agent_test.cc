@@ -1138,6 +1138,39 @@ TEST_F(AgentTest, CalibratesOnceBeforeRegisteringAndEveryTrialGetsThatPeak) {
   EXPECT_EQ(ReadFile("peak-t3.json"), first);
 }
 
+// A space's trials at another thread count than the calibration's (1 on a worker whose trials get 3)
+// get a peak measured at theirs, once, in their precision; the others keep the start's.
+TEST_F(AgentTest, TrialsAtAnotherThreadCountGetThePeakMeasuredThereOnce) {
+  AgentOptions options = Options();
+  options.calibrate = true;
+  options.host_lock = dir_ + "/host.lock";
+  options.max_trials = 3;
+  std::string one_thread = kSpec;
+  one_thread.replace(one_thread.find(R"("threads":0)"), 11, R"("threads":1)");
+  coordinator_.AddTrial("t1", one_thread);
+  coordinator_.AddTrial("t2", one_thread);
+  coordinator_.AddTrial("t3");
+  const std::string calibration =
+      "threads=0; [ \"$6\" = --threads ] && threads=$7\n"
+      "  echo \"{\\\"event\\\":\\\"calibration\\\",\\\"device\\\":\\\"cpu\\\",\\\"threads\\\":$threads,"
+      "\\\"peaks\\\":{\\\"fp32\\\":${threads}e10},\\\"sources\\\":{\\\"fp32\\\":\\\"calibrated:cpu-gemm\\\"}}\"";
+  auto agent = Start(options, Script("calibrating.sh", CalibratingTrial(dir_, calibration)));
+  ASSERT_TRUE(agent->Finished());
+  ASSERT_THAT(coordinator_.Completions(), SizeIs(3));
+  EXPECT_EQ(ReadFile("calibrations.log"),
+            "--calibrate --device cpu --dtypes fp32,bf16 --threads 3\n"
+            "--calibrate --device cpu --dtypes fp32 --threads 1\n")
+      << "the start's calibration, then one at 1 thread for both 1-thread trials";
+  const auto t1 = nlohmann::json::parse(ReadFile("peak-t1.json"));
+  EXPECT_EQ(t1["threads"], 1);
+  EXPECT_EQ(t1["fp32"], 1e10);
+  EXPECT_EQ(t1["source"], "calibrated:cpu-gemm");
+  EXPECT_EQ(ReadFile("peak-t2.json"), ReadFile("peak-t1.json"));
+  const auto t3 = nlohmann::json::parse(ReadFile("peak-t3.json"));
+  EXPECT_EQ(t3["threads"], 3);
+  EXPECT_EQ(t3["fp32"], 3e10);
+}
+
 TEST_F(AgentTest, AFailedCalibrationLeavesEachTrialToMeasureItsOwnPeak) {
   AgentOptions options = Options();
   options.calibrate = true;

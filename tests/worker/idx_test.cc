@@ -1,6 +1,8 @@
 #include "worker/trial/data/idx.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -40,6 +42,36 @@ TEST(IdxReaderTest, ReadsTheRealFiles) {
   IdxArray images = ReadIdxFile(kDir + "/train-images-idx3-ubyte.gz", 3);
   EXPECT_EQ(images.dims, (std::vector<int64_t>{60000, 28, 28}));
   EXPECT_EQ(images.data.size(), 60000u * 28 * 28);
+}
+
+// A kept file (the warm slot's server keeps its trials' dataset) is read from memory while it is the
+// same file, and anew once it changed; a FIFO is never opened.
+TEST(IdxReaderTest, AKeptFileIsReadFromMemoryUntilItChanges) {
+  const std::string path = TempPath("kept");
+  WriteBytes(path, {0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9});
+  ASSERT_TRUE(KeepIdxFile(path, 1));
+  struct stat before {};
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+  {  // the same inode, size and modification time, other bytes: the kept copy answers
+    std::fstream same(path, std::ios::binary | std::ios::in | std::ios::out);
+    same.seekp(8);
+    same.write("\x01\x02\x03", 3);
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  EXPECT_EQ(ReadIdxFile(path, 1).data, (std::vector<uint8_t>{7, 8, 9}));
+  const std::string replacement = TempPath("kept_new");
+  WriteBytes(replacement, {0, 0, 8, 1, 0, 0, 0, 2, 4, 5});
+  fs::rename(replacement, path);  // another file at that path
+  EXPECT_EQ(ReadIdxFile(path, 1).data, (std::vector<uint8_t>{4, 5}));
+  fs::remove(path);
+  EXPECT_NE(ErrorOf(path, 1), "(accepted)") << "a removed file is not read from memory";
+
+  const std::string fifo = TempPath("fifo");
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(KeepIdxFile(fifo, 1));
+  fs::remove(fifo);
 }
 
 TEST(IdxReaderTest, RawFilesToo) {

@@ -262,7 +262,6 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
                          {"FRONTIER_ARTIFACT_DIR", artifacts.string()},
                          {"FRONTIER_STOP_FILE", launch.stop_file},
                          {"FRONTIER_PROGRESS_EVERY", std::to_string(options_.progress_every)}};
-  if (!peak_flops_env_.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peak_flops_env_);
   if (!options_.cpu_memory_library.empty()) {
     command.environment.emplace_back("FRONTIER_CPU_MEMORY_LIB", options_.cpu_memory_library);
   }
@@ -311,6 +310,12 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
                        : cpus.empty()            ? UsableCpus()
                                                  : cpus,
                        options_.device == "cuda" ? ".gpu" : ".cpu");
+  // The peaks at the trial's thread count, measured now on its claimed cores if no calibration had them.
+  const json precision = runtime.is_object() ? runtime.value("precision", json("fp32")) : json("fp32");
+  const bool counted = threads.is_number_integer() && threads.get<int64_t>() > 0 && threads.get<int64_t>() <= 4096;
+  const std::string peaks =
+      PeaksFor(precision.is_string() ? precision.get<std::string>() : "fp32", counted ? threads.get<int>() : 0, cpus);
+  if (!peaks.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peaks);
   std::string error;
   if (plan.ranks > 1 && options_.rank_launcher != "srun") {
     plan.rendezvous_file = std::filesystem::absolute(spec_path + ".rendezvous", ignored).string();

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -230,6 +231,14 @@ class Agent {
   void UploadArtifacts(const Lease& lease);
   // Runs frontier-trial --calibrate (see AgentOptions::calibrate) into calibration_.
   void Calibrate();
+  // frontier-trial --calibrate with `dtypes` at `threads` (CPU; 0: its default) on `cpus`: its line,
+  // or nullopt with *error.
+  std::optional<nlohmann::json> MeasurePeaks(const std::vector<std::string>& dtypes, int threads,
+                                             const std::vector<int>& cpus, std::string* error);
+  // FRONTIER_PEAK_FLOPS for a trial of `precision` at `threads` (calibration.cc): peak_flops_env_,
+  // or on a CPU at another thread count the peak measured at that count, once per count and
+  // precision, on `cpus`; "" when the worker did not calibrate.
+  std::string PeaksFor(const std::string& precision, int threads, const std::vector<int>& cpus);
   // A trial that ran out of memory fails for good, with error_kind
   // out_of_memory and the worker's limit in its error: its own result said
   // so, the cgroup's OOM killer killed it, or (RLIMIT_AS) it crashed on an
@@ -259,6 +268,9 @@ class Agent {
   // frontier-trial --calibrate's line; null: not calibrated. Written before the slots start.
   nlohmann::json calibration_;
   std::string peak_flops_env_;  // FRONTIER_PEAK_FLOPS for every trial; empty: none
+  std::mutex peaks_mutex_;
+  // FRONTIER_PEAK_FLOPS by CPU thread count (PeaksFor); "failed": the precisions that could not be measured.
+  std::map<int, nlohmann::json> peaks_by_threads_;
 };
 
 // A channel to the coordinator at `address` (HOST:PORT) that reconnects

@@ -95,6 +95,7 @@ std::unique_ptr<TrialProcess> StartRanks(TrialLauncher& launcher, const AgentOpt
     if (command.memory_limit_mb > 0)
       rank.memory_limit_mb = std::max<int64_t>(1, command.memory_limit_mb / plan.ranks);
     if (r > 0) rank.wrapper.clear();  // a profiler wraps rank 0 only
+    rank.exec = true;  // each rank's environment stays in /proc/PID/environ, where tools find a rank
     std::unique_ptr<TrialProcess> process = launcher.Start(rank, error);
     if (!process) {
       *error = fmt::format("rank {} of {}: {}", r, plan.ranks, *error);

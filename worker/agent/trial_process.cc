@@ -492,7 +492,7 @@ ProcessTrialLauncher::~ProcessTrialLauncher() = default;
 std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& command, std::string* error) {
   // Only frontier-trial's own trials run in the warm slot: a wrapper, a program or other flags need an exec.
   if (!warm_ || !command.wrapper.empty() || !command.program.empty() || !command.trial_arguments.empty() ||
-      !command.workdir.empty() || command.stdin_fd >= 0) {
+      !command.workdir.empty() || command.stdin_fd >= 0 || command.exec) {
     return StartCold(command, error);
   }
   return StartChild(command, /*warm=*/true, error);

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "worker/trial/data/dataset.h"
 #include "worker/trial/kernel_lab.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/phases.h"
@@ -119,6 +120,12 @@ int ServeTrials(std::ostream& err) {
       if (problem.empty()) return kExitCompleted;  // the worker closed the slot
       SendWarmReply(socket, nlohmann::json{{"error", problem}}.dump());
       continue;
+    }
+    // The trial's dataset files, read once by this process, are in every later trial's memory.
+    try {
+      KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
+    } catch (const std::exception&) {
+      // the trial reads its spec again and names the problem
     }
     // An intermediate process forks the trial and exits at once, so the trial is adopted by the worker.
     int child_pid[2] = {-1, -1};

@@ -213,8 +213,9 @@ def latency(forward, device, repetitions=100, warmup=5, budget_s=5.0, min_repeti
     return s
 
 
-def latency_json(batch_size, s, warmup):
-    """The result's `latency.batch_1` / `latency.batch` object (milliseconds)."""
-    return {"batch_size": batch_size, "n": s["n"], "warmup": warmup, "median_ms": s["median"] * 1e3,
+def latency_json(batch_size, s, warmup, timed_input=None):
+    """The result's `latency.batch_1` / `latency.batch` object (milliseconds); `timed_input` names the input."""
+    entry = {} if timed_input is None else {"input": timed_input}
+    return {**entry, "batch_size": batch_size, "n": s["n"], "warmup": warmup, "median_ms": s["median"] * 1e3,
             "p99_ms": s["p99"] * 1e3, "p10_ms": s["p10"] * 1e3, "mean_ms": s["mean"] * 1e3,
             "min_ms": s["min"] * 1e3, "max_ms": s["max"] * 1e3, "cv": s["cv"]}

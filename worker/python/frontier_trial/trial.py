@@ -102,6 +102,9 @@ class _DataWait:
 
 
 class Trial:
+    # What measure_latency times (frontier-trial's `latency.*.input`).
+    LATENCY_INPUT = "the program's example batch, repeated"
+
     def __init__(self, spec, params, out):
         self.spec = spec
         self._out = out
@@ -222,8 +225,8 @@ class Trial:
                         "memory_format": self.memory_format, "device": str(self.device),
                         "synchronized": "cuda: after every pass" if self.device.type == "cuda"
                         else "cpu: synchronous",
-                        "batch_1": measure.latency_json(1, one, warmup),
-                        "batch": measure.latency_json(batch, many, warmup)}}
+                        "batch_1": measure.latency_json(1, one, warmup, self.LATENCY_INPUT),
+                        "batch": measure.latency_json(batch, many, warmup, self.LATENCY_INPUT)}}
         return self._latency["latency"]
 
     def measure_deploy(self, model, example_batch, evaluate, calibration=None, quality_metric="val_accuracy"):

@@ -23,9 +23,16 @@ constexpr float kBevStd = 0.25f;
 constexpr float kFashionMean = 0.2860f;
 constexpr float kFashionStd = 0.3530f;
 
+std::string ImagesPath(const std::string& dir, const std::string& prefix) {
+  return dir + "/" + prefix + "-images-idx3-ubyte.gz";
+}
+std::string LabelsPath(const std::string& dir, const std::string& prefix) {
+  return dir + "/" + prefix + "-labels-idx1-ubyte.gz";
+}
+
 Split ReadSplit(const std::string& dir, const std::string& prefix, int64_t expected) {
-  const std::string images_path = dir + "/" + prefix + "-images-idx3-ubyte.gz";
-  const std::string labels_path = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
+  const std::string images_path = ImagesPath(dir, prefix);
+  const std::string labels_path = LabelsPath(dir, prefix);
   IdxArray images = ReadIdxFile(images_path, 3);
   IdxArray labels = ReadIdxFile(labels_path, 1);
   if (images.dims[0] != expected || images.dims[1] != 28 || images.dims[2] != 28) {
@@ -149,6 +156,15 @@ Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed, int depth_height, i
   }
   // A pool of a few batches is enough to measure throughput; labels are noise.
   return MakeSynthetic(task.input, 4 * int64_t{task.batch_size}, task.batch_size, seed);
+}
+
+void KeepTaskDatasetFiles(const TaskSpec& task) {
+  if (task.dataset != "fashion-mnist") return;
+  const std::string dir = task.data_dir.empty() ? kFashionMnistDir : task.data_dir;
+  for (const char* prefix : {"train", "t10k"}) {
+    KeepIdxFile(ImagesPath(dir, prefix), 3);
+    KeepIdxFile(LabelsPath(dir, prefix), 1);
+  }
 }
 
 torch::Tensor Normalize(const Dataset& data, const torch::Tensor& images, const torch::Device& device,

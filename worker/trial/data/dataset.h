@@ -55,6 +55,12 @@ Dataset MakeBevSynthetic(const BevTaskSpec& spec, int depth_height = 0, int dept
 // depth_height / depth_width: bev-synthetic depth targets (0 = none).
 Dataset LoadTaskDataset(const TaskSpec& task, uint64_t seed, int depth_height = 0, int depth_width = 0);
 
+// The files of `task`'s dataset read into this process (KeepIdxFile), for the
+// warm slot's server to fork trials that find them in memory: Fashion-MNIST's
+// four IDX files; the generated datasets have none. Tensor-free: the server
+// runs no LibTorch op before it forks.
+void KeepTaskDatasetFiles(const TaskSpec& task);
+
 // uint8 images -> normalized float on `device`, in the given memory format.
 torch::Tensor Normalize(const Dataset& data, const torch::Tensor& images, const torch::Device& device,
                         at::MemoryFormat format);

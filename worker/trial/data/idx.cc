@@ -1,7 +1,9 @@
 #include "worker/trial/data/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <map>
 #include <memory>
 
 namespace frontier {
@@ -30,9 +32,71 @@ size_t ReadSome(gzFile f, uint8_t* out, size_t size, const std::string& path) {
   return done;
 }
 
+// A file's identity: the same device, inode, size and modification time means the same bytes.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  timespec modified{};
+  bool operator==(const FileIdentity& o) const {
+    return device == o.device && inode == o.inode && size == o.size && modified.tv_sec == o.modified.tv_sec &&
+           modified.tv_nsec == o.modified.tv_nsec;
+  }
+};
+
+bool IdentityOf(const std::string& path, FileIdentity* identity) {
+  struct stat s {};
+  if (stat(path.c_str(), &s) != 0 || !S_ISREG(s.st_mode)) return false;  // a FIFO would block its reader
+  *identity = {s.st_dev, s.st_ino, s.st_size, s.st_mtim};
+  return true;
+}
+
+// KeepIdxFile's files, read once (the warm slot's server, before it forks any trial); at most
+// kMaxKeptFiles (two datasets of four files), so specs naming folder after folder cannot grow it.
+constexpr size_t kMaxKeptFiles = 8;
+struct KeptFile {
+  FileIdentity identity;
+  int rank = 0;
+  IdxArray array;
+};
+std::map<std::string, KeptFile>& KeptFiles() {
+  static std::map<std::string, KeptFile> kept;
+  return kept;
+}
+
+IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank);
+
 }  // namespace
 
+bool KeepIdxFile(const std::string& path, int expected_rank) {
+  KeptFile kept;
+  if (!IdentityOf(path, &kept.identity)) return false;
+  const auto it = KeptFiles().find(path);
+  if (it != KeptFiles().end() && it->second.identity == kept.identity && it->second.rank == expected_rank) return true;
+  if (it == KeptFiles().end() && KeptFiles().size() >= kMaxKeptFiles) return false;
+  try {
+    kept.array = ReadIdxFromDisk(path, expected_rank);
+  } catch (const DataError&) {
+    return false;  // the trial reads it again and names the problem
+  }
+  kept.rank = expected_rank;
+  KeptFiles()[path] = std::move(kept);
+  return true;
+}
+
 IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
+  const auto it = KeptFiles().find(path);
+  FileIdentity now;
+  if (it != KeptFiles().end() && it->second.rank == expected_rank && IdentityOf(path, &now) &&
+      now == it->second.identity) {
+    return it->second.array;
+  }
+  return ReadIdxFromDisk(path, expected_rank);
+}
+
+namespace {
+
+IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank) {
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) throw DataError(path + ": cannot open (is the dataset-fashion-mnist package installed?)");
   uint8_t magic[4];
@@ -66,5 +130,7 @@ IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
   if (ReadSome(f.get(), &extra, 1, path) != 0) throw DataError(path + ": trailing bytes after the data");
   return out;
 }
+
+}  // namespace
 
 }  // namespace frontier

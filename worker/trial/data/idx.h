@@ -24,6 +24,14 @@ struct IdxArray {
 // dimensions (3 for images, 1 for labels). Verifies the magic number (two
 // zero bytes, type 0x08 = unsigned byte, rank) and that the payload holds
 // exactly prod(dims) bytes. Throws DataError.
+// A file KeepIdxFile kept is not read again while it is the same file (device,
+// inode, size, modification time): its kept copy is returned.
 IdxArray ReadIdxFile(const std::string& path, int expected_rank);
+
+// Reads `path` now and keeps it for this process and the processes it forks
+// (the warm slot's server, docs/worker.md#warm-slots: each trial forked from it
+// finds the dataset in memory). false when it cannot be read (nothing kept; a
+// trial's ReadIdxFile then names the problem).
+bool KeepIdxFile(const std::string& path, int expected_rank);
 
 }  // namespace frontier
