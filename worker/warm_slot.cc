@@ -67,6 +67,7 @@ std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup) {
       dup2(setup.stderr_fd, STDERR_FILENO) < 0) {
     return ChildFailure{0, errno};
   }
+  if (input != setup.stdin_fd && input > STDERR_FILENO) close(input);
   if (setup.cgroup_procs_fd >= 0 && write(setup.cgroup_procs_fd, "0", 1) != 1) return ChildFailure{1, errno};
   if (setup.cpus != nullptr && sched_setaffinity(0, sizeof *setup.cpus, setup.cpus) != 0) {
     return ChildFailure{2, errno};

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -163,6 +164,19 @@ TEST(ProcessTrialLauncherTest, ChildSetupFailuresAreStartErrors) {
   EXPECT_EQ(error, "cannot start /nonexistent/frontier-trial: No such file or directory");
 }
 
+// Starts a trial of spec.json with `launcher`; its first line of output, once it has ended.
+std::string FirstLineOfATrial(ProcessTrialLauncher& launcher) {
+  TrialCommand command;
+  command.spec_path = "spec.json";
+  std::string error;
+  auto process = launcher.Start(command, &error);
+  if (process == nullptr) return "cannot start: " + error;
+  std::string line;
+  if (process->ReadLine(milliseconds(10000), &line) != TrialProcess::ReadStatus::kLine) line = "(no line)";
+  if (!process->Wait(milliseconds(10000))) line += " (still running)";
+  return line;
+}
+
 // The warm slot (docs/worker.md#warm-slots) with a trial binary that is no
 // frontier-trial: its server does not start, and the trial starts cold.
 TEST(WarmSlotTest, ABinaryWithoutAServerStartsItsTrialsCold) {
@@ -173,21 +187,13 @@ TEST(WarmSlotTest, ABinaryWithoutAServerStartsItsTrialsCold) {
   chmod(script.c_str(), 0755);
   ProcessTrialLauncher launcher(script, /*warm_slots=*/true);
   for (int trial = 0; trial < 4; ++trial) {  // after 3 failed server starts, no more tries
-    TrialCommand command;
-    command.spec_path = "spec.json";
-    std::string error;
-    auto process = launcher.Start(command, &error);
-    ASSERT_NE(process, nullptr) << error;
-    std::string line;
-    ASSERT_EQ(process->ReadLine(milliseconds(10000), &line), TrialProcess::ReadStatus::kLine);
-    EXPECT_EQ(line, "--spec spec.json");
-    ASSERT_TRUE(process->Wait(milliseconds(10000)).has_value());
+    EXPECT_EQ(FirstLineOfATrial(launcher), "--spec spec.json");
   }
   std::filesystem::remove_all(dir);
 }
 
-// This process's children: pid -> command line (NULs as spaces).
-std::map<pid_t, std::string> Children() {
+// This process's children: pid -> command line (NULs as spaces); with `zombies`, only the exited ones.
+std::map<pid_t, std::string> Children(bool zombies = false) {
   std::map<pid_t, std::string> children;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
@@ -200,13 +206,36 @@ std::map<pid_t, std::string> Children() {
     char state;
     pid_t parent = 0;
     fields >> state >> parent;
-    if (parent != getpid() || state == 'Z') continue;
+    if (parent != getpid() || (state == 'Z') != zombies) continue;
     std::ifstream cmdline(entry.path() / "cmdline");
     std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
     std::replace(command.begin(), command.end(), '\0', ' ');
     children[std::stoi(name)] = command;
   }
   return children;
+}
+
+// A child subreaper (warm slots) adopts what a trial leaves behind: a daemon in a session of its own,
+// out of the trial's process group, becomes this process's child; once it exited, the next start reaps
+// it instead of leaving a zombie for the worker's life.
+TEST(WarmSlotTest, WhatATrialLeftBehindIsReaped) {
+  std::string dir = (std::filesystem::temp_directory_path() / "frontier-warm-test-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string script = dir + "/trial.sh";
+  std::ofstream(script) << "#!/bin/sh\n[ \"$1\" = --serve ] && exit 64\n"
+                           "setsid sleep 0.2 </dev/null >/dev/null 2>&1 &\necho started\n";
+  chmod(script.c_str(), 0755);
+  ProcessTrialLauncher launcher(script, /*warm_slots=*/true);
+  const auto run = [&] { EXPECT_EQ(FirstLineOfATrial(launcher), "started"); };
+  run();
+  std::this_thread::sleep_for(milliseconds(1000));  // the daemon has exited
+  ASSERT_EQ(Children(/*zombies=*/true).size(), 1u) << "the daemon, adopted and exited";
+  run();
+  std::this_thread::sleep_for(milliseconds(1000));
+  EXPECT_LE(Children(/*zombies=*/true).size(), 1u) << "the first daemon was reaped (the second one may wait)";
+  run();
+  EXPECT_LE(Children(/*zombies=*/true).size(), 1u);
+  std::filesystem::remove_all(dir);
 }
 
 // Warm slots with the real frontier-trial: trials forked from one server

@@ -15,6 +15,7 @@
 // (the host lock shared, its cores claimed), and keeps it for the next.
 #include "worker/agent/agent.h"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -35,18 +36,32 @@ using std::chrono::milliseconds;
 
 namespace {
 
+// A calibration line's thread count; 0 when it has none (a GPU) or not a number.
+int ThreadsOf(const json& line) {
+  const auto it = line.find("threads");
+  return it != line.end() && it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= 4096
+             ? it->get<int>()
+             : 0;
+}
+
 // FRONTIER_PEAK_FLOPS from a calibration line: its peaks, where they come from, when and at how many threads.
 json PeakEnvironment(const json& line, const std::string& device, const std::string& device_name) {
-  json env = line["peaks"];
+  json env = line.at("peaks");
   std::string source = "calibrated";
-  for (const auto& [dtype, value] : line["peaks"].items()) {
-    if (line["sources"].contains(dtype)) source = line["sources"][dtype].get<std::string>();
+  const json sources = line.value("sources", json::object());
+  for (const auto& [dtype, value] : env.items()) {
+    if (sources.is_object() && sources.contains(dtype) && sources[dtype].is_string()) {
+      source = sources[dtype].get<std::string>();
+    }
   }
+  const auto text = [&line](const char* key, const std::string& otherwise) {
+    return line.contains(key) && line[key].is_string() ? line[key].get<std::string>() : otherwise;
+  };
   env["source"] = source;
-  env["measured_at"] = line.value("measured_at", "");
-  env["threads"] = line.value("threads", 0);
+  env["measured_at"] = text("measured_at", "");
+  env["threads"] = ThreadsOf(line);
   env["device"] = device;
-  env["device_name"] = line.value("device_name", device_name);
+  env["device_name"] = text("device_name", device_name);
   return env;
 }
 
@@ -120,7 +135,7 @@ void Agent::Calibrate() {
   std::string summary;
   for (const auto& [dtype, value] : (*line)["peaks"].items()) {
     summary +=
-        fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype, value.get<double>() / 1e9);
+        fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype, value.is_number() ? value.get<double>() / 1e9 : 0.0);
   }
   const json env = PeakEnvironment(*line, options_.device, options_.device_name);
   calibration_ = std::move(*line);
@@ -144,11 +159,13 @@ std::string Agent::PeaksFor(const std::string& precision, int threads, const std
     return given.dump();
   };
   if (peaks.contains(precision)) return environment();
-  if (peaks.value("failed", json::array()).contains(precision)) return peak_flops_env_;
+  const json failed = peaks.value("failed", json::array());
+  if (std::find(failed.begin(), failed.end(), json(precision)) != failed.end()) return peak_flops_env_;
   std::string error;
   const milliseconds started = Now();
   const std::optional<json> line = MeasurePeaks({precision}, threads, cpus, &error);
-  if (!line || !(*line)["peaks"].contains(precision) || line->value("threads", 0) != threads) {
+  if (!line || !(*line)["peaks"].contains(precision) || !(*line)["peaks"][precision].is_number() ||
+      ThreadsOf(*line) != threads) {
     spdlog::warn("calibrating {} at {} thread(s) failed: {}; such trials measure their own peak", precision, threads,
                  error.empty() ? "no such peak in its line" : error);
     peaks["failed"].push_back(precision);

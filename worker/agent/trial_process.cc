@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -151,6 +152,34 @@ class TrialCgroup {
   std::string path_;
   int procs_fd_ = -1;
 };
+
+// This process's own children (trials, the warm slot's server) by pid. Once it is a child subreaper
+// (warm slots), it also gets orphans: a trial's descendants that outlived it (a daemon a wrapper or a
+// command trial started). ReapOrphans reaps those and leaves these to their owner's waitpid; a child is
+// owned from its fork (under the mutex) until it is reaped.
+std::mutex& ChildrenMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::set<pid_t>& OwnedChildren() {
+  static std::set<pid_t> owned;
+  return owned;
+}
+void Disown(pid_t pid) {
+  std::lock_guard<std::mutex> lock(ChildrenMutex());
+  OwnedChildren().erase(pid);
+}
+// Reaps this process's exited children that no ChildProcess owns (/proc/self/task/*/children).
+void ReapOrphans() {
+  std::lock_guard<std::mutex> lock(ChildrenMutex());
+  std::error_code ignored;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ignored)) {
+    std::ifstream children(task.path() / "children");
+    for (pid_t pid; children >> pid;) {
+      if (OwnedChildren().count(pid) == 0) waitpid(pid, nullptr, WNOHANG);
+    }
+  }
+}
 
 class ChildProcess final : public TrialProcess {
  public:
@@ -315,6 +344,7 @@ class ChildProcess final : public TrialProcess {
       r = waitpid(pid_, &status, 0);
     } while (r < 0 && errno == EINTR);
     exit_ = r == pid_ ? DecodeWaitStatus(status) : ProcessExit{true, 0, SIGKILL};
+    Disown(pid_);
     if (cgroup_) oom_killed_ = cgroup_->OomKilled();
   }
 
@@ -427,7 +457,11 @@ class ProcessTrialLauncher::WarmSlot {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!Ready(error)) return std::nullopt;
     std::optional<pid_t> pid;
-    if (SendWarmTrialRequest(socket_, request, fds, error)) pid = WarmPid(ReceiveWarmReply(socket_, kReplyMs), error);
+    {
+      std::lock_guard<std::mutex> owned(ChildrenMutex());  // owned before ReapOrphans can see it
+      if (SendWarmTrialRequest(socket_, request, fds, error)) pid = WarmPid(ReceiveWarmReply(socket_, kReplyMs), error);
+      if (pid) OwnedChildren().insert(*pid);
+    }
     if (!pid) Stop();  // the next trial starts a new server
     return pid;
   }
@@ -462,7 +496,10 @@ class ProcessTrialLauncher::WarmSlot {
     socket_ = ends[0];
     const std::optional<std::string> reply = server_ ? ReceiveWarmReply(socket_, kReadyMs) : std::nullopt;
     if (!reply || reply->find("\"ready\"") == std::string::npos) {
-      if (server_) *error = "the warm slot did not start (" + server_->StderrTail() + ")";
+      if (server_) {
+        const ProcessExit exit = server_->Terminate(std::chrono::milliseconds(1000));
+        *error = "the warm slot did not start (" + exit.Describe() + ": " + server_->StderrTail() + ")";
+      }
       ++failed_starts_;
       Stop();
       return false;
@@ -565,18 +602,22 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
   pid_t pid = -1;
   int fork_error = 0;
   if (warm) {
+    ReapOrphans();
     WarmTrialRequest request{command.spec_path, command.progress_every, command.artifact_dir, command.environment,
                              command.cpus,      set_rlimit ? static_cast<int64_t>(address_space.rlim_cur) : 0,
                              parent};
     std::string warm_error;
-    if (const std::optional<pid_t> adopted = warm_->Fork(request, {out[1], err[1], status[1], procs_fd}, &warm_error)) {
-      pid = *adopted;
-    } else {
+    const std::optional<pid_t> adopted = warm_->Fork(request, {out[1], err[1], status[1], procs_fd}, &warm_error);
+    if (!adopted) {
+      // A server that failed after it forked may have started the trial on these pipes and cgroup: the
+      // cold start gets new ones, and such a stray child dies at its first write (SIGPIPE).
       spdlog::warn("{}; the trial starts cold", warm_error);
-      warm = false;
+      for (int fd : {out[0], out[1], err[0], err[1], status[0], status[1]}) close(fd);
+      cgroup.reset();
+      return StartChild(command, /*warm=*/false, error);
     }
-  }
-  if (!warm) {
+    pid = *adopted;
+  } else {
     const ChildSetup setup{parent,
                            command.stdin_fd,
                            out[1],
@@ -585,6 +626,7 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
                            command.cpus.empty() ? nullptr : &cpus,
                            set_rlimit ? &address_space : nullptr,
                            workdir};
+    std::unique_lock<std::mutex> owned(ChildrenMutex());  // owned before ReapOrphans can see it
     pid = fork();
     if (pid == 0) {
       if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) ChildFail(status[1], *failure);
@@ -592,6 +634,8 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
       ChildFail(status[1], ChildFailure{0, errno});
     }
     fork_error = errno;
+    if (pid > 0) OwnedChildren().insert(pid);
+    owned.unlock();
     if (pid > 0) setpgid(pid, pid);  // also here, so a kill right away reaches the group (EACCES once it ran exec)
   }
   close(out[1]);
@@ -611,6 +655,7 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
     if (pid > 0) {
       int ignored = 0;
       waitpid(pid, &ignored, 0);
+      Disown(pid);
     }
     const int stage = pid < 0 ? 0 : failure.stage;
     *error = "cannot start " + program + ": " + kChildStages[stage] + std::strerror(pid < 0 ? fork_error : failure.error);

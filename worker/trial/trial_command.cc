@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -101,6 +102,7 @@ namespace {
   const int code = RunTrialSpec(request.spec_path, options, std::cin, std::cout, std::cerr);
   std::cout.flush();
   std::cerr.flush();
+  std::fflush(nullptr);
   _exit(code);
 }
 
@@ -121,12 +123,6 @@ int ServeTrials(std::ostream& err) {
       SendWarmReply(socket, nlohmann::json{{"error", problem}}.dump());
       continue;
     }
-    // The trial's dataset files, read once by this process, are in every later trial's memory.
-    try {
-      KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
-    } catch (const std::exception&) {
-      // the trial reads its spec again and names the problem
-    }
     // An intermediate process forks the trial and exits at once, so the trial is adopted by the worker.
     int child_pid[2] = {-1, -1};
     pid_t intermediate = -1;
@@ -135,7 +131,10 @@ int ServeTrials(std::ostream& err) {
       if (intermediate == 0) {
         close(child_pid[0]);
         const pid_t child = fork();
-        if (child == 0) RunWarmTrial(request, fds);
+        if (child == 0) {
+          close(child_pid[1]);
+          RunWarmTrial(request, fds);
+        }
         ssize_t ignored = write(child_pid[1], &child, sizeof child);
         (void)ignored;
         _exit(0);
@@ -159,6 +158,13 @@ int ServeTrials(std::ostream& err) {
     }
     SendWarmReply(socket, child > 0 ? nlohmann::json{{"pid", child}}.dump()
                                     : nlohmann::json{{"error", std::string("fork: ") + std::strerror(fork_error)}}.dump());
+    // After the reply (the trial has started): its dataset files, read once by this process, are in the
+    // memory of every later trial that reads them.
+    try {
+      KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
+    } catch (const std::exception&) {
+      // the trial reads its spec itself and names the problem
+    }
   }
 }
 

@@ -54,6 +54,7 @@ bool IdentityOf(const std::string& path, FileIdentity* identity) {
 // KeepIdxFile's files, read once (the warm slot's server, before it forks any trial); at most
 // kMaxKeptFiles (two datasets of four files), so specs naming folder after folder cannot grow it.
 constexpr size_t kMaxKeptFiles = 8;
+constexpr off_t kMaxKeptFileBytes = off_t{256} << 20;  // on disk; Fashion-MNIST's largest is 26 MB
 struct KeptFile {
   FileIdentity identity;
   int rank = 0;
@@ -74,6 +75,7 @@ bool KeepIdxFile(const std::string& path, int expected_rank) {
   const auto it = KeptFiles().find(path);
   if (it != KeptFiles().end() && it->second.identity == kept.identity && it->second.rank == expected_rank) return true;
   if (it == KeptFiles().end() && KeptFiles().size() >= kMaxKeptFiles) return false;
+  if (kept.identity.size > kMaxKeptFileBytes) return false;
   try {
     kept.array = ReadIdxFromDisk(path, expected_rank);
   } catch (const DataError&) {
