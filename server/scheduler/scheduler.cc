@@ -251,11 +251,15 @@ bool Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
   const bool screened = search->ScreeningDue();
   if (screened) search->Screen();
   if (evaluation || screened) AddProposals(experiment_id, *search, search->strategy->Ask());
-  if (search->open.empty() && search->Settled()) {
-    store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
-    searches_.erase(experiment_id);
-  }
+  if (search->open.empty() && search->Settled()) CompleteExperiment(experiment_id, *search);
   return true;
+}
+
+void Scheduler::CompleteExperiment(const std::string& experiment_id, Search& search) {
+  // The proposer's calls not yet taken (a poll takes them at every tick; short trials end sooner).
+  RecordProposerCalls(experiment_id, search);
+  store_.SetExperimentState(experiment_id, experiment_state::kCompleted);
+  searches_.erase(experiment_id);
 }
 
 bool Scheduler::Cancel(const std::string& experiment_id) {
@@ -301,10 +305,11 @@ void Scheduler::CompleteFinishedExperiments(const std::vector<std::string>& read
     if (search && (!search->open.empty() || !search->Settled())) continue;
     const TrialCountsRow counts = store_.CountTrials(id);
     if (counts.pending + counts.running > 0) continue;
-    // The proposer's last call (one that proposed nothing more) can end after the last poll took the calls.
-    if (search) RecordProposerCalls(id, *searches_.at(id));
-    store_.SetExperimentState(id, experiment_state::kCompleted);
-    searches_.erase(id);
+    if (search) {
+      CompleteExperiment(id, *searches_.at(id));
+    } else {
+      store_.SetExperimentState(id, experiment_state::kCompleted);
+    }
   }
 }
 

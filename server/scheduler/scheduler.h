@@ -167,6 +167,8 @@ class Scheduler {
   // Asynchronous strategies (external proposers): adds what arrived, records
   // their calls, stores their paused status. True when anything changed.
   bool PollProposers();
+  // Marks the experiment completed and drops its search, recording the proposer calls it still holds.
+  void CompleteExperiment(const std::string& experiment_id, Search& search);
   // The proposer calls `search`'s strategy made since the last time, into the store.
   void RecordProposerCalls(const std::string& id, Search& search);
 
