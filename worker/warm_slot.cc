@@ -77,6 +77,25 @@ std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup) {
   return std::nullopt;
 }
 
+void FailChild(int status_fd, ChildFailure failure) {
+  ssize_t ignored = write(status_fd, &failure, sizeof failure);
+  (void)ignored;
+  _exit(127);
+}
+
+cpu_set_t CpuSetOf(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  return set;
+}
+
+rlimit AddressSpaceLimit(int64_t bytes) {
+  rlimit limit{};
+  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(bytes);
+  return limit;
+}
+
 bool SendWarmTrialRequest(int socket, const WarmTrialRequest& request, const WarmTrialFds& fds, std::string* error) {
   json environment = json::array();
   for (const auto& [name, value] : request.environment) environment.push_back({name, value});

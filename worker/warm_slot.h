@@ -78,6 +78,12 @@ struct ChildSetup {
   const char* workdir = nullptr;          // nullptr: the parent's
 };
 std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup);
+// A child that cannot be set up: writes `failure` to its status pipe and exits 127.
+[[noreturn]] void FailChild(int status_fd, ChildFailure failure);
+// What ChildSetup points at, made before fork: the CPU set of `cpus` and an
+// address-space limit of `bytes` (both soft and hard).
+cpu_set_t CpuSetOf(const std::vector<int>& cpus);
+rlimit AddressSpaceLimit(int64_t bytes);
 
 // The worker's side: sends `request` with `fds` over `socket` (a
 // SOCK_SEQPACKET socket). false with *error on failure.

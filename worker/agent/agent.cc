@@ -311,10 +311,9 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
                                                  : cpus,
                        options_.device == "cuda" ? ".gpu" : ".cpu");
   // The peaks at the trial's thread count, measured now on its claimed cores if no calibration had them.
-  const json precision = runtime.is_object() ? runtime.value("precision", json("fp32")) : json("fp32");
-  const bool counted = threads.is_number_integer() && threads.get<int64_t>() > 0 && threads.get<int64_t>() <= 4096;
+  const std::string precision = StringField(runtime, "precision");
   const std::string peaks =
-      PeaksFor(precision.is_string() ? precision.get<std::string>() : "fp32", counted ? threads.get<int>() : 0, cpus);
+      PeaksFor(precision.empty() ? "fp32" : precision, ThreadsField(runtime, "threads"), cpus);
   if (!peaks.empty()) command.environment.emplace_back("FRONTIER_PEAK_FLOPS", peaks);
   std::string error;
   if (plan.ranks > 1 && options_.rank_launcher != "srun") {

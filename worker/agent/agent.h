@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -269,8 +270,8 @@ class Agent {
   nlohmann::json calibration_;
   std::string peak_flops_env_;  // FRONTIER_PEAK_FLOPS for every trial; empty: none
   std::mutex peaks_mutex_;
-  // FRONTIER_PEAK_FLOPS by CPU thread count (PeaksFor); "failed": the precisions that could not be measured.
-  std::map<int, nlohmann::json> peaks_by_threads_;
+  std::map<int, nlohmann::json> peaks_by_threads_;      // FRONTIER_PEAK_FLOPS by CPU thread count (PeaksFor)
+  std::set<std::pair<int, std::string>> failed_peaks_;  // (threads, precision) that could not be measured
 };
 
 // A channel to the coordinator at `address` (HOST:PORT) that reconnects

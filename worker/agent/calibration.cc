@@ -15,7 +15,6 @@
 // (the host lock shared, its cores claimed), and keeps it for the next.
 #include "worker/agent/agent.h"
 
-#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,14 +35,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// A calibration line's thread count; 0 when it has none (a GPU) or not a number.
-int ThreadsOf(const json& line) {
-  const auto it = line.find("threads");
-  return it != line.end() && it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= 4096
-             ? it->get<int>()
-             : 0;
-}
-
 // FRONTIER_PEAK_FLOPS from a calibration line: its peaks, where they come from, when and at how many threads.
 json PeakEnvironment(const json& line, const std::string& device, const std::string& device_name) {
   json env = line.at("peaks");
@@ -59,7 +50,7 @@ json PeakEnvironment(const json& line, const std::string& device, const std::str
   };
   env["source"] = source;
   env["measured_at"] = text("measured_at", "");
-  env["threads"] = ThreadsOf(line);
+  env["threads"] = ThreadsField(line, "threads");
   env["device"] = device;
   env["device_name"] = text("device_name", device_name);
   return env;
@@ -135,7 +126,8 @@ void Agent::Calibrate() {
   std::string summary;
   for (const auto& [dtype, value] : (*line)["peaks"].items()) {
     summary +=
-        fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype, value.is_number() ? value.get<double>() / 1e9 : 0.0);
+        fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype,
+                    value.is_number() ? value.get<double>() / 1e9 : 0.0);
   }
   const json env = PeakEnvironment(*line, options_.device, options_.device_name);
   calibration_ = std::move(*line);
@@ -153,31 +145,23 @@ std::string Agent::PeaksFor(const std::string& precision, int threads, const std
   std::lock_guard<std::mutex> lock(peaks_mutex_);  // a second slot at the same count waits for this measurement
   json& peaks = peaks_by_threads_[threads];
   if (!peaks.is_object()) peaks = json::object();
-  const auto environment = [&peaks] {
-    json given = peaks;
-    given.erase("failed");
-    return given.dump();
-  };
-  if (peaks.contains(precision)) return environment();
-  const json failed = peaks.value("failed", json::array());
-  if (std::find(failed.begin(), failed.end(), json(precision)) != failed.end()) return peak_flops_env_;
+  if (peaks.contains(precision)) return peaks.dump();
+  if (failed_peaks_.count({threads, precision}) > 0) return peak_flops_env_;
   std::string error;
   const milliseconds started = Now();
   const std::optional<json> line = MeasurePeaks({precision}, threads, cpus, &error);
   if (!line || !(*line)["peaks"].contains(precision) || !(*line)["peaks"][precision].is_number() ||
-      ThreadsOf(*line) != threads) {
+      ThreadsField(*line, "threads") != threads) {
     spdlog::warn("calibrating {} at {} thread(s) failed: {}; such trials measure their own peak", precision, threads,
                  error.empty() ? "no such peak in its line" : error);
-    peaks["failed"].push_back(precision);
+    failed_peaks_.insert({threads, precision});
     return peak_flops_env_;
   }
   const json env = PeakEnvironment(*line, options_.device, options_.device_name);
-  for (const auto& [key, value] : env.items()) {
-    if (key != "failed") peaks[key] = value;
-  }
+  peaks.update(env);
   spdlog::info("calibrated the {} peak at {} thread(s) for trials that run so many: {:.1f} GFLOP/s in {} s", precision,
                threads, env[precision].get<double>() / 1e9, Seconds(Now() - started));
-  return environment();
+  return peaks.dump();
 }
 
 }  // namespace frontier

@@ -11,6 +11,13 @@ std::string StringField(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+int ThreadsField(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= 4096
+             ? it->get<int>()
+             : 0;
+}
+
 std::string WithPlacement(const std::string& result_json, const AgentOptions& options, int slot,
                           const std::vector<int>& cpus, bool claim_shared) {
   if (result_json.empty()) return result_json;

@@ -15,6 +15,8 @@ namespace frontier {
 
 // object[key] when it is a string, else "" (a missing key, another type).
 std::string StringField(const nlohmann::json& object, const char* key);
+// object[key] when it is a thread count (an integer from 1 to 4096), else 0.
+int ThreadsField(const nlohmann::json& object, const char* key);
 
 // The result line with where the trial ran: {"placement": {"worker", "slot",
 // "device", "cpus", "pinned", "shared_cores"}}. shared_cores: another slot or

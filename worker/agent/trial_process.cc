@@ -419,13 +419,6 @@ std::string ProcessExit::Describe() const {
 
 namespace {
 
-// In the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void ChildFail(int status_fd, ChildFailure failure) {
-  ssize_t ignored = write(status_fd, &failure, sizeof failure);
-  (void)ignored;
-  _exit(127);
-}
-
 // A reply of the warm slot's server: its "pid", or nullopt with *error.
 std::optional<pid_t> WarmPid(const std::optional<std::string>& reply, std::string* error) {
   if (!reply) {
@@ -579,21 +572,18 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
   std::vector<char*> envp = NullTerminated(env);
 
   // Everything the child needs is prepared here: it may only make system calls.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  for (int cpu : command.cpus) CPU_SET(cpu, &cpus);
+  const cpu_set_t cpus = CpuSetOf(command.cpus);
   std::unique_ptr<TrialCgroup> cgroup;
   std::string limit_kind;
-  rlimit address_space{};
+  const int64_t bytes = command.memory_limit_mb * 1024 * 1024;
+  const rlimit address_space = AddressSpaceLimit(bytes);
   if (command.memory_limit_mb > 0) {
-    const int64_t bytes = command.memory_limit_mb * 1024 * 1024;
     static const std::string delegated = DelegatedMemoryCgroup();
     if (!delegated.empty()) {
       cgroup = std::make_unique<TrialCgroup>(delegated, bytes);
       if (cgroup->path().empty()) cgroup.reset();
     }
     limit_kind = cgroup ? "cgroup memory.max" : command.address_space_limit ? "RLIMIT_AS" : "";
-    address_space.rlim_cur = address_space.rlim_max = static_cast<rlim_t>(bytes);
   }
   const int procs_fd = cgroup ? cgroup->procs_fd() : -1;
   const bool set_rlimit = command.memory_limit_mb > 0 && !cgroup && command.address_space_limit;
@@ -604,7 +594,7 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
   if (warm) {
     ReapOrphans();
     WarmTrialRequest request{command.spec_path, command.progress_every, command.artifact_dir, command.environment,
-                             command.cpus,      set_rlimit ? static_cast<int64_t>(address_space.rlim_cur) : 0,
+                             command.cpus,      set_rlimit ? bytes : 0,
                              parent};
     std::string warm_error;
     const std::optional<pid_t> adopted = warm_->Fork(request, {out[1], err[1], status[1], procs_fd}, &warm_error);
@@ -629,9 +619,9 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
     std::unique_lock<std::mutex> owned(ChildrenMutex());  // owned before ReapOrphans can see it
     pid = fork();
     if (pid == 0) {
-      if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) ChildFail(status[1], *failure);
+      if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) FailChild(status[1], *failure);
       execvpe(program.c_str(), argv.data(), envp.data());
-      ChildFail(status[1], ChildFailure{0, errno});
+      FailChild(status[1], ChildFailure{0, errno});
     }
     fork_error = errno;
     if (pid > 0) OwnedChildren().insert(pid);

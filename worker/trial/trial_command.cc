@@ -73,11 +73,8 @@ namespace {
 // copy of the server, which has loaded LibTorch and run nothing.
 [[noreturn]] void RunWarmTrial(const WarmTrialRequest& request, const WarmTrialFds& fds) {
   for (int waited = 0; getppid() != request.reaper && waited < 5000; ++waited) usleep(1000);
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  for (int cpu : request.cpus) CPU_SET(cpu, &cpus);
-  rlimit address_space{};
-  address_space.rlim_cur = address_space.rlim_max = static_cast<rlim_t>(request.address_space_bytes);
+  const cpu_set_t cpus = CpuSetOf(request.cpus);
+  const rlimit address_space = AddressSpaceLimit(request.address_space_bytes);
   const ChildSetup setup{request.reaper,
                          -1,
                          fds.stdout_fd,
@@ -86,11 +83,7 @@ namespace {
                          request.cpus.empty() ? nullptr : &cpus,
                          request.address_space_bytes > 0 ? &address_space : nullptr,
                          nullptr};
-  if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) {
-    ssize_t ignored = write(fds.status_fd, &*failure, sizeof *failure);
-    (void)ignored;
-    _exit(127);
-  }
+  if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) FailChild(fds.status_fd, *failure);
   for (int fd : {fds.stdout_fd, fds.stderr_fd, fds.cgroup_procs_fd, fds.status_fd}) {
     if (fd > STDERR_FILENO) close(fd);  // the status pipe's end of file: started
   }
