@@ -215,7 +215,6 @@ TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
   EXPECT_EQ(timed["latency"]["batch"]["n"], 10);
   EXPECT_EQ(timed["latency"]["batch"]["median_ms"], timed["latency_ms"]);
   EXPECT_EQ(timed["latency"]["batch_1"]["input"], "repeated training images");
-  EXPECT_LT(timed["phases"]["latency_s"].get<double>(), timed["phases"]["eval_s"].get<double>());
   const json repeated = fashion(12);
   ASSERT_EQ(repeated["status"], "completed") << repeated.dump();
   EXPECT_EQ(repeated["latency"]["batch"]["input"], "repeated training images");
