@@ -153,6 +153,10 @@ struct SearchSpace {
   // seed 1 of each configuration only, unless the space's `latency` section
   // says `seeds: all` (then on every seed, for its spread).
   bool latency_every_seed = false;
+  // Profiling too (docs/profiling.md): the profile section's steps run on seed
+  // 1 of each configuration, later seeds are not profiled, unless `profile:
+  // {seeds: all}`.
+  bool profile_every_seed = false;
 };
 
 // Direction of a metric (a parity metric, an objective): an objective's goal

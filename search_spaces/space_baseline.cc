@@ -33,29 +33,39 @@ void SpaceParser::ParseBaseline(const Fields& top, SearchSpace& space) {
     }
   }
   space.base = {{"schema", kTrialSpecSchema}, {"task", task}, {"arch", arch}, {"runtime", runtime}};
-  // Profiling (docs/profiling.md) and latency (docs/trial-output.md) apply to every trial of the
-  // experiment; trials are profiled unless the space says `profile: off`.
-  if (top.Has("profile")) {
-    json profile = top.Value("profile");
-    if (profile == false || profile == "off") profile = {{"steps", 0}};
-    if (!profile.is_object()) Fail("profile", "expected a mapping like {steps: 3} or off, got " + Describe(profile));
-    space.base["profile"] = profile;
-  }
+  // Profiling (docs/profiling.md) and latency (docs/trial-output.md) depend on the configuration:
+  // seed 1 of each measures them unless the section says `seeds: all`.
+  ParseProfileSection(top, "{steps: 3}", space);
   if (top.Has("latency")) {
     json latency = top.Value("latency");
     if (!latency.is_object()) Fail("latency", "expected a mapping like {batch_size: 8}, got " + Describe(latency));
-    if (latency.contains("seeds")) {  // the space's, not the trial spec's: which seeds measure it
-      const json seeds = latency["seeds"];
-      if (seeds != "first" && seeds != "all") {
-        Fail("latency.seeds", "expected first (seed 1 of each configuration, the default) or all, got " +
-                                  Describe(seeds));
-      }
-      space.latency_every_seed = seeds == "all";
-      latency.erase("seeds");
-    }
+    space.latency_every_seed = EverySeed(latency, "latency");
     space.base["latency"] = latency;
   }
   ParseDeploySection(top, space);
+}
+
+// The space's `profile` section, the trial spec's for seed 1 of every configuration (every seed with
+// `seeds: all`): `off` (or false) is `{steps: 0}`. `example` names the mappings the error suggests.
+void SpaceParser::ParseProfileSection(const Fields& top, const std::string& example, SearchSpace& space) const {
+  if (!top.Has("profile")) return;
+  json profile = top.Value("profile");
+  if (profile == false || profile == "off") profile = {{"steps", 0}};
+  if (!profile.is_object()) Fail("profile", "expected a mapping like " + example + " or off, got " + Describe(profile));
+  space.profile_every_seed = EverySeed(profile, "profile");
+  space.base["profile"] = profile;
+}
+
+// A section's `seeds` (the space's, not the trial spec's: which seeds of a configuration measure
+// it): `first` (seed 1, the default) or `all`; true for `all`. Removes it from the section.
+bool SpaceParser::EverySeed(json& section, const std::string& name) const {
+  if (!section.contains("seeds")) return false;
+  const json seeds = section["seeds"];
+  if (seeds != "first" && seeds != "all") {
+    Fail(name + ".seeds", "expected first (seed 1 of each configuration, the default) or all, got " + Describe(seeds));
+  }
+  section.erase("seeds");
+  return seeds == "all";
 }
 
 // Onboard inference (docs/trial-output.md, Deploy) of every trial: every seed, as the parity of its int8
@@ -99,14 +109,7 @@ void SpaceParser::ParseCommandTrial(const Fields& top, const json& task, SearchS
                 {"task", task},               {"runtime", runtime},           {"command", command}};
   // The SDK profiles a few steps in-process unless the space says `profile: off`; nsys/ncu wrap the
   // command as they wrap frontier-trial (docs/profiling.md).
-  if (top.Has("profile")) {
-    json profile = top.Value("profile");
-    if (profile == false || profile == "off") profile = {{"steps", 0}};
-    if (!profile.is_object()) {
-      Fail("profile", "expected a mapping like {steps: 3}, {tool: nsys} or off, got " + Describe(profile));
-    }
-    space.base["profile"] = profile;
-  }
+  ParseProfileSection(top, "{steps: 3}, {tool: nsys}", space);
   ParseDeploySection(top, space);
 }
 

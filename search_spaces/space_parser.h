@@ -163,6 +163,8 @@ class SpaceParser {
   void ParseBaseline(const Fields& top, SearchSpace& space);
   void ParseCommandTrial(const Fields& top, const json& task, SearchSpace& space);
   void ParseDeploySection(const Fields& top, SearchSpace& space) const;
+  void ParseProfileSection(const Fields& top, const std::string& example, SearchSpace& space) const;
+  bool EverySeed(json& section, const std::string& name) const;
   std::string InSpaceFolder(const std::string& path) const;
   void CheckBaseline(const SearchSpace& space) const;
 

@@ -442,7 +442,9 @@ json WithCommandTrialCalls(json spec, const json& result, const std::string& tri
         "--from-trial: " + trial_id + " is a command trial, and its profile has no " + op +
         " call to judge candidates at (" +
         (recognized.empty() ? std::string("no op call recognized") : "recognized: " + recognized) +
-        (operators.empty() ? std::string("; no profile was recorded: is profiling off, or the trial failed?")
+        (operators.empty() ? std::string("; no profile was recorded: is profiling off, is it a later seed (only seed "
+                                          "1 of a configuration is profiled, unless profile: {seeds: all}), or did "
+                                          "the trial fail?")
                            : "; its top operators: " + operators) +
         "). Kernel-lab calls are recognized in a command trial's profiled steps: attention as matmul, softmax, "
         "matmul (docs/kernel-lab.md)");

@@ -19,6 +19,8 @@
 namespace frontier {
 namespace {
 
+const char* const kUnknownVerdict = "unknown";  // no profile, not input-bound (worker/profile/bottleneck.h)
+
 using nlohmann::json;
 
 // Read of every result beside the reported metrics, for the views (the step
@@ -308,6 +310,7 @@ struct ReportBuilder::State {
     std::vector<uint32_t> trials;
     std::map<std::string, int> verdicts;
     std::string bottleneck_summary;
+    bool summary_known = false;  // bottleneck_summary is of a verdict other than "unknown"
     json profiles = json::array();
     std::string proposer, rationale;  // of the first trial with a rationale (else the first one's proposer)
     std::string failure;              // the first failed or diverged trial's error
@@ -384,6 +387,7 @@ struct ReportBuilder::State {
         summary.parity_by_seed[trials[t].seed] = Value(t, parity_index);
       }
     }
+    if (group.verdicts.size() > 1) group.verdicts.erase(kUnknownVerdict);
     summary.bottleneck_verdicts = std::move(group.verdicts);
     summary.bottleneck_summary = std::move(group.bottleneck_summary);
     summary.profiles = std::move(group.profiles);
@@ -609,8 +613,14 @@ void ReportBuilder::AddFacts(TrialRecord trial, ResultFacts facts) {
       t.evals_end = static_cast<uint32_t>(s.evals.size());
     }
     if (facts.verdict) {
+      // A seed that was not profiled (by default only seed 1 is, docs/profiling.md) judges "unknown":
+      // the summary is a seed's that could tell, and "unknown" counts only where no seed could.
+      const bool known = *facts.verdict != kUnknownVerdict;
       ++group.verdicts[*facts.verdict];
-      if (group.bottleneck_summary.empty()) group.bottleneck_summary = std::move(facts.bottleneck_summary);
+      if (group.bottleneck_summary.empty() || (known && !group.summary_known)) {
+        group.bottleneck_summary = std::move(facts.bottleneck_summary);
+        group.summary_known = known;
+      }
     }
     if (!facts.profile.is_null()) group.profiles.push_back(std::move(facts.profile));
     if (facts.deploy.is_object()) AddDeploy(facts.deploy, trial.seed, group.deploy);

@@ -22,6 +22,7 @@ std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, 
     spec.task.steps = steps;
     // Latency is the configuration's, not the seed's: seed 1 measures it (SearchSpace::latency_every_seed).
     if (seed > 1 && !space.latency_every_seed) spec.latency.repetitions = 0;
+    if (seed > 1 && !space.profile_every_seed) spec.profile = ProfileSpec{/*steps=*/0};  // and so is its profile
     TrialRow row;
     row.config_json = ConfigKey(config);
     row.is_baseline = IsBaseline(space, config);

@@ -30,8 +30,9 @@ namespace scheduling {
 std::string GroupKey(const std::string& config_key, int steps);
 
 // The trials of `config` at `steps`, one per seed first_seed..last_seed; seeds
-// after the first measure no inference latency unless the space says
-// `latency: {seeds: all}` (SearchSpace::latency_every_seed).
+// after the first measure no inference latency and profile no steps unless
+// the space says `latency: {seeds: all}` (SearchSpace::latency_every_seed),
+// `profile: {seeds: all}` (SearchSpace::profile_every_seed).
 std::vector<TrialRow> TrialRows(const SearchSpace& space, const Config& config, int steps, int first_seed,
                                 int last_seed);
 

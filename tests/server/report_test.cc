@@ -115,6 +115,43 @@ TEST(ReportTest, ShowsEachConfigsBottleneckAndProfiles) {
   EXPECT_EQ(BottleneckLabel(mixed), "compute-bound 1, memory-bound 1");
 }
 
+// By default only seed 1 of a configuration is profiled (docs/profiling.md): a later seed's "unknown"
+// (no profile to judge from) is neither counted beside the profiled seed's verdict nor its summary,
+// whichever seed the report reads first; with no seed profiled, the configuration is "unknown".
+TEST(ReportTest, AnUnprofiledSeedLeavesTheVerdictToTheProfiledOne) {
+  SearchSpace space;
+  space.objectives = {{"val_accuracy", true}, {"throughput", true}};
+  space.parity = {"val_accuracy", 0.01};
+  std::vector<TrialRecord> trials;
+  const auto add = [&](const std::string& block, int seed, const std::string& verdict) {
+    TrialRecord t;
+    t.trial_id = block + std::to_string(seed);
+    t.config = {{"block", block}};
+    t.config_key = t.config.dump();
+    t.is_baseline = block == "basic";
+    t.seed = seed;
+    t.state = "completed";
+    t.result = {{"val_accuracy", 0.9},
+                {"throughput", {{"samples_per_s", 100.0}}},
+                {"bottleneck", {{"verdict", verdict}, {"summary", verdict + ": seed " + std::to_string(seed)}}}};
+    trials.push_back(t);
+  };
+  add("basic", 2, "unknown");  // read first
+  add("basic", 1, "memory-bound");
+  add("basic", 3, "unknown");
+  add("convnext", 1, "unknown");
+  add("convnext", 2, "unknown");
+  const Report report = BuildReport("exp-u", space, trials);
+  ASSERT_EQ(report.configs.size(), 2u);
+  const ConfigSummary& basic = report.configs[0].is_baseline ? report.configs[0] : report.configs[1];
+  const ConfigSummary& convnext = report.configs[0].is_baseline ? report.configs[1] : report.configs[0];
+  EXPECT_EQ(BottleneckLabel(basic), "memory-bound");
+  EXPECT_EQ(basic.bottleneck_summary, "memory-bound: seed 1");
+  EXPECT_EQ(BottleneckLabel(convnext), "unknown");
+  EXPECT_EQ(convnext.bottleneck_verdicts.at("unknown"), 2);
+  EXPECT_EQ(convnext.bottleneck_summary, "unknown: seed 1");
+}
+
 TEST(ReportTest, PairedParityUsesPerSeedDifferences) {
   // Identical per-seed quality (e.g. the same computation, faster): the paired
   // differences are 0 with no spread, so the variant is at parity; the unpaired

@@ -71,25 +71,39 @@ TEST_F(SchedulerTest, SubmitExpandsBaselineAndVariantsAtEverySeed) {
   EXPECT_EQ(trials[3].max_attempts, 2);
 }
 
-// Latency depends on the configuration, not the seed: seed 1 measures it, unless the space asks for all.
-TEST_F(SchedulerTest, OnlyTheFirstSeedMeasuresLatencyUnlessTheSpaceAsksForAll) {
-  for (const std::string& section : {std::string(), std::string("latency: {batch_size: 4, seeds: all}\n")}) {
+// Latency and the profile depend on the configuration, not the seed: seed 1 measures them, unless the
+// space asks for all.
+TEST_F(SchedulerTest, OnlyTheFirstSeedMeasuresLatencyAndIsProfiledUnlessTheSpaceAsksForAll) {
+  for (const std::string& section :
+       {std::string(), std::string("latency: {batch_size: 4, seeds: all}\nprofile: {steps: 2, seeds: all}\n"),
+        std::string("profile: {steps: 2, tool: nsys, seeds: first}\n")}) {
     SCOPED_TRACE(section);
+    const bool all = section.find("seeds: all") != std::string::npos;
+    const bool nsys = section.find("nsys") != std::string::npos;
     SqliteStore store(":memory:");
     Scheduler scheduler(store, clock_, Options());
     const std::string id = scheduler.Submit(std::string(kSpace) + section, "tiny.yaml").id;
     for (const TrialRow& t : store.ListTrials(id)) {
       const auto spec = nlohmann::json::parse(t.spec_json);
-      EXPECT_EQ(spec["latency"]["repetitions"], t.seed == 1 || !section.empty() ? 100 : 0) << t.seed;
+      EXPECT_EQ(spec["latency"]["repetitions"], t.seed == 1 || all ? 100 : 0) << t.seed;
       EXPECT_FALSE(spec["latency"].contains("seeds")) << "the space's field, not the trial spec's";
-      if (!section.empty()) EXPECT_EQ(spec["latency"]["batch_size"], 4);
+      EXPECT_FALSE(spec["profile"].contains("seeds")) << "the space's field, not the trial spec's";
+      if (all) {
+        EXPECT_EQ(spec["latency"]["batch_size"], 4);
+      }
+      const int profiled = section.empty() ? 3 : 2;  // kDefaultProfileSteps, or the section's
+      EXPECT_EQ(spec["profile"]["steps"], t.seed == 1 || all ? profiled : 0) << t.seed;
+      // A later seed is not wrapped in nsys either: its profile is off, not an nsys run of 0 steps.
+      EXPECT_EQ(spec["profile"]["tool"], t.seed == 1 && nsys ? "nsys" : "libtorch") << t.seed;
     }
   }
-  try {
-    scheduler_.Submit(std::string(kSpace) + "latency: {seeds: 2}\n", "tiny.yaml");
-    FAIL() << "accepted";
-  } catch (const SpaceError& e) {
-    EXPECT_NE(std::string(e.what()).find("latency.seeds: expected first"), std::string::npos) << e.what();
+  for (const std::string section : {"latency", "profile"}) {
+    try {
+      scheduler_.Submit(std::string(kSpace) + section + ": {seeds: 2}\n", "tiny.yaml");
+      FAIL() << "accepted";
+    } catch (const SpaceError& e) {
+      EXPECT_NE(std::string(e.what()).find(section + ".seeds: expected first"), std::string::npos) << e.what();
+    }
   }
 }
 
