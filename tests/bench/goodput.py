@@ -7,6 +7,11 @@ wall time, the device-seconds the trials held, the measured training steps'
 share of them (the report's goodput, docs/report.md#goodput), a completed
 trial's fixed cost and its mean phases (docs/trial-output.md, phases).
 
+With --profile-seeds first,all each run is made twice: the space as it is
+(seed 1 of each configuration profiled, the default) and with `profile:
+{seeds: all}` appended (every seed profiled, as before 2026-12-06), side by
+side on the same machine.
+
 With --optuna it also runs the short space's configs as Optuna trials in one
 Python process (Debian's python3-optuna and python3-torch: the network of
 tests/bench/reference_model.py, Fashion-MNIST read once, the same steps, batch,
@@ -15,7 +20,8 @@ ratio of wall time to summed step time: what an in-process loop with no
 start-up, isolation or measurement costs against Frontier's trials.
 
 usage: /usr/bin/python3 tests/bench/goodput.py [--build DIR] [--spaces quickstart,short]
-                                               [--workers 1,2] [--optuna] [--json FILE]
+                                               [--workers 1,2] [--profile-seeds first,all] [--optuna]
+                                               [--json FILE]
 """
 import argparse
 import gzip
@@ -33,9 +39,17 @@ SPACES = {"quickstart": os.path.join(ROOT, "search_spaces/quickstart.yaml"),
 PHASES = ["start", "data", "model", "flops", "gate", "warmup", "train", "eval", "latency", "profile", "other"]
 
 
-def run_frontier(build, space, workers):
-    """`frontier run` in a scratch folder: (wall seconds, the report's JSON)."""
+def run_frontier(build, space, workers, profile_seeds="first"):
+    """`frontier run` in a scratch folder: (wall seconds, the report's JSON). With profile_seeds "all" the
+    space runs from a copy there with `profile: {seeds: all}` appended (the spaces have no profile section and
+    no paths relative to their folder)."""
     with tempfile.TemporaryDirectory(prefix="goodput-") as runs:
+        if profile_seeds == "all":
+            with open(space) as f:
+                text = f.read()
+            space = os.path.join(runs, "space.yaml")
+            with open(space, "w") as f:
+                f.write(text + "\nprofile: {steps: 3, seeds: all}\n")
         start = time.monotonic()
         done = subprocess.run([os.path.join(build, "server/frontier"), "run", space, "--workers", str(workers),
                                "--runs-dir", runs, "-o", "json", "--metrics-listen", "0"],
@@ -49,13 +63,13 @@ def run_frontier(build, space, workers):
         return wall, report
 
 
-def frontier_row(name, workers, wall, report):
+def frontier_row(name, workers, wall, report, profile_seeds):
     goodput = report.get("goodput")
     if not goodput:
         sys.exit(f"{name}: the report has no goodput (are the results from this build's frontier-trial?)")
     trials = goodput["trials"]
     steps_s = sum(c["cost"]["train_s"] for c in report["configs"])  # summed step time, warm-up included
-    return {"space": name, "workers": workers, "trials": trials, "wall_s": wall, "device_s": goodput["device_s"],
+    return {"space": name, "workers": workers, "profile_seeds": profile_seeds, "trials": trials, "wall_s": wall, "device_s": goodput["device_s"],
             "measured_train_s": goodput["train_s"], "goodput": goodput["share"],
             "fixed_cost_s": goodput["fixed_cost_s"], "outside_process_s": goodput["outside_process_s"],
             "summed_step_s": steps_s, "wall_per_step_s": wall * workers / steps_s if steps_s else None,
@@ -133,6 +147,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--spaces", default="quickstart,short")
     ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--profile-seeds", default="first",
+                    help="first, all or first,all: which seeds of a configuration are profiled, each a run")
     ap.add_argument("--optuna", action="store_true", help="also the short space as in-process Optuna trials")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
@@ -140,16 +156,20 @@ def main():
     rows = []
     for name in args.spaces.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
-            wall, report = run_frontier(args.build, SPACES[name], workers)
-            rows.append(frontier_row(name, workers, wall, report))
-            r = rows[-1]
-            print(f"{name:10s} workers {workers}: {r['trials']} trials in {wall:.1f} s wall, "
-                  f"{r['device_s']:.1f} device-s; goodput {r['goodput']:.3f}; fixed cost "
-                  f"{r['fixed_cost_s']:.2f} s a trial; wall x workers / summed step time {r['wall_per_step_s']:.2f}")
-            print("           phases (mean s a trial): " +
-                  ", ".join(f"{p} {r['phases'][p]:.3f}" for p in PHASES) +
-                  f", outside the process {r['outside_process_s']:.3f}")
-            sys.stdout.flush()
+            for seeds in args.profile_seeds.split(","):
+                if seeds not in ("first", "all"):
+                    sys.exit(f"--profile-seeds: expected first or all, got {seeds!r}")
+                wall, report = run_frontier(args.build, SPACES[name], workers, seeds)
+                rows.append(frontier_row(name, workers, wall, report, seeds))
+                r = rows[-1]
+                print(f"{name:10s} workers {workers}, profiled seeds {seeds}: {r['trials']} trials in {wall:.1f} s "
+                      f"wall, {r['device_s']:.1f} device-s; goodput {r['goodput']:.3f}; fixed cost "
+                      f"{r['fixed_cost_s']:.2f} s a trial; wall x workers / summed step time "
+                      f"{r['wall_per_step_s']:.2f}")
+                print("           phases (mean s a trial): " +
+                      ", ".join(f"{p} {r['phases'][p]:.3f}" for p in PHASES) +
+                      f", outside the process {r['outside_process_s']:.3f}")
+                sys.stdout.flush()
     if args.optuna:
         wall, step_s, trials = run_optuna(SPACES["short"])
         rows.append({"space": "short", "runner": "optuna in-process", "trials": trials, "wall_s": wall,

@@ -33,20 +33,23 @@ std::string LabelsPath(const std::string& dir, const std::string& prefix) {
 Split ReadSplit(const std::string& dir, const std::string& prefix, int64_t expected) {
   const std::string images_path = ImagesPath(dir, prefix);
   const std::string labels_path = LabelsPath(dir, prefix);
-  IdxArray images = ReadIdxFile(images_path, 3);
-  IdxArray labels = ReadIdxFile(labels_path, 1);
-  if (images.dims[0] != expected || images.dims[1] != 28 || images.dims[2] != 28) {
+  const std::shared_ptr<const IdxArray> images = ReadIdxFile(images_path, 3);
+  const std::shared_ptr<const IdxArray> labels = ReadIdxFile(labels_path, 1);
+  if (images->dims[0] != expected || images->dims[1] != 28 || images->dims[2] != 28) {
     throw DataError(images_path + ": expected " + std::to_string(expected) + " images of 28x28");
   }
-  if (labels.dims[0] != expected) {
+  if (labels->dims[0] != expected) {
     throw DataError(labels_path + ": expected " + std::to_string(expected) + " labels");
   }
-  for (uint8_t l : labels.data) {
+  for (uint8_t l : labels->data) {
     if (l > 9) throw DataError(labels_path + ": label " + std::to_string(l) + " out of range 0..9");
   }
   Split s;
-  s.images = torch::from_blob(images.data.data(), {expected, 1, 28, 28}, torch::kUInt8).clone();
-  s.labels = torch::from_blob(labels.data.data(), {expected}, torch::kUInt8).to(torch::kLong);
+  // The images are read in place, never written (batches are gathered copies): the tensor holds the
+  // array, which a warm slot's trial shares with its server (idx.h) rather than copying 47 MB.
+  s.images = torch::from_blob(const_cast<uint8_t*>(images->data.data()), {expected, 1, 28, 28},
+                              [images](void*) {}, torch::kUInt8);
+  s.labels = torch::from_blob(const_cast<uint8_t*>(labels->data.data()), {expected}, torch::kUInt8).to(torch::kLong);
   return s;
 }
 
@@ -65,12 +68,10 @@ Dataset LoadFashionMnist(const std::string& dir, int val_size, int test_size) {
   Split full = ReadSplit(dir, "train", kFashionTrainSize);
   Dataset d;
   const int64_t n_train = kFashionTrainSize - val_size;
-  d.train = {full.images.slice(0, 0, n_train).clone(), full.labels.slice(0, 0, n_train).clone(), {}};
-  d.val = {full.images.slice(0, n_train).clone(), full.labels.slice(0, n_train).clone(), {}};
+  d.train = {full.images.slice(0, 0, n_train), full.labels.slice(0, 0, n_train), {}};  // views, not copies
+  d.val = {full.images.slice(0, n_train), full.labels.slice(0, n_train), {}};
   Split test = ReadSplit(dir, "t10k", kFashionTestSize);
-  if (test_size < kFashionTestSize) {
-    test = {test.images.slice(0, 0, test_size).clone(), test.labels.slice(0, 0, test_size).clone(), {}};
-  }
+  if (test_size < kFashionTestSize) test = {test.images.slice(0, 0, test_size), test.labels.slice(0, 0, test_size), {}};
   d.test = std::move(test);
   d.shape = InputShape{1, 28, 28, 10};
   d.mean = kFashionMean;

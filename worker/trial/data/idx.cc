@@ -58,7 +58,7 @@ constexpr off_t kMaxKeptFileBytes = off_t{256} << 20;  // on disk; Fashion-MNIST
 struct KeptFile {
   FileIdentity identity;
   int rank = 0;
-  IdxArray array;
+  std::shared_ptr<const IdxArray> array;
 };
 std::map<std::string, KeptFile>& KeptFiles() {
   static std::map<std::string, KeptFile> kept;
@@ -77,7 +77,7 @@ bool KeepIdxFile(const std::string& path, int expected_rank) {
   if (it == KeptFiles().end() && KeptFiles().size() >= kMaxKeptFiles) return false;
   if (kept.identity.size > kMaxKeptFileBytes) return false;
   try {
-    kept.array = ReadIdxFromDisk(path, expected_rank);
+    kept.array = std::make_shared<const IdxArray>(ReadIdxFromDisk(path, expected_rank));
   } catch (const DataError&) {
     return false;  // the trial reads it again and names the problem
   }
@@ -86,14 +86,14 @@ bool KeepIdxFile(const std::string& path, int expected_rank) {
   return true;
 }
 
-IdxArray ReadIdxFile(const std::string& path, int expected_rank) {
+std::shared_ptr<const IdxArray> ReadIdxFile(const std::string& path, int expected_rank) {
   const auto it = KeptFiles().find(path);
   FileIdentity now;
   if (it != KeptFiles().end() && it->second.rank == expected_rank && IdentityOf(path, &now) &&
       now == it->second.identity) {
     return it->second.array;
   }
-  return ReadIdxFromDisk(path, expected_rank);
+  return std::make_shared<const IdxArray>(ReadIdxFromDisk(path, expected_rank));
 }
 
 namespace {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,8 +26,10 @@ struct IdxArray {
 // zero bytes, type 0x08 = unsigned byte, rank) and that the payload holds
 // exactly prod(dims) bytes. Throws DataError.
 // A file KeepIdxFile kept is not read again while it is the same file (device,
-// inode, size, modification time): its kept copy is returned.
-IdxArray ReadIdxFile(const std::string& path, int expected_rank);
+// inode, size, modification time): the kept array itself is returned, shared
+// (in a process forked from the keeper, its pages are the keeper's until
+// written), so a reader that wants its own copy makes one.
+std::shared_ptr<const IdxArray> ReadIdxFile(const std::string& path, int expected_rank);
 
 // Reads `path` now and keeps it for this process and the processes it forks
 // (the warm slot's server, docs/worker.md#warm-slots: each trial forked from it
