@@ -69,7 +69,8 @@ def frontier_row(name, workers, wall, report, profile_seeds):
         sys.exit(f"{name}: the report has no goodput (are the results from this build's frontier-trial?)")
     trials = goodput["trials"]
     steps_s = sum(c["cost"]["train_s"] for c in report["configs"])  # summed step time, warm-up included
-    return {"space": name, "workers": workers, "profile_seeds": profile_seeds, "trials": trials, "wall_s": wall, "device_s": goodput["device_s"],
+    return {"space": name, "workers": workers, "profile_seeds": profile_seeds, "trials": trials, "wall_s": wall,
+            "device_s": goodput["device_s"],
             "measured_train_s": goodput["train_s"], "goodput": goodput["share"],
             "fixed_cost_s": goodput["fixed_cost_s"], "outside_process_s": goodput["outside_process_s"],
             "summed_step_s": steps_s, "wall_per_step_s": wall * workers / steps_s if steps_s else None,
@@ -152,13 +153,14 @@ def main():
     ap.add_argument("--optuna", action="store_true", help="also the short space as in-process Optuna trials")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
+    profile_seeds = args.profile_seeds.split(",")
+    if any(seeds not in ("first", "all") for seeds in profile_seeds):
+        sys.exit(f"--profile-seeds: expected first, all or first,all, got {args.profile_seeds!r}")
 
     rows = []
     for name in args.spaces.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
-            for seeds in args.profile_seeds.split(","):
-                if seeds not in ("first", "all"):
-                    sys.exit(f"--profile-seeds: expected first or all, got {seeds!r}")
+            for seeds in profile_seeds:
                 wall, report = run_frontier(args.build, SPACES[name], workers, seeds)
                 rows.append(frontier_row(name, workers, wall, report, seeds))
                 r = rows[-1]

@@ -45,14 +45,12 @@ json PeakEnvironment(const json& line, const std::string& device, const std::str
       source = sources[dtype].get<std::string>();
     }
   }
-  const auto text = [&line](const char* key, const std::string& otherwise) {
-    return line.contains(key) && line[key].is_string() ? line[key].get<std::string>() : otherwise;
-  };
+  const std::string measured_name = StringField(line, "device_name");
   env["source"] = source;
-  env["measured_at"] = text("measured_at", "");
+  env["measured_at"] = StringField(line, "measured_at");
   env["threads"] = ThreadsField(line, "threads");
   env["device"] = device;
-  env["device_name"] = text("device_name", device_name);
+  env["device_name"] = measured_name.empty() ? device_name : measured_name;
   return env;
 }
 
