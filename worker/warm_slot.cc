@@ -54,7 +54,7 @@ std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup) {
   setpgid(0, 0);
   // A trial never outlives its worker (a SIGKILLed worker's trial would go on
   // competing for the cores with the next one): killed when the worker is.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (setup.dies_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != setup.parent) return ChildFailure{kAdoptionStage, ESRCH};
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;

@@ -62,10 +62,11 @@ inline constexpr const char* kChildStages[] = {"",
 inline constexpr int kAdoptionStage = 5;
 
 // The setup of a trial's child after fork: its own process group, SIGKILL
-// when its parent dies (checked against `parent`), default signal
-// dispositions and an empty mask, standard input /dev/null (or the given one), standard output
-// and error the given pipes, its cgroup joined, its CPUs, its address-space
-// limit, its working folder. Only async-signal-safe calls. Returns nullopt
+// when its parent dies (unless `dies_with_parent` is false), its parent
+// checked against `parent`, default signal dispositions and an empty mask,
+// standard input /dev/null (or the given one), standard output and error the
+// given pipes, its cgroup joined, its CPUs, its address-space limit, its
+// working folder. Only async-signal-safe calls. Returns nullopt
 // when done, else the failure (errno as it was).
 struct ChildSetup {
   pid_t parent = 0;
@@ -76,6 +77,11 @@ struct ChildSetup {
   const cpu_set_t* cpus = nullptr;       // nullptr: the parent's CPUs
   const rlimit* address_space = nullptr;  // nullptr: no limit
   const char* workdir = nullptr;          // nullptr: the parent's
+  // SIGKILL when the thread that forked it exits (PR_SET_PDEATHSIG): a trial
+  // never outlives its worker. false: the warm slot's server, which ends at
+  // its socket's end of file instead (the worker's end closes when the worker
+  // dies), so that it outlives the slot thread that started it.
+  bool dies_with_parent = true;
 };
 std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup);
 // A child that cannot be set up: writes `failure` to its status pipe and exits 127.

@@ -4,8 +4,12 @@
 Runs `frontier run` on the quickstart space and on tests/bench/goodput_short.yaml
 (12 trials of 60 steps) with 1 and 2 local workers, and prints for each run its
 wall time, the device-seconds the trials held, the measured training steps'
-share of them (the report's goodput, docs/report.md#goodput), a completed
-trial's fixed cost and its mean phases (docs/trial-output.md, phases).
+share of them (the report's goodput, docs/report.md#goodput) and with the
+warm-up steps included, a completed trial's fixed cost split into start-up
+(the process, data, model, FLOP count and the lease outside the process; also
+the mean over trials that were not their worker's first, from the store) and
+measurement (gate, evaluation, latency, profile), and its mean phases
+(docs/trial-output.md, phases).
 
 With --profile-seeds first,all each run is made twice: the space as it is
 (seed 1 of each configuration profiled, the default) and with `profile:
@@ -37,6 +41,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SPACES = {"quickstart": os.path.join(ROOT, "search_spaces/quickstart.yaml"),
           "short": os.path.join(HERE, "goodput_short.yaml")}
 PHASES = ["start", "data", "model", "flops", "gate", "warmup", "train", "eval", "latency", "profile", "other"]
+# The fixed cost in two parts: starting a trial (its process, data, model and FLOP count, the lease around the
+# process) and the measurements its spec asks for (the correctness gate, the evaluation, latency, profile).
+START_UP = ["start", "data", "model", "flops", "other"]
+MEASUREMENT = ["gate", "eval", "latency", "profile"]
 
 
 def run_frontier(build, space, workers, profile_seeds="first"):
@@ -60,21 +68,46 @@ def run_frontier(build, space, workers, profile_seeds="first"):
         # stdout: the progress lines, the report's JSON, then the HTML report's path.
         start_of_report = done.stdout.find("\n{") + 1
         report, _ = json.JSONDecoder().raw_decode(done.stdout[start_of_report:])
-        return wall, report
+        return wall, report, trial_start_ups(os.path.join(runs, "frontier.db"))
 
 
-def frontier_row(name, workers, wall, report, profile_seeds):
+def trial_start_ups(db):
+    """Each completed trial's start-up seconds (START_UP phases plus its lease outside the process) in lease
+    order, as (worker, seconds, whether it is its worker's first trial)."""
+    import sqlite3
+    rows = sqlite3.connect(db).execute(
+        "SELECT worker_id, started_ms, finished_ms, result_json FROM trials "
+        "WHERE state = 'completed' AND result_json <> '' ORDER BY started_ms").fetchall()
+    seen, out = set(), []
+    for worker, started_ms, finished_ms, result_json in rows:
+        phases = json.loads(result_json).get("phases")
+        if not phases:
+            continue
+        outside = max(0.0, (finished_ms - started_ms) / 1000.0 - phases["wall_s"])
+        out.append((worker, sum(phases.get(p + "_s", 0.0) for p in START_UP) + outside, worker not in seen))
+        seen.add(worker)
+    return out
+
+
+def frontier_row(name, workers, wall, report, start_ups, profile_seeds):
     goodput = report.get("goodput")
     if not goodput:
         sys.exit(f"{name}: the report has no goodput (are the results from this build's frontier-trial?)")
     trials = goodput["trials"]
     steps_s = sum(c["cost"]["train_s"] for c in report["configs"])  # summed step time, warm-up included
-    return {"space": name, "workers": workers, "profile_seeds": profile_seeds, "trials": trials, "wall_s": wall,
-            "device_s": goodput["device_s"],
-            "measured_train_s": goodput["train_s"], "goodput": goodput["share"],
-            "fixed_cost_s": goodput["fixed_cost_s"], "outside_process_s": goodput["outside_process_s"],
-            "summed_step_s": steps_s, "wall_per_step_s": wall * workers / steps_s if steps_s else None,
-            "phases": {p: goodput["phases"].get(p + "_s", 0.0) / trials for p in PHASES}}
+    row = {"space": name, "workers": workers, "profile_seeds": profile_seeds, "trials": trials, "wall_s": wall,
+           "device_s": goodput["device_s"],
+           "measured_train_s": goodput["train_s"], "goodput": goodput["share"],
+           "training_share": steps_s / goodput["device_s"],
+           "fixed_cost_s": goodput["fixed_cost_s"], "outside_process_s": goodput["outside_process_s"],
+           "summed_step_s": steps_s, "wall_per_step_s": wall * workers / steps_s if steps_s else None,
+           "phases": {p: goodput["phases"].get(p + "_s", 0.0) / trials for p in PHASES}}
+    row["start_up_s"] = sum(row["phases"][p] for p in START_UP) + row["outside_process_s"]
+    row["measurement_s"] = sum(row["phases"][p] for p in MEASUREMENT)
+    later = [s for _, s, first in start_ups if not first]
+    row["start_up_later_trials_s"] = sum(later) / len(later) if later else None
+    row["start_up_later_trials_max_s"] = max(later) if later else None
+    return row
 
 
 def fashion_mnist(split):
@@ -161,13 +194,19 @@ def main():
     for name in args.spaces.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
             for seeds in profile_seeds:
-                wall, report = run_frontier(args.build, SPACES[name], workers, seeds)
-                rows.append(frontier_row(name, workers, wall, report, seeds))
+                wall, report, start_ups = run_frontier(args.build, SPACES[name], workers, seeds)
+                rows.append(frontier_row(name, workers, wall, report, start_ups, seeds))
                 r = rows[-1]
                 print(f"{name:10s} workers {workers}, profiled seeds {seeds}: {r['trials']} trials in {wall:.1f} s "
                       f"wall, {r['device_s']:.1f} device-s; goodput {r['goodput']:.3f}; fixed cost "
                       f"{r['fixed_cost_s']:.2f} s a trial; wall x workers / summed step time "
                       f"{r['wall_per_step_s']:.2f}")
+                later = r["start_up_later_trials_s"]
+                print(f"           training share, warm-up steps included: {r['training_share']:.3f}; fixed cost = "
+                      f"start-up {r['start_up_s']:.3f} s ({'+'.join(START_UP)}, outside the process; a worker's "
+                      f"later trials: mean {later if later is None else f'{later:.3f}'} s, max "
+                      f"{r['start_up_later_trials_max_s'] or 0:.3f}) + measurement {r['measurement_s']:.3f} s "
+                      f"({'+'.join(MEASUREMENT)})")
                 print("           phases (mean s a trial): " +
                       ", ".join(f"{p} {r['phases'][p]:.3f}" for p in PHASES) +
                       f", outside the process {r['outside_process_s']:.3f}")

@@ -484,6 +484,7 @@ class ProcessTrialLauncher::WarmSlot {
     TrialCommand serve;
     serve.trial_arguments = {"--serve"};
     serve.stdin_fd = ends[1];
+    serve.ends_with_stdin = true;  // the server reads its socket; a slot thread that stops early leaves it running
     server_ = cold_.StartCold(serve, error);
     close(ends[1]);
     socket_ = ends[0];
@@ -615,7 +616,8 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
                            procs_fd,
                            command.cpus.empty() ? nullptr : &cpus,
                            set_rlimit ? &address_space : nullptr,
-                           workdir};
+                           workdir,
+                           /*dies_with_parent=*/!command.ends_with_stdin};
     std::unique_lock<std::mutex> owned(ChildrenMutex());  // owned before ReapOrphans can see it
     pid = fork();
     if (pid == 0) {

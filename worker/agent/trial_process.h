@@ -50,6 +50,10 @@ struct TrialCommand {
   // The child's standard input (a descriptor the worker keeps); -1: /dev/null.
   // Only a cold start (the warm slot's own server gets its socket so).
   int stdin_fd = -1;
+  // The child ends at its standard input's end of file, not when the thread
+  // that started it exits (no PR_SET_PDEATHSIG): the warm slot's server, which
+  // serves every slot for the worker's life (docs/worker.md#warm-slots).
+  bool ends_with_stdin = false;
   // Start with exec even from a launcher with warm slots: a data-parallel
   // trial's ranks (their FRONTIER_RANK... in /proc/PID/environ, where tools
   // and e2e.ranks_run find a rank; a warm child's environment is set after fork).
