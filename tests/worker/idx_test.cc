@@ -75,6 +75,20 @@ TEST(IdxReaderTest, AKeptFileIsReadFromMemoryUntilItChanges) {
   fs::remove(fifo);
 }
 
+// What a warm server keeps is bounded: a file whose header promises more data than the bound is not
+// read (the trial reads it itself), one within it is kept.
+TEST(IdxReaderTest, AFileOverTheKeptBoundIsNotKept) {
+  const std::string path = TempPath("bound");
+  WriteBytes(path, {0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9});
+  EXPECT_FALSE(KeepIdxFile(path, 1, /*max_bytes=*/2));
+  const std::shared_ptr<const IdxArray> read = ReadIdxFile(path, 1);
+  EXPECT_EQ(read->data, (std::vector<uint8_t>{7, 8, 9}));
+  EXPECT_NE(ReadIdxFile(path, 1), read) << "read anew: nothing was kept";
+  EXPECT_TRUE(KeepIdxFile(path, 1, /*max_bytes=*/3));
+  EXPECT_EQ(ReadIdxFile(path, 1), ReadIdxFile(path, 1)) << "kept";
+  fs::remove(path);
+}
+
 TEST(IdxReaderTest, RawFilesToo) {
   const std::string path = TempPath("raw");
   WriteBytes(path, {0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9});

@@ -461,7 +461,9 @@ class ProcessTrialLauncher::WarmSlot {
 
  private:
   static constexpr int kReadyMs = 60000;  // loading LibTorch on a slow disk
-  static constexpr int kReplyMs = 10000;
+  // The server reads a dataset before it forks the first trial that names it (KeepIdxFile: at most
+  // 4 files of 256 MiB; Fashion-MNIST takes a fraction of a second).
+  static constexpr int kReplyMs = 30000;
   static constexpr int kMaxStarts = 3;  // failed starts; then every trial starts cold
 
   bool Ready(std::string* error) {

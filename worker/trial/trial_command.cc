@@ -116,6 +116,14 @@ int ServeTrials(std::ostream& err) {
       SendWarmReply(socket, nlohmann::json{{"error", problem}}.dump());
       continue;
     }
+    // The dataset files the trial will read, kept in this process first (read once, at the first trial
+    // that names them), so that the trial finds them in memory instead of reading them beside its own
+    // steps; bounded in size (KeepIdxFile), so well within the worker's wait for the reply.
+    try {
+      KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
+    } catch (const std::exception&) {
+      // the trial reads its spec itself and names the problem
+    }
     // An intermediate process forks the trial and exits at once, so the trial is adopted by the worker.
     int child_pid[2] = {-1, -1};
     pid_t intermediate = -1;
@@ -151,13 +159,6 @@ int ServeTrials(std::ostream& err) {
     }
     SendWarmReply(socket, child > 0 ? nlohmann::json{{"pid", child}}.dump()
                                     : nlohmann::json{{"error", std::string("fork: ") + std::strerror(fork_error)}}.dump());
-    // After the reply (the trial has started): its dataset files, read once by this process, are in the
-    // memory of every later trial that reads them.
-    try {
-      KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
-    } catch (const std::exception&) {
-      // the trial reads its spec itself and names the problem
-    }
   }
 }
 

@@ -55,6 +55,7 @@ bool IdentityOf(const std::string& path, FileIdentity* identity) {
 // kMaxKeptFiles (two datasets of four files), so specs naming folder after folder cannot grow it.
 constexpr size_t kMaxKeptFiles = 8;
 constexpr off_t kMaxKeptFileBytes = off_t{256} << 20;  // on disk; Fashion-MNIST's largest is 26 MB
+constexpr size_t kNoBound = size_t{1} << 33;            // a file any reader accepts: 8 GiB of data
 struct KeptFile {
   FileIdentity identity;
   int rank = 0;
@@ -65,11 +66,11 @@ std::map<std::string, KeptFile>& KeptFiles() {
   return kept;
 }
 
-IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank);
+IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank, size_t max_bytes = kNoBound);
 
 }  // namespace
 
-bool KeepIdxFile(const std::string& path, int expected_rank) {
+bool KeepIdxFile(const std::string& path, int expected_rank, size_t max_bytes) {
   KeptFile kept;
   if (!IdentityOf(path, &kept.identity)) return false;
   const auto it = KeptFiles().find(path);
@@ -77,9 +78,9 @@ bool KeepIdxFile(const std::string& path, int expected_rank) {
   if (it == KeptFiles().end() && KeptFiles().size() >= kMaxKeptFiles) return false;
   if (kept.identity.size > kMaxKeptFileBytes) return false;
   try {
-    kept.array = std::make_shared<const IdxArray>(ReadIdxFromDisk(path, expected_rank));
+    kept.array = std::make_shared<const IdxArray>(ReadIdxFromDisk(path, expected_rank, max_bytes));
   } catch (const DataError&) {
-    return false;  // the trial reads it again and names the problem
+    return false;  // the trial reads it again and names the problem (or reads one too large to keep)
   }
   kept.rank = expected_rank;
   KeptFiles()[path] = std::move(kept);
@@ -98,7 +99,7 @@ std::shared_ptr<const IdxArray> ReadIdxFile(const std::string& path, int expecte
 
 namespace {
 
-IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank) {
+IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank, size_t max_bytes) {
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) throw DataError(path + ": cannot open (is the dataset-fashion-mnist package installed?)");
   uint8_t magic[4];
@@ -121,7 +122,8 @@ IdxArray ReadIdxFromDisk(const std::string& path, int expected_rank) {
     out.dims.push_back(dim);
     total *= static_cast<size_t>(dim);
   }
-  if (total > (size_t{1} << 33)) throw DataError(path + ": implausible size");
+  if (total > kNoBound) throw DataError(path + ": implausible size");
+  if (total > max_bytes) throw DataError(path + ": " + std::to_string(total) + " bytes of data, over the bound");
   out.data.resize(total);
   const size_t got = ReadSome(f.get(), out.data.data(), total, path);
   if (got != total) {

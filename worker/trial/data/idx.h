@@ -1,6 +1,7 @@
 // Reader for the IDX format of (Fashion-)MNIST, gzipped or raw. Torch-free.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -34,7 +35,11 @@ std::shared_ptr<const IdxArray> ReadIdxFile(const std::string& path, int expecte
 // Reads `path` now and keeps it for this process and the processes it forks
 // (the warm slot's server, docs/worker.md#warm-slots: each trial forked from it
 // finds the dataset in memory). false when it cannot be read (nothing kept; a
-// trial's ReadIdxFile then names the problem).
-bool KeepIdxFile(const std::string& path, int expected_rank);
+// trial's ReadIdxFile then names the problem) or its header promises more than
+// `max_bytes` of data (not read: the server reads before it forks the trial,
+// so what it keeps is bounded in memory and time; Fashion-MNIST's largest
+// file holds 47 MB).
+inline constexpr size_t kMaxKeptArrayBytes = size_t{256} << 20;
+bool KeepIdxFile(const std::string& path, int expected_rank, size_t max_bytes = kMaxKeptArrayBytes);
 
 }  // namespace frontier
