@@ -254,10 +254,20 @@ std::string GoodputLine(const CostTotals& totals) {
     const auto it = s.phases.find(phase);
     parts += Printf("%s %.2f, ", phase.c_str(), (it == s.phases.end() ? 0.0 : it->second) / s.trials_with_phases);
   }
-  return Printf("goodput %.2f: measured training steps %.1f s of %.1f device-s; fixed cost %.2f s a completed "
-                "trial: %soutside the trial process %.2f (lease to launch, upload, report)",
-                *totals.goodput, s.phases.count("train") ? s.phases.at("train") : 0.0, s.device_s,
-                totals.fixed_cost_s, parts.c_str(), totals.outside_process_s);
+  std::string line = Printf(
+      "goodput %.2f: measured training steps %.1f s of %.1f device-s; fixed cost %.2f s a completed "
+      "trial: %soutside the trial process %.2f (lease to launch, upload, report)",
+      *totals.goodput, s.phases.count("train") ? s.phases.at("train") : 0.0, s.device_s, totals.fixed_cost_s,
+      parts.c_str(), totals.outside_process_s);
+  // Where most of a short trial's fixed cost goes, and what sets it (docs/report.md#goodput).
+  const auto eval = s.phases.find("eval");
+  const double eval_s = eval == s.phases.end() ? 0.0 : eval->second / s.trials_with_phases;
+  if (totals.fixed_cost_s > 0 && eval_s >= 0.5 * totals.fixed_cost_s) {
+    line += Printf("; the evaluation is %.0f%% of it: task.val_size and task.test_size set the images a trial "
+                   "evaluates, task.eval_every how often",
+                   100.0 * eval_s / totals.fixed_cost_s);
+  }
+  return line;
 }
 
 nlohmann::json GoodputToJson(const CostTotals& totals) {

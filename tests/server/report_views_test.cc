@@ -440,6 +440,13 @@ TEST(ReportViewsTest, GoodputIsTheMeasuredStepsShareOfTheDeviceTime) {
   const std::vector<std::string> notes = ReportNotes(report);  // the table's notes, before wrapping
   EXPECT_NE(std::find(notes.begin(), notes.end(), line), notes.end());
   EXPECT_NE(RenderHtml(report).find("goodput 0."), std::string::npos);
+  EXPECT_EQ(line.find("the evaluation is"), std::string::npos) << "a sixth of the fixed cost: no hint";
+  for (TrialRecord& t : trials) {
+    if (t.result.is_object()) t.result["phases"]["eval_s"] = 2.0;
+  }
+  const std::string evaluating = GoodputLine(TotalCost(BuildReport("exp-1", space, trials)));
+  EXPECT_NE(evaluating.find("; the evaluation is 67% of it: task.val_size and task.test_size"), std::string::npos)
+      << evaluating;
 }
 
 TEST(ReportViewsTest, HtmlHasEveryView) {
