@@ -263,8 +263,8 @@ std::string GoodputLine(const CostTotals& totals) {
   const auto eval = s.phases.find("eval");
   const double eval_s = eval == s.phases.end() ? 0.0 : eval->second / s.trials_with_phases;
   if (totals.fixed_cost_s > 0 && eval_s >= 0.5 * totals.fixed_cost_s) {
-    line += Printf("; the evaluation is %.0f%% of it: task.val_size and task.test_size set the images a trial "
-                   "evaluates, task.eval_every how often",
+    line += Printf("; the evaluation is %.0f%% of it: the validation and test splits' sizes set it (task.val_size "
+                   "and task.test_size; task.bev.val_samples and test_samples), task.eval_every how often",
                    100.0 * eval_s / totals.fixed_cost_s);
   }
   return line;
