@@ -445,7 +445,8 @@ TEST(ReportViewsTest, GoodputIsTheMeasuredStepsShareOfTheDeviceTime) {
     if (t.result.is_object()) t.result["phases"]["eval_s"] = 2.0;
   }
   const std::string evaluating = GoodputLine(TotalCost(BuildReport("exp-1", space, trials)));
-  EXPECT_NE(evaluating.find("; the evaluation is 67% of it: the validation and test splits' sizes set it"), std::string::npos)
+  EXPECT_NE(evaluating.find("; the evaluation is 67% of it: the validation and test splits' sizes set it"),
+            std::string::npos)
       << evaluating;
 }
 
