@@ -50,6 +50,12 @@ std::set<std::string> LabelParts(const std::string& label) {
   return parts;
 }
 
+// Seconds of one phase summed over the trials with phases; 0 where none recorded it.
+double PhaseSeconds(const SearchCost& s, const std::string& phase) {
+  const auto it = s.phases.find(phase);
+  return it == s.phases.end() ? 0.0 : it->second;
+}
+
 }  // namespace
 
 std::vector<std::string> EffectMetrics(const Report& report) {
@@ -221,13 +227,10 @@ CostTotals TotalCost(const Report& report) {
     completed_s += s.train_s + s.profile_s + s.other_s;
   }
   if (const SearchCost& s = totals.total; s.trials_with_phases > 0 && s.device_s > 0) {
-    const auto phase = [&s](const char* name) {
-      const auto it = s.phases.find(name);
-      return it == s.phases.end() ? 0.0 : it->second;
-    };
-    totals.goodput = phase("train") / s.device_s;
-    totals.fixed_cost_s = std::max(0.0, s.phased_device_s - phase("train") - phase("warmup")) / s.trials_with_phases;
-    totals.outside_process_s = std::max(0.0, s.phased_device_s - phase("wall")) / s.trials_with_phases;
+    const double train_s = PhaseSeconds(s, "train");
+    totals.goodput = train_s / s.device_s;
+    totals.fixed_cost_s = std::max(0.0, s.phased_device_s - train_s - PhaseSeconds(s, "warmup")) / s.trials_with_phases;
+    totals.outside_process_s = std::max(0.0, s.phased_device_s - PhaseSeconds(s, "wall")) / s.trials_with_phases;
   }
   if (totals.trials_completed == 0) return totals;
   totals.mean_completed_s = completed_s / totals.trials_completed;
@@ -251,17 +254,15 @@ std::string GoodputLine(const CostTotals& totals) {
   std::string parts;
   for (const std::string& phase : ReportedPhases()) {
     if (phase == "train" || phase == "warmup" || phase == "wall") continue;
-    const auto it = s.phases.find(phase);
-    parts += Printf("%s %.2f, ", phase.c_str(), (it == s.phases.end() ? 0.0 : it->second) / s.trials_with_phases);
+    parts += Printf("%s %.2f, ", phase.c_str(), PhaseSeconds(s, phase) / s.trials_with_phases);
   }
   std::string line = Printf(
       "goodput %.2f: measured training steps %.1f s of %.1f device-s; fixed cost %.2f s a completed "
       "trial: %soutside the trial process %.2f (lease to launch, upload, report)",
-      *totals.goodput, s.phases.count("train") ? s.phases.at("train") : 0.0, s.device_s, totals.fixed_cost_s,
-      parts.c_str(), totals.outside_process_s);
+      *totals.goodput, PhaseSeconds(s, "train"), s.device_s, totals.fixed_cost_s, parts.c_str(),
+      totals.outside_process_s);
   // Where most of a short trial's fixed cost goes, and what sets it (docs/report.md#goodput).
-  const auto eval = s.phases.find("eval");
-  const double eval_s = eval == s.phases.end() ? 0.0 : eval->second / s.trials_with_phases;
+  const double eval_s = PhaseSeconds(s, "eval") / s.trials_with_phases;
   if (totals.fixed_cost_s > 0 && eval_s >= 0.5 * totals.fixed_cost_s) {
     line += Printf("; the evaluation is %.0f%% of it: the validation and test splits' sizes set it (task.val_size "
                    "and task.test_size; task.bev.val_samples and test_samples), task.eval_every how often",
@@ -277,7 +278,7 @@ nlohmann::json GoodputToJson(const CostTotals& totals) {
   for (const auto& [phase, seconds] : s.phases) phases[phase + "_s"] = seconds;
   return {{"share", *totals.goodput},
           {"device_s", s.device_s},
-          {"train_s", s.phases.count("train") ? s.phases.at("train") : 0.0},
+          {"train_s", PhaseSeconds(s, "train")},
           {"fixed_cost_s", totals.fixed_cost_s},
           {"outside_process_s", totals.outside_process_s},
           {"trials", s.trials_with_phases},
