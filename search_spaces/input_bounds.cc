@@ -97,14 +97,19 @@ std::string Abbreviated(std::string_view text, size_t max_bytes) {
   }
   std::string out;
   out.reserve(cut);
-  for (char c : text.substr(0, cut)) {  // one line: no control characters
+  for (size_t i = 0; i < cut;) {  // one line of UTF-8: no control characters, no invalid bytes
+    const char c = text[i];
+    const size_t length = Utf8Length(text.substr(0, cut), i);
     if (c == '\n') {
       out += "\\n";
-    } else if (static_cast<unsigned char>(c) < 0x20 && c != '\t') {
+    } else if (length == 0 || (static_cast<unsigned char>(c) < 0x20 && c != '\t')) {
       out += '?';
     } else {
-      out += c;
+      out.append(text.data() + i, length);
+      i += length;
+      continue;
     }
+    ++i;
   }
   if (cut < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
   return out;

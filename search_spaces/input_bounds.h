@@ -50,9 +50,11 @@ class InputError : public std::runtime_error {
   InputFault fault_;
 };
 
-// `text` on one line (a newline as \n, other control characters as '?'), cut
-// to at most `max_bytes` at a character boundary and followed by
-// "... (N bytes)" when it was longer: for messages that quote an input.
+// `text` on one line of valid UTF-8 (a newline as \n, other control
+// characters and each byte of an invalid UTF-8 sequence as '?'), cut to at
+// most `max_bytes` at a character boundary and followed by "... (N bytes)"
+// when it was longer: for messages that quote an input, which JSON and
+// protobuf strings must carry (both refuse bytes that are not UTF-8).
 std::string Abbreviated(std::string_view text, size_t max_bytes);
 
 // "line L (byte B): <problem>"

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -78,6 +79,25 @@ void UseTheCpusBlasKernels(char** argv) {
 #else
   (void)argv;
 #endif
+}
+
+std::string WriteNewFile(const std::string& path, const std::string& text) {
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot write " + path + ": " + std::strerror(errno);
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string problem = "cannot write " + path + ": " + std::strerror(errno);
+      ::close(fd);
+      return problem;
+    }
+    written += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0 ? "" : "cannot write " + path + ": " + std::strerror(errno);
 }
 
 int FreeTcpPort(const std::string& host) {

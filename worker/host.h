@@ -1,6 +1,6 @@
 // What the worker agent and the trial runner share about the machine they
-// run on: its name, program lookup on PATH and the folder layout of trial
-// artifacts. Plain C++ (no gRPC, no LibTorch): the agent (frontier_worker)
+// run on: its name, program lookup on PATH, the folder layout of trial
+// artifacts and how a file is written where a trial can write. Plain C++ (no gRPC, no LibTorch): the agent (frontier_worker)
 // and the runner (frontier_trial) both link it, so one rule serves both sides.
 #pragma once
 
@@ -61,6 +61,13 @@ std::string HostAllocatorPolicy();
 // The policy as glibc reads it at exec (GLIBC_TUNABLES), for a command trial:
 // "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=...".
 std::string HostAllocatorTunables();
+
+// Writes `text` to a new file at `path` in a folder a trial can write to (the
+// worker's work folder, an artifact folder): whatever is there (a file, or a
+// symbolic link or FIFO a trial left) is removed first, and the file is
+// created with O_EXCL|O_NOFOLLOW, so the write never follows a link or blocks
+// on a pipe. "" on success, else what failed ("cannot write PATH: ...").
+std::string WriteNewFile(const std::string& path, const std::string& text);
 
 // A TCP port on `host` (an IPv4 address; "0.0.0.0": every interface) that
 // was free a moment ago (bound to port 0 and closed): what a launcher passes

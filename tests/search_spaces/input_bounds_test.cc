@@ -151,6 +151,9 @@ TEST(InputBoundsTest, MessagesQuotingHugeInputsStayShortAndOnOneLine) {
   const std::string multiline = SpaceErrorOf(std::string(kHead) + "\"bad\\nkey\": 1\n");
   EXPECT_EQ(multiline.find('\n'), std::string::npos) << multiline;
   EXPECT_EQ(Abbreviated("abc\xc3\xa9" "def", 4), "abc... (8 bytes)");  // never half a character
+  // What a message quotes is UTF-8, whatever it quotes: JSON and protobuf strings refuse anything else.
+  EXPECT_EQ(Abbreviated("a\xff" "b\xc3\xa9\xe2\x96\x88\xe2\x96", 100), "a?b\xc3\xa9\xe2\x96\x88??");
+  EXPECT_EQ(Abbreviated("\xed\xa0\x80\xc0\xaf", 100), "?????");  // a surrogate, an overlong '/'
 }
 
 TEST(InputBoundsTest, TrialSpecTextOutOfBoundsIsRefused) {

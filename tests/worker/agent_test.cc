@@ -490,6 +490,29 @@ TEST_F(AgentTest, ResultPrintedBeforeACrashAtExitStillCounts) {
   EXPECT_EQ(WithoutPlacement(completions[0].result_json()), nlohmann::json::parse(kResultLine));
 }
 
+TEST_F(AgentTest, AResultIsNotHeldBackByAProcessTheTrialLeftHoldingItsOutput) {
+  // Prints its result and exits, leaving a background process with its standard output open.
+  RunOneTrial(Script("leaves-one.sh", "sleep 1000 &\necho $! > " + dir_ + "/left.pid\necho '" +
+                                          std::string(kResultLine) + "'"),
+              Options());
+  const auto completions = coordinator_.Completions();
+  ASSERT_THAT(completions, SizeIs(1)) << "not a time-out: the trial had ended";
+  EXPECT_EQ(WithoutPlacement(completions[0].result_json()), nlohmann::json::parse(kResultLine));
+  EXPECT_TRUE(Eventually([&] { return ProcessGone("left.pid"); })) << "what is left in its process group ends";
+}
+
+TEST_F(AgentTest, StderrThatIsNotUtf8ReachesTheCoordinatorAsUtf8) {
+  // A byte that is not UTF-8 and a character cut in half (as the tail's cut or a progress bar leaves one),
+  // in the message of a crash that is out of memory under the worker's limit (RLIMIT_AS on this host) or
+  // a crash: both go into JSON and protobuf strings, which refuse such bytes.
+  AgentOptions options = Options();
+  options.memory_limit_mb = 64;
+  RunOneTrial(Script("latin1.sh", "printf 'caf\\351 \\342\\226\\210\\342\\226 out of memory\\n' >&2\nexit 3"),
+              options);
+  const auto failure = OnlyFailure();
+  EXPECT_THAT(failure.error(), HasSubstr("stderr: caf? \xe2\x96\x88?? out of memory"));
+}
+
 TEST_F(AgentTest, HungTrialIsKilledWithItsProcessGroupAfterTheTimeout) {
   // Ignores SIGTERM (so only the SIGKILL after the grace ends it) and leaves a grandchild holding stdout.
   const std::string trial = Script("hang.sh",
@@ -986,6 +1009,28 @@ TEST_F(AgentTest, StoppedCommandTrialSeesTheStopFileAndIsKilledAfterTheGrace) {
   EXPECT_FALSE(failure.retryable());
   EXPECT_THAT(ReadFile("seen"), HasSubstr("stop-file"));
   EXPECT_THAT(ReadFile("seen"), HasSubstr("term"));
+  EXPECT_TRUE(ProcessGone("trial.pid"));
+}
+
+TEST_F(AgentTest, WhatATrialPutsWhereTheWorkerWritesIsReplacedNotFollowed) {
+  // Where the worker writes in its shared work folder: a link to another file at the spec file's name (as
+  // an earlier trial could leave it), and a FIFO the trial itself makes at its stop file's name.
+  std::ofstream(dir_ + "/victim") << "keep\n";
+  std::filesystem::create_symlink(dir_ + "/victim", dir_ + "/work/t1-attempt1.json");
+  coordinator_.StopOnProgress("asha: below the rung's top third");
+  RunOneTrial(Script("fifo.sh", "cp \"$2\" " + dir_ +
+                                    "/seen-spec\n"
+                                    "mkfifo \"$FRONTIER_STOP_FILE\"\n"
+                                    "echo $$ > " +
+                                    dir_ +
+                                    "/trial.pid\n"
+                                    "echo '{\"event\":\"eval\",\"step\":1}'\n"
+                                    "while :; do sleep 0.05; done"),
+              Options());
+  EXPECT_EQ(ReadFile("victim"), "keep\n");
+  EXPECT_THAT(ReadFile("seen-spec"), HasSubstr("\"schema\": 1"));
+  const auto failure = OnlyFailure();
+  EXPECT_EQ(failure.error(), "stopped: asha: below the rung's top third");
   EXPECT_TRUE(ProcessGone("trial.pid"));
 }
 

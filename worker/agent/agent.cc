@@ -10,10 +10,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -218,16 +216,10 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
     }
   }
   const std::string spec_path = options_.work_dir + "/" + SpecFileName(lease.trial_id, lease.attempt);
-  {
-    std::ofstream file(spec_path);
-    file << spec.dump(2) << "\n";
-    file.close();
-    if (!file) {
-      Report(lease, Outcome{Outcome::Kind::kFail,
-                            "cannot write the spec file " + spec_path + ": " + std::strerror(errno),
-                            /*retryable=*/true, ""});
-      return;
-    }
+  // A new file: an earlier trial in this shared folder may have left a link or a FIFO at this name.
+  if (const std::string problem = WriteNewFile(spec_path, spec.dump(2) + "\n"); !problem.empty()) {
+    Report(lease, Outcome{Outcome::Kind::kFail, "the spec file: " + problem, /*retryable=*/true, ""});
+    return;
   }
 
   const ProfileWrapping wrapping = WrapForProfileTool(options_, spec, lease.trial_id);

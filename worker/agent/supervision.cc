@@ -15,7 +15,6 @@
 #include "worker/agent/agent.h"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
 #include <string>
 
@@ -23,20 +22,17 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/input_bounds.h"
 #include "worker/agent/result_line.h"
 #include "worker/agent/trial_protocol.h"
 #include "worker/agent/worker_metrics.h"
+#include "worker/host.h"
 
 namespace frontier {
 namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
-
-// At most `limit` bytes of `text` for a message, "..." marking a cut.
-std::string Abbreviate(const std::string& text, size_t limit) {
-  return text.size() <= limit ? text : text.substr(0, limit) + "...";
-}
 
 // Evidence of an allocation failure in a crashed trial's error (its stderr tail).
 bool MentionsAllocationFailure(const std::string& text) {
@@ -63,7 +59,10 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
   bool reporting_failed = false;
   std::string result_line;
   const auto stopped = [&](const std::string& reason) {
-    std::ofstream(launch.stop_file) << reason << "\n";  // the protocol's polite request, then SIGTERM
+    // The protocol's polite request, then SIGTERM. A new file: the trial may have put a FIFO or a link there.
+    if (const std::string problem = WriteNewFile(launch.stop_file, reason + "\n"); !problem.empty()) {
+      spdlog::warn("trial {}: the stop file: {}", lease.trial_id, problem);
+    }
     process.Terminate(options_.kill_grace);
     return Outcome{Outcome::Kind::kFail, "stopped: " + reason, /*retryable=*/false, ""};
   };
@@ -159,7 +158,7 @@ Agent::Outcome Agent::Supervise(const Lease& lease, const Launch& launch, TrialP
                      launch.what +
                          " printed a line that is not a JSON object (standard output is for the "
                          "protocol's lines; logs go to standard error): " +
-                         Abbreviate(line, 200),
+                         Abbreviated(line, 200),
                      /*retryable=*/false, ""};
     }
     if (!event.is_object()) {

@@ -1,13 +1,18 @@
 #include "worker/agent/trial_artifacts.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
-#include <fstream>
 #include <system_error>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "search_spaces/input_bounds.h"
 #include "worker/agent/agent.h"
 #include "worker/host.h"
 
@@ -42,15 +47,31 @@ void Agent::UploadArtifacts(const Lease& lease) {
   int stored = 0;
   for (const fs::path& file : files) {
     const std::string name = file.lexically_relative(dir).generic_string();
-    std::ifstream in(file, std::ios::binary);
+    if (FindEncodingFault(name)) {  // the request's name is a protobuf string: UTF-8 only
+      spdlog::warn("trial {}: artifact {} not sent: its name is not UTF-8", lease.trial_id, Abbreviated(name, 200));
+      continue;
+    }
+    // Opened as it is now, not as it was listed: a process the trial left may have put a link or a FIFO
+    // there since. At most the bytes the file had when opened are sent.
+    const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat info {};
+    const bool regular = fd >= 0 && fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+    int64_t size = regular ? static_cast<int64_t>(info.st_size) : 0;
     std::string chunk(kArtifactChunkBytes, '\0');
     int64_t offset = 0;
     bool last = false;
     grpc::Status status;
-    while (in && !last) {
-      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      const std::streamsize got = in.gcount();
-      last = in.peek() == std::char_traits<char>::eof();
+    while (regular && !last) {
+      const int64_t want = std::min<int64_t>(static_cast<int64_t>(chunk.size()), size - offset);
+      int64_t got = 0;
+      while (got < want) {
+        const ssize_t n = ::read(fd, chunk.data() + got, static_cast<size_t>(want - got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += n;
+      }
+      if (got < want) size = offset + got;  // shorter than it was: what is there
+      last = offset + got >= size;
       v1::UploadArtifactResponse response;
       status = Call("UploadArtifact", Retry::kOnce, options_.rpc_timeout,
                     [&](grpc::ClientContext* context, const std::string& worker_id) {
@@ -67,13 +88,15 @@ void Agent::UploadArtifacts(const Lease& lease) {
       if (!status.ok()) break;
       offset += got;
     }
+    if (fd >= 0) ::close(fd);
     if (status.ok() && last) {
       sent += offset;
       ++stored;
       continue;
     }
     if (status.ok()) {
-      spdlog::warn("trial {}: artifact {} not sent: cannot read {}", lease.trial_id, name, file.string());
+      spdlog::warn("trial {}: artifact {} not sent: cannot read {} (gone, or no longer a regular file)",
+                   lease.trial_id, name, file.string());
       continue;
     }
     spdlog::warn("trial {}: artifact {} not stored by the coordinator: {}", lease.trial_id, name,

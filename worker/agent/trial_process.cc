@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "search_spaces/input_bounds.h"
 #include "worker/host.h"
 #include "worker/warm_slot.h"
 
@@ -39,28 +40,10 @@ using std::chrono::milliseconds;
 constexpr size_t kStderrTailBytes = size_t{8} * 1024;
 constexpr int kStderrTailLines = 8;
 constexpr size_t kReadChunk = size_t{64} * 1024;
+// The most reads of each pipe after the child exited (Drain): 4 MiB, more than a pipe holds.
+constexpr size_t kMaxDrainReads = 64;
 // How often Wait checks whether the child has exited.
 constexpr milliseconds kExitPoll{10};
-
-// More than kMaxOutputLineNesting brackets open at once outside JSON strings.
-bool NestedTooDeep(std::string_view line) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if ((c == '[' || c == '{') && ++depth > kMaxOutputLineNesting) {
-      return true;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return false;
-}
 
 ProcessExit DecodeWaitStatus(int status) {
   ProcessExit exit;
@@ -131,9 +114,15 @@ class TrialCgroup {
     }
     path_ = dir;
   }
+  // Kills what is left in the cgroup (cgroup.kill, Linux 5.14: a descendant that left the trial's process
+  // group too) and removes it once it is empty.
   ~TrialCgroup() {
     if (procs_fd_ >= 0) close(procs_fd_);
-    if (!path_.empty()) rmdir(path_.c_str());
+    if (path_.empty()) return;
+    std::ofstream(path_ + "/cgroup.kill") << 1 << std::flush;
+    for (int tries = 0; rmdir(path_.c_str()) != 0 && errno == EBUSY && tries < 100; ++tries) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
   }
   const std::string& path() const { return path_; }
   int procs_fd() const { return procs_fd_; }
@@ -207,6 +196,14 @@ class ChildProcess final : public TrialProcess {
     for (;;) {
       if (TakeLine(line)) return ReadStatus::kLine;
       if (stdout_fd_ < 0) return ReadStatus::kEnd;
+      if (Exited()) {
+        // What the child wrote is all in the pipe now. A descendant it left behind (`cmd &`, a logger)
+        // may hold the pipe open, and must not make the trial's end wait for it: the end of its output.
+        kill(-pid_, SIGKILL);
+        Drain();
+        CloseFd(&stdout_fd_);
+        continue;
+      }
       const milliseconds remaining = Remaining(deadline);
       Pump(remaining);
       if (remaining.count() == 0) {
@@ -252,7 +249,9 @@ class ChildProcess final : public TrialProcess {
     while (end > 0 && static_cast<int>(lines.size()) < kStderrTailLines) {
       const size_t newline = text.rfind('\n', end - 1);
       const size_t begin = newline == std::string::npos ? 0 : newline + 1;
-      if (end > begin) lines.push_back(text.substr(begin, end - begin));
+      // Each line as valid UTF-8 on one line: the tail goes into JSON and protobuf strings, which refuse
+      // other bytes, and the 8 KiB cut can start inside a character.
+      if (end > begin) lines.push_back(Abbreviated(std::string_view(text).substr(begin, end - begin), end - begin));
       if (newline == std::string::npos) break;
       end = newline;
     }
@@ -298,6 +297,26 @@ class ChildProcess final : public TrialProcess {
     return true;
   }
 
+
+  // Whether the child has exited, without reaping it (WNOWAIT: its process group id stays its own).
+  bool Exited() const {
+    if (exit_) return true;
+    siginfo_t info{};
+    return waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
+  }
+
+  // Reads what both pipes hold now, without waiting for more.
+  void Drain() {
+    for (size_t reads = 0; reads < kMaxDrainReads && (stdout_fd_ >= 0 || stderr_fd_ >= 0); ++reads) {
+      pollfd fds[2];
+      int count = 0;
+      for (int fd : {stdout_fd_, stderr_fd_}) {
+        if (fd >= 0) fds[count++] = pollfd{fd, POLLIN, 0};
+      }
+      if (poll(fds, count, 0) <= 0) return;
+      Pump(milliseconds(0));
+    }
+  }
 
   // Waits up to `timeout` for either pipe to be readable and reads what is there.
   void Pump(milliseconds timeout) {
@@ -396,7 +415,7 @@ OutputLines::Next OutputLines::Take(bool closed, std::string* line) {
   }
   if (newline == std::string::npos && (!closed || begin_ == buffer_.size())) return Next::kNone;
   const std::string_view taken = std::string_view(buffer_).substr(begin_, end - begin_);
-  if (NestedTooDeep(taken)) {
+  if (FindNestingFault(taken, kMaxOutputLineNesting, /*json_strings=*/true)) {
     return refuse("is nested deeper than " + std::to_string(kMaxOutputLineNesting) + " levels");
   }
   line->assign(taken);

@@ -1,17 +1,13 @@
 #include "worker/profile/profile_summary.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <unordered_map>
 #include <utility>
 
+#include "worker/host.h"
 #include "worker/profile/op_class.h"
 
 namespace frontier {
@@ -458,32 +454,6 @@ bool InRecordedSteps(const ProfileRecording& recording, const ProfiledCall& call
   });
 }
 
-namespace {
-
-// Writes `text` to a new file at `path`: whatever is there (a file, or a symbolic link or FIFO a trial
-// left in its own artifact folder) is removed first, and the file is created with O_EXCL|O_NOFOLLOW, so
-// the write never follows a link or blocks on a pipe. "" on success, else what failed.
-std::string WriteNewFile(const std::filesystem::path& path, const std::string& text) {
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot write " + path.string() + ": " + std::strerror(errno);
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string problem = "cannot write " + path.string() + ": " + std::strerror(errno);
-      ::close(fd);
-      return problem;
-    }
-    written += static_cast<size_t>(n);
-  }
-  return ::close(fd) == 0 ? "" : "cannot write " + path.string() + ": " + std::strerror(errno);
-}
-
-}  // namespace
-
 void WriteProfileArtifacts(const std::filesystem::path& folder, ProfileSummary* summary) {
   namespace fs = std::filesystem;
   json& profile = summary->profile;
@@ -501,13 +471,13 @@ void WriteProfileArtifacts(const std::filesystem::path& folder, ProfileSummary* 
     return;
   }
   const fs::path trace = dir / "trace.json";
-  if (std::string problem = WriteNewFile(trace, summary->trace.dump() + "\n"); !problem.empty()) {
+  if (std::string problem = WriteNewFile(trace.string(), summary->trace.dump() + "\n"); !problem.empty()) {
     profile["error"] = "cannot write the trace: " + problem;
     return;
   }
   profile["trace"] = trace.string();
   const fs::path operators = dir / "operators.json";
-  if (std::string problem = WriteNewFile(operators, summary->operators.dump() + "\n"); !problem.empty()) {
+  if (std::string problem = WriteNewFile(operators.string(), summary->operators.dump() + "\n"); !problem.empty()) {
     profile["error"] = "cannot write the operator table: " + problem;
     return;
   }
