@@ -130,6 +130,17 @@ std::optional<double> NumberAt(const nlohmann::json& result, const std::vector<s
   return value;
 }
 
+std::string StringAt(const nlohmann::json& result, const std::vector<std::string>& path) {
+  const nlohmann::json* node = &result;
+  for (const std::string& field : path) {
+    if (!node->is_object()) return "";
+    auto it = node->find(field);
+    if (it == node->end()) return "";
+    node = &*it;
+  }
+  return node->is_string() ? node->get<std::string>() : "";
+}
+
 std::optional<double> MetricOf(const nlohmann::json& result, const std::string& metric) {
   return NumberAt(result, MetricPath(metric));
 }

@@ -87,6 +87,11 @@ std::vector<std::string> MetricPath(const std::string& metric);
 // number or not finite.
 std::optional<double> NumberAt(const nlohmann::json& result, const std::vector<std::string>& path);
 
+// The string at `path` in `result` (a trial result, a progress event: JSON a
+// worker sent); "" when absent or not a string, so that a field of another
+// type reads as absent instead of throwing.
+std::string StringAt(const nlohmann::json& result, const std::vector<std::string>& path);
+
 // The value of `metric` in a trial result (or a progress event):
 // NumberAt(result, MetricPath(metric)).
 std::optional<double> MetricOf(const nlohmann::json& result, const std::string& metric);

@@ -287,10 +287,7 @@ SearchSpace SpaceParser::Parse(const std::string& text) {
   top.Integer("max_attempts", space.max_attempts, 1, 100);
   top.Bool("retry_timeouts", space.retry_timeouts);
   if (top.Has("screen")) ParseScreen(top.Get("screen"), space);
-  if (space.strategy.name == "grid" && GridSize(space) > kMaxGridForGridStrategy) {
-    Fail("space", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
-                      std::to_string(kMaxGridForGridStrategy) + "; use strategy random");
-  }
+  CheckProposedAtOnce(space);
   return space;
 }
 

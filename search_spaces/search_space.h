@@ -124,6 +124,15 @@ inline constexpr const char* kScreenedState = "screened";
 // The most configurations a space with `screen` may have: it runs one
 // screening trial per configuration, so the candidate set must be enumerated.
 inline constexpr size_t kMaxScreenedConfigs = 10000;
+// What a space may make the coordinator build at once. The strategies that
+// list their configurations when the experiment is created (grid: every one;
+// random: the whole grid, shuffled; sobol: `trials` of them, 0 = the grid;
+// asha over random or sobol the same) list at most kMaxListedConfigs; what a
+// strategy proposes at once (those lists, an NSGA-II generation, an ablation
+// round) becomes at most kMaxTrialsAtSubmit trials (configurations x their
+// first seeds). The parser refuses a space beyond either.
+inline constexpr size_t kMaxListedConfigs = 100000;
+inline constexpr size_t kMaxTrialsAtSubmit = 1000000;
 
 // A configuration: {dimension name: choice}; a dimension left out keeps the
 // baseline's value, so {} is the baseline itself.
@@ -199,7 +208,7 @@ std::optional<std::string> WhyInvalid(const SearchSpace& space, const Config& co
 // Every configuration of the full grid in a fixed order (the first dimension
 // varies slowest), the baseline's own values included where they are choices.
 // Throws SpaceError when the grid has more than `limit` configurations.
-std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit = 100000);
+std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit = kMaxListedConfigs);
 
 // Number of configurations of the full grid (may be large; saturates at SIZE_MAX).
 size_t GridSize(const SearchSpace& space);

@@ -18,9 +18,6 @@ namespace frontier::space_reading {
 
 using nlohmann::json;
 
-// The most configurations strategy grid enumerates, and strategy sobol without trials.
-inline constexpr size_t kMaxGridForGridStrategy = 100000;
-
 // A YAML node as the JSON value a trial spec holds: YAML 1.2 core-schema
 // typing of plain scalars (true/false, integers, floats), quoted scalars and
 // any number of more than 64 characters as strings, mappings as objects,
@@ -186,6 +183,8 @@ class SpaceParser {
 
   // The strategy and speed-first screening (space_strategy.cc).
   void ParseStrategy(const YAML::Node& node, SearchSpace& space) const;
+  // What the strategy proposes at once within kMaxListedConfigs and kMaxTrialsAtSubmit.
+  void CheckProposedAtOnce(const SearchSpace& space) const;
   void ParseScreen(const YAML::Node& node, SearchSpace& space) const;
 
   std::string source_;

@@ -122,10 +122,6 @@ void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) cons
                                           [&](const Objective& o) { return o.metric == strategy.metric; });
     if (!is_objective) Fail(fields.Field("metric"), "'" + strategy.metric + "' is not one of the objectives");
   }
-  if (strategy.name == "sobol" && strategy.trials == 0 && GridSize(space) > kMaxGridForGridStrategy) {
-    Fail("strategy", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
-                         std::to_string(kMaxGridForGridStrategy) + "; set trials");
-  }
   if (strategy.name == "external") {
     // A proposer outside the coordinator (docs/proposers.md); its settings
     // go to strategy.options for MakeStrategy and server/proposer/.
@@ -185,6 +181,56 @@ void SpaceParser::ParseStrategy(const YAML::Node& node, SearchSpace& space) cons
   if (!comparable) {
     Fail("objectives", "strategy asha compares trials during training, on " + Join(measured) +
                            "; name at least one of them as an objective");
+  }
+}
+
+// What a strategy proposes at once becomes trials at once (the lists of
+// grid, random and sobol when the experiment is submitted, an NSGA-II
+// generation, an ablation round), each seed a trial built up front: their
+// number is bounded here, before anything is built.
+void SpaceParser::CheckProposedAtOnce(const SearchSpace& space) const {
+  const StrategySpec& strategy = space.strategy;
+  const bool asha = strategy.name == "asha";
+  const std::string proposer = asha ? strategy.proposer : strategy.name;
+  const std::string who = asha ? "asha's proposer " + proposer : "strategy " + proposer;
+  const std::string bound = std::to_string(kMaxListedConfigs);
+  const size_t grid = GridSize(space);
+  const std::string grid_has = "the grid has " +
+                               std::string(grid == std::numeric_limits<size_t>::max() ? "at least " : "") +
+                               std::to_string(grid) + " configurations";
+  const size_t trials = static_cast<size_t>(strategy.trials);
+  size_t at_once = 0;
+  if (proposer == "grid" || proposer == "random" || proposer == "sobol") {
+    if (proposer == "grid" && grid > kMaxListedConfigs) {
+      Fail("space", grid_has + ", more than " + bound + "; use strategy sobol with trials, nsga2 or tpe");
+    }
+    if (proposer == "random" && grid > kMaxListedConfigs) {
+      Fail("strategy", who + " shuffles every configuration of the grid, and " + grid_has + ", more than " +
+                           bound + "; use proposer sobol with trials");
+    }
+    at_once = proposer != "grid" && trials > 0 ? std::min(trials, grid) : grid;
+    if (at_once > kMaxListedConfigs) {
+      if (trials > 0) {
+        Fail("strategy.trials", "must be at most " + bound + ": " + who +
+                                    " lists every configuration it runs when the experiment is submitted");
+      }
+      Fail("strategy", grid_has + ", more than " + bound + ", and " + who +
+                           " without trials lists every one when the experiment is submitted; set trials");
+    }
+  } else if (proposer == "nsga2") {
+    at_once = std::min(static_cast<size_t>(strategy.population), grid);
+    if (trials > 0) at_once = std::min(at_once, trials);
+  } else if (proposer == "ablation") {
+    for (const Dimension& dim : space.dimensions) at_once += dim.choices.size();
+  } else {
+    return;  // tpe and external propose a few at a time
+  }
+  // ASHA starts a configuration's later seeds once its first passed the first rung.
+  const size_t seeds = asha ? 1 : static_cast<size_t>(space.repeats);
+  if (at_once * seeds > kMaxTrialsAtSubmit) {
+    Fail("repeats", who + " proposes " + std::to_string(at_once) + " configurations at once, x " +
+                        std::to_string(seeds) + " seeds: " + std::to_string(at_once * seeds) +
+                        " trials, more than " + std::to_string(kMaxTrialsAtSubmit));
   }
 }
 

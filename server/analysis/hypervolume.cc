@@ -46,7 +46,24 @@ double HypervolumeAbove(std::vector<std::vector<double>> points, const std::vect
 
 }  // namespace
 
-double Hypervolume(const std::vector<std::vector<double>>& points, const std::vector<double>& reference) {
+double HypervolumeSteps(size_t points, size_t objectives) {
+  // HypervolumeAbove on n points visits n, and in 3 or more dimensions also
+  // slices of 1..n points one dimension lower: W_d(n) = n + W_{d-1}(1) + ... + W_{d-1}(n).
+  std::vector<double> steps(points + 1);
+  for (size_t n = 0; n <= points; ++n) steps[n] = static_cast<double>(n);
+  for (size_t d = 3; d <= objectives; ++d) {
+    double lower = 0;  // W_{d-1}(1) + ... + W_{d-1}(n)
+    for (size_t n = 1; n <= points; ++n) {
+      lower += steps[n];
+      steps[n] = static_cast<double>(n) + lower;
+    }
+    if (steps[points] > kMaxHypervolumeSteps) return steps[points];
+  }
+  return steps[points];
+}
+
+std::optional<double> Hypervolume(const std::vector<std::vector<double>>& points,
+                                  const std::vector<double>& reference) {
   if (reference.empty()) throw std::invalid_argument("Hypervolume: empty reference point");
   std::vector<std::vector<double>> above;
   for (const auto& p : points) {
@@ -56,6 +73,7 @@ double Hypervolume(const std::vector<std::vector<double>>& points, const std::ve
     for (size_t i = 0; i < p.size(); ++i) strictly_above = strictly_above && p[i] > reference[i];
     if (strictly_above) above.push_back(p);
   }
+  if (HypervolumeSteps(above.size(), reference.size()) > kMaxHypervolumeSteps) return std::nullopt;
   return HypervolumeAbove(std::move(above), reference, reference.size());
 }
 

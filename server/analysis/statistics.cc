@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -77,16 +78,33 @@ double StudentTQuantileUncached(double p, double df) {
   return p < 0.5 ? -t : t;
 }
 
+// The power of two 2^k <= |x| < 2^(k+1) (1 for 0 and non-finite x). Values
+// divided by it are exact and near 1, so that their squares neither overflow
+// (1e200 squared) nor underflow (1e-200 squared), and a result multiplied
+// back is bit for bit what the unscaled arithmetic gives wherever that one
+// neither overflows nor underflows.
+double PowerOfTwoScale(double x) { return std::isfinite(x) && x != 0 ? std::ldexp(1.0, std::ilogb(x)) : 1.0; }
+
 // Welch-Satterthwaite degrees of freedom of a sum of two variance terms, each
-// estimated from n - 1 degrees of freedom.
+// estimated from n - 1 degrees of freedom (scale-free: the terms are scaled first).
 double WelchDegreesOfFreedom(double term_v, int n_v, double term_b, int n_b) {
+  const double scale = PowerOfTwoScale(std::fmax(term_v, term_b));
+  term_v /= scale;
+  term_b /= scale;
   const double sum = term_v + term_b;
   return sum * sum / (term_v * term_v / (n_v - 1) + term_b * term_b / (n_b - 1));
 }
 
 // A symmetric interval value ± t(quantile, df) * se; the point when se == 0.
+// An infinite or undefined se or df (a spread beyond the largest double)
+// bounds nothing: the interval is infinite, and so every verdict on it inconclusive.
 Interval SymmetricInterval(double value, double se, double df, double quantile, int n_v, int n_b) {
-  const double half = se > 0 ? StudentTQuantile(quantile, df) * se : 0;
+  double half = 0;
+  if (!std::isfinite(se) || !(df > 0)) {
+    half = std::numeric_limits<double>::infinity();
+  } else if (se > 0) {
+    half = StudentTQuantile(quantile, df) * se;
+  }
   return Interval{value, value - half, value + half, n_v, n_b};
 }
 
@@ -100,14 +118,25 @@ MetricSummary SummarizeMetric(const std::vector<double>& values) {
   MetricSummary summary;
   summary.n = static_cast<int>(values.size());
   if (values.empty()) return summary;
+  // Scaled (PowerOfTwoScale) so that neither the sum nor the squares overflow or underflow.
+  double largest = 0;
+  for (double v : values) largest = std::fmax(largest, std::fabs(v));
+  const double scale = PowerOfTwoScale(largest);
   double sum = 0;
-  for (double v : values) sum += v;
-  summary.mean = sum / summary.n;
+  for (double v : values) sum += v / scale;
+  const double scaled_mean = sum / summary.n;
+  summary.mean = scaled_mean * scale;
   summary.ci_low = summary.ci_high = summary.mean;
   if (summary.n < 2) return summary;
+  double spread = 0;
+  for (double v : values) spread = std::fmax(spread, std::fabs(v / scale - scaled_mean));
+  const double spread_scale = PowerOfTwoScale(spread);
   double squares = 0;
-  for (double v : values) squares += (v - summary.mean) * (v - summary.mean);
-  summary.std = std::sqrt(squares / (summary.n - 1));
+  for (double v : values) {
+    const double deviation = (v / scale - scaled_mean) / spread_scale;
+    squares += deviation * deviation;
+  }
+  summary.std = std::sqrt(squares / (summary.n - 1)) * spread_scale * scale;
   const double half = MeanHalfWidth(summary, kTwoSidedQuantile);
   summary.ci_low = summary.mean - half;
   summary.ci_high = summary.mean + half;
@@ -143,10 +172,12 @@ Interval WelchInterval(const MetricSummary& variant, const MetricSummary& baseli
   RequireData(variant, baseline);
   const double diff = variant.mean - baseline.mean;
   if (variant.n < 2 || baseline.n < 2) return Interval{diff, diff, diff, variant.n, baseline.n};
-  const double term_v = variant.std * variant.std / variant.n;
-  const double term_b = baseline.std * baseline.std / baseline.n;
+  const double scale = PowerOfTwoScale(std::fmax(variant.std, baseline.std));
+  const double std_v = variant.std / scale, std_b = baseline.std / scale;
+  const double term_v = std_v * std_v / variant.n;
+  const double term_b = std_b * std_b / baseline.n;
   if (term_v + term_b == 0) return Interval{diff, diff, diff, variant.n, baseline.n};
-  return SymmetricInterval(diff, std::sqrt(term_v + term_b),
+  return SymmetricInterval(diff, std::sqrt(term_v + term_b) * scale,
                            WelchDegreesOfFreedom(term_v, variant.n, term_b, baseline.n), quantile, variant.n,
                            baseline.n);
 }
@@ -162,9 +193,15 @@ std::optional<Interval> SpeedupInterval(const MetricSummary& variant, const Metr
   if (variant.n < 2 || baseline.n < 2 || variant.mean == 0) {
     return Interval{ratio, ratio, ratio, variant.n, baseline.n};
   }
-  // Squared coefficients of variation of the two means: the variances of their logs.
-  const double term_v = variant.std * variant.std / (variant.n * variant.mean * variant.mean);
-  const double term_b = baseline.std * baseline.std / (baseline.n * baseline.mean * baseline.mean);
+  // Squared coefficients of variation of the two means: the variances of their logs
+  // (each side scaled by its own PowerOfTwoScale, which cancels in the ratio).
+  const auto log_variance = [](const MetricSummary& s) {
+    const double scale = PowerOfTwoScale(std::fmax(s.std, s.mean));
+    const double std = s.std / scale, mean = s.mean / scale;
+    return std * std / (s.n * mean * mean);
+  };
+  const double term_v = log_variance(variant);
+  const double term_b = log_variance(baseline);
   if (term_v + term_b == 0) return Interval{ratio, ratio, ratio, variant.n, baseline.n};
   const Interval log_ratio = SymmetricInterval(std::log(ratio), std::sqrt(term_v + term_b),
                                                WelchDegreesOfFreedom(term_v, variant.n, term_b, baseline.n),

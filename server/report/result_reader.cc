@@ -14,19 +14,23 @@ using nlohmann::json;
 
 namespace {
 
-// The profiles entry of a result's "profile" section.
+// The profiles entry of a result's "profile" section; a field of another
+// type reads as absent (a stored result is JSON a worker sent).
 json ProfileEntry(const std::string& trial_id, const json& profile) {
   json top = json::array();
-  for (const json& op : profile.value("top_operators", json::array())) {
+  const json& operators = profile.value("top_operators", json());
+  for (const json& op : operators.is_array() ? operators : json::array()) {
     if (top.size() == 5) break;
-    top.push_back({{"name", op.value("name", "")},
-                   {"class", op.value("class", "")},
-                   {"share", op.value("share", 0.0)}});
+    if (!op.is_object()) continue;
+    top.push_back({{"name", StringAt(op, {"name"})},
+                   {"class", StringAt(op, {"class"})},
+                   {"share", NumberAt(op, {"share"}).value_or(0.0)}});
   }
+  const bool has_trace = profile.value("trace", json()).is_string();
   json entry = {{"trial_id", trial_id},
-                {"tool", profile.value("tool", "")},
-                {"host", profile.value("host", "")},
-                {"trace", profile.value("trace", profile.value("report", ""))},
+                {"tool", StringAt(profile, {"tool"})},
+                {"host", StringAt(profile, {"host"})},
+                {"trace", StringAt(profile, {has_trace ? "trace" : "report"})},
                 {"top_operators", top}};
   if (profile.contains("error")) entry["error"] = profile["error"];
   return entry;
@@ -64,12 +68,12 @@ void ReadResultFacts(const json& result, const std::vector<std::vector<std::stri
     const json basis = bottleneck.value("basis", json());
     facts.verdict = VerdictLabel(bottleneck["verdict"].get<std::string>(),
                                  basis.is_string() ? basis.get<std::string>() : "");
-    facts.bottleneck_summary = bottleneck.value("summary", "");
+    facts.bottleneck_summary = StringAt(bottleneck, {"summary"});
   }
   const json& profile = result.value("profile", json());
   if (profile.is_object()) facts.profile = ProfileEntry(trial_id, profile);
   const json& placement = result.value("placement", json());
-  facts.shared_cores = placement.is_object() && placement.value("shared_cores", false) == true;
+  facts.shared_cores = placement.is_object() && placement.value("shared_cores", json()) == true;
   const json& deploy = result.value("deploy", json());
   if (deploy.is_object()) facts.deploy = deploy;
 }

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/search_space.h"
@@ -125,16 +127,39 @@ ExperimentRecord Scheduler::Create(const std::string& space_yaml, const std::str
 Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
   auto found = searches_.find(experiment_id);
   if (found != searches_.end()) return found->second.get();
+  if (unloadable_.count(experiment_id)) return nullptr;
   const std::optional<ExperimentRecord> experiment = store_.GetExperiment(experiment_id);
   if (!experiment || experiment->state != experiment_state::kRunning) return nullptr;
   std::unique_ptr<Search> search;
+  std::vector<Proposal> beyond;
   try {
-    search = std::make_unique<Search>(ParseStoredSearchSpace(experiment->space_yaml, experiment->source_name),
-                                      options_.proposers);
-  } catch (const SpaceError&) {
-    return nullptr;  // accepted by an older version: it runs the trials it has
+    search = RebuildSearch(*experiment, beyond);
+  } catch (const StoreError&) {
+    throw;  // the store may answer the next call
+  } catch (const std::exception& e) {
+    // A space this version refuses (accepted by an older one), or stored
+    // state the replay cannot take: the experiment runs the trials it has,
+    // and no call of another experiment trips over it again.
+    spdlog::warn("experiment {}: its search cannot be rebuilt ({}); it runs the trials it has", experiment_id,
+                 e.what());
+    unloadable_.insert(experiment_id);
+    return nullptr;
   }
-  const std::vector<TrialRow> rows = store_.ListTrials(experiment_id);
+  Search* loaded = search.get();
+  searches_[experiment_id] = std::move(search);
+  // Later seeds that became due before the restart but were not stored.
+  for (const std::string& key : std::vector<std::string>(loaded->group_order))
+    AddDueSeeds(experiment_id, *loaded, key);
+  AddAdaptiveSeeds(experiment_id, *loaded);
+  AddProposals(experiment_id, *loaded, beyond);
+  return loaded;
+}
+
+std::unique_ptr<Scheduler::Search> Scheduler::RebuildSearch(const ExperimentRecord& experiment,
+                                                            std::vector<Proposal>& beyond) {
+  auto search = std::make_unique<Search>(
+      ParseStoredSearchSpace(experiment.space_yaml, experiment.source_name), options_.proposers);
+  const std::vector<TrialRow> rows = store_.ListTrials(experiment.id);
   search->Index(rows);
   std::map<std::string, const TrialRow*> by_id;
   for (const TrialRow& row : rows) by_id[row.id] = &row;
@@ -154,9 +179,9 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
     }
   }
   if (search->ScreeningDue()) search->Screen();
-  const std::vector<Proposal> beyond = Replay(*search->strategy, baseline, history);
-  search->strategy->Attach(experiment_id);
-  search->paused = experiment->paused;
+  beyond = Replay(*search->strategy, baseline, history);
+  search->strategy->Attach(experiment.id);
+  search->paused = experiment.paused;
 
   // Early stopping: replay every progress event in the order it arrived.
   if (search->stopping) {
@@ -178,15 +203,7 @@ Scheduler::Search* Scheduler::SearchOf(const std::string& experiment_id) {
       search->stopping->Observe(RunningTrialOf(*by_id.at(trial_id)), event);
     }
   }
-
-  Search* loaded = search.get();
-  searches_[experiment_id] = std::move(search);
-  // Later seeds that became due before the restart but were not stored.
-  for (const std::string& key : std::vector<std::string>(loaded->group_order))
-    AddDueSeeds(experiment_id, *loaded, key);
-  AddAdaptiveSeeds(experiment_id, *loaded);
-  AddProposals(experiment_id, *loaded, beyond);
-  return loaded;
+  return search;
 }
 
 void Scheduler::AddDueSeeds(const std::string& experiment_id, Search& search, const std::string& group_key) {
@@ -204,7 +221,13 @@ void Scheduler::AddDueSeeds(const std::string& experiment_id, Search& search, co
 }
 
 void Scheduler::AddAdaptiveSeeds(const std::string& experiment_id, Search& search) {
-  const std::vector<std::pair<std::string, int>> due = search.AdaptiveSeedsDue();
+  std::vector<std::pair<std::string, int>> due;
+  try {
+    due = search.AdaptiveSeedsDue();
+  } catch (const std::invalid_argument& e) {  // server/analysis/: a verdict it cannot compute
+    spdlog::warn("experiment {}: no adaptive seeds added: {}", experiment_id, e.what());
+    return;
+  }
   if (due.empty()) return;
   std::vector<TrialRow> rows;
   for (const auto& [key, seed] : due) {
@@ -245,9 +268,10 @@ bool Scheduler::TrialEnded(const std::string& trial_id, TrialOutcome outcome) {
   const auto key = search->group_of.find(trial_id);
   const std::string group_key = key != search->group_of.end() ? key->second : "";
   std::optional<Evaluation> evaluation = search->Ended(trial_id, std::move(outcome));
+  // The strategy hears of the outcome first: nothing below may keep it from it.
+  if (evaluation) search->strategy->Tell(*evaluation);
   if (!group_key.empty()) AddDueSeeds(experiment_id, *search, group_key);
   AddAdaptiveSeeds(experiment_id, *search);
-  if (evaluation) search->strategy->Tell(*evaluation);
   const bool screened = search->ScreeningDue();
   if (screened) search->Screen();
   if (evaluation || screened) AddProposals(experiment_id, *search, search->strategy->Ask());
@@ -366,7 +390,14 @@ void Scheduler::Tick() {
   {
     std::lock_guard<std::mutex> lock(search_mu_);
     for (const TrialRow& trial : expired) {
-      if (trial_state::IsFinal(trial.state)) TrialEnded(trial.id, OutcomeOf(trial));
+      if (!trial_state::IsFinal(trial.state)) continue;
+      try {
+        TrialEnded(trial.id, OutcomeOf(trial));
+      } catch (const StoreError&) {
+        throw;
+      } catch (const std::exception& e) {  // one experiment's failure stops no other's
+        spdlog::error("trial {} expired, and its search failed on it: {}", trial.id, e.what());
+      }
     }
     polled = PollProposers();
     CompleteFinishedExperiments(ready);

@@ -150,7 +150,15 @@ class Scheduler {
   // Completes those of `ready` (Store::ExperimentsReadyToComplete, read
   // before the lock) that are still done under it.
   void CompleteFinishedExperiments(const std::vector<std::string>& ready);
+  // The search of a running experiment, rebuilt from the store the first
+  // time (RebuildSearch); nullptr when it is not running or its search
+  // cannot be rebuilt (a space this version refuses, stored state the
+  // replay throws on: logged, remembered, and the experiment runs the trials
+  // it has). A StoreError propagates.
   Search* SearchOf(const std::string& experiment_id);
+  // `experiment`'s search replayed from its stored trials and progress
+  // events; `beyond`: what the strategy proposes that is not stored yet.
+  std::unique_ptr<Search> RebuildSearch(const ExperimentRecord& experiment, std::vector<Proposal>& beyond);
   // Tells the trial's search that it ended, once; false when there was nothing to tell.
   bool TrialEnded(const std::string& trial_id, TrialOutcome outcome);
   void AddProposals(const std::string& experiment_id, Search& search, const std::vector<Proposal>& proposals);
@@ -182,6 +190,7 @@ class Scheduler {
   // early-stopping decisions and experiment completion.
   std::mutex search_mu_;
   std::map<std::string, std::unique_ptr<Search>> searches_;  // running experiments, by id, loaded lazily
+  std::set<std::string> unloadable_;  // running experiments whose search could not be rebuilt, by id
   // The (owner, submit_id) of the keyed submits under way, one at a time per key.
   std::mutex submit_mu_;
   std::condition_variable submit_done_;

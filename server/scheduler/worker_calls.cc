@@ -5,9 +5,15 @@
 // scheduler.cc).
 #include "server/scheduler/scheduler.h"
 
+#include <climits>
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/input_bounds.h"
+#include "search_spaces/metric_catalog.h"
 #include "search_spaces/search_space.h"
+#include "search_spaces/trial_spec.h"
 #include "server/scheduler/retry_policy.h"
 #include "server/scheduler/search_state.h"
 #include "server/search/screen.h"
@@ -15,6 +21,31 @@
 namespace frontier {
 
 using namespace scheduling;
+
+namespace {
+
+// Throws SpecError naming the field when a progress event's fields that
+// early stopping reads are not of their types: the event is stored, and
+// replayed after a restart, only when they are.
+void CheckProgressEvent(const nlohmann::json& event) {
+  const auto shown = [](const nlohmann::json& value) { return Abbreviated(value.dump(), 40); };
+  const auto kind = event.find("event");
+  if (kind != event.end() && !kind->is_string()) {
+    throw SpecError("event_json.event", "expected a string, got " + shown(*kind));
+  }
+  const auto step = event.find("step");
+  if (step == event.end()) return;
+  const bool in_range =
+      step->is_number_integer() &&
+      (step->is_number_unsigned() ? step->get<uint64_t>() <= INT_MAX
+                                  : step->get<int64_t>() >= 0 && step->get<int64_t>() <= INT_MAX);
+  if (!in_range) {
+    throw SpecError("event_json.step",
+                    "expected an integer in [0, " + std::to_string(INT_MAX) + "], got " + shown(*step));
+  }
+}
+
+}  // namespace
 
 std::string Scheduler::RegisterWorker(WorkerRecord worker) {
   std::string id = store_.RegisterWorker(std::move(worker), clock_.NowMs());
@@ -106,11 +137,13 @@ ProgressReply Scheduler::Progress(const std::string& worker_id, const std::strin
     return reply;
   };
   const nlohmann::json event = nlohmann::json::parse(event_json, nullptr, /*allow_exceptions=*/false);
-  if (!event.is_object() || (event.contains("step") && !event["step"].is_number_integer())) {
-    // A malformed event is dropped and the trial goes on; it still proves the worker alive.
+  if (!event.is_object()) {
+    // Not an event: dropped, and the trial goes on; it still proves the worker alive.
     return store_.ExtendLease(trial_id, attempt, worker_id, lease_until) ? reply : lost();
   }
-  const ProgressRow row{trial_id, attempt, event.value("step", 0), event_json, now};
+  CheckProgressEvent(event);  // refused before it is stored
+  const auto step = event.find("step");
+  const ProgressRow row{trial_id, attempt, step == event.end() ? 0 : step->get<int>(), event_json, now};
   if (IsProfileRun(trial_id))
     return store_.RecordProgress(row, worker_id, lease_until, renew_before) ? reply : lost();
   const std::string experiment_id = ExperimentOfTrial(trial_id);
@@ -147,7 +180,7 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
   outcome.state = trial_state::kCompleted;
   try {
     outcome.result = nlohmann::json::parse(result_json);
-    if (outcome.result.value("status", "") == "diverged") outcome.state = trial_state::kDiverged;
+    if (StringAt(outcome.result, {"status"}) == "diverged") outcome.state = trial_state::kDiverged;
   } catch (const nlohmann::json::exception& e) {
     return Fail(worker_id, trial_id, attempt, std::string("unreadable result: ") + e.what(), true, "");
   }
@@ -211,7 +244,7 @@ Transition Scheduler::Fail(const std::string& worker_id, const std::string& tria
     failed.error = error;
     failed.retryable = retryable;
     const nlohmann::json result = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
-    if (result.is_object()) failed.error_kind = result.value("error_kind", std::string());
+    failed.error_kind = StringAt(result, {"error_kind"});  // another type reads as absent
     failed.attempt = attempt;
     failed.max_attempts = row ? row->max_attempts : 1;
     if (row && row->attempt == attempt && attempt > 1) failed.previous_error = row->error;

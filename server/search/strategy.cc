@@ -196,11 +196,20 @@ std::vector<Config> RandomOrder(SpaceDomain& domain, int trials, int64_t seed) {
   return configs;
 }
 
+// `trials` configurations (0: every one) in Sobol' order; the parser bounds
+// them (kMaxListedConfigs), and so does this, for a space that skipped it.
 std::vector<Config> SobolOrder(SpaceDomain& domain, int trials, int64_t seed) {
+  const size_t space_size = SpaceSize(domain.genes());
+  const size_t wanted = trials > 0 ? std::min(static_cast<size_t>(trials), space_size) : space_size;
+  if (wanted > kMaxListedConfigs) {
+    throw SpaceError(domain.space().source, 0, "strategy",
+                     "sobol would list " + std::to_string(wanted) +
+                         " configurations at submission, more than " + std::to_string(kMaxListedConfigs));
+  }
   GenomeStream stream(domain.genes(), static_cast<uint64_t>(seed));
   std::set<Genome> drawn;
   std::vector<Config> configs;
-  while (trials == 0 || configs.size() < static_cast<size_t>(trials)) {
+  while (configs.size() < wanted) {
     std::optional<Genome> genome = stream.Next(
         [&](const Genome& g) { return drawn.count(g) > 0 || !domain.Runnable(domain.ConfigOf(g)); });
     if (!genome) break;
@@ -480,7 +489,7 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
       return *stopped;
     }
   }
-  const std::string kind = event.value("event", "");
+  const std::string kind = StringAt(event, {"event"});  // another type reads as absent
   const std::optional<double> step = MetricOf(event, "step");
   if (kind == "progress") {
     if (std::optional<double> median = MetricOf(event, "median_step_time_ms")) {
@@ -495,7 +504,8 @@ StopDecision EarlyStopping::Observe(const RunningTrial& trial, const json& event
     }
     return {};
   }
-  if (kind != "eval" || !step || *step <= 0) return {};
+  // A rung is an int: a larger step (refused when reported, stored by an older version) decides nothing.
+  if (kind != "eval" || !step || !(*step > 0 && *step <= std::numeric_limits<int>::max())) return {};
   json partial = json::object();
   // An evaluation event carries the quality metrics under their names; the
   // step time and throughput follow from the step times.

@@ -184,7 +184,8 @@ class EarlyStopping {
  public:
   EarlyStopping(const SearchSpace& space, AshaOptions options);
   const std::vector<int>& rungs() const { return asha_.rungs(); }
-  // `event`: one frontier-trial output line (docs/trial-output.md).
+  // `event`: one frontier-trial output line (docs/trial-output.md); a field
+  // of another type reads as absent (an event is worker-sent JSON).
   StopDecision Observe(const RunningTrial& trial, const nlohmann::json& event);
   // True once a seed of the configuration passed the first rung (the
   // decision there was to continue); false while none reached it or when it

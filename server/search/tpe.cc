@@ -176,6 +176,7 @@ std::vector<double> Reference(const std::vector<const std::vector<double>*>& poi
   return reference;
 }
 
+// Callers keep within kMaxHypervolumeSteps (HypervolumeAffordable), where Hypervolume has a value.
 double HypervolumeOf(const std::vector<const std::vector<double>*>& points,
                      const std::vector<double>& reference) {
   std::vector<std::vector<double>> maximized;
@@ -183,12 +184,29 @@ double HypervolumeOf(const std::vector<const std::vector<double>*>& points,
     maximized.emplace_back();
     for (double v : *p) maximized.back().push_back(-v);
   }
-  return Hypervolume(maximized, reference);
+  return Hypervolume(maximized, reference).value();
 }
 
-// `count` members of a feasible front chosen greedily by hypervolume gain.
+// Whether `calls` hypervolumes of at most `points` points each stay within kMaxHypervolumeSteps in all.
+bool HypervolumeAffordable(size_t calls, size_t points, size_t objectives) {
+  return static_cast<double>(calls) * HypervolumeSteps(points, objectives) <= kMaxHypervolumeSteps;
+}
+
+// `count` members of a feasible front chosen greedily by hypervolume gain;
+// where that is not affordable (many objectives), the `count` with the
+// largest crowding distance (ties to the earlier).
 std::vector<size_t> GreedyHypervolumeSubset(const std::vector<Fitness>& points,
                                             const std::vector<size_t>& front, size_t count) {
+  if (!HypervolumeAffordable(count * front.size(), count, points[front.front()].objectives.size())) {
+    const std::vector<double> distance = CrowdingDistances(points, front);
+    std::vector<size_t> order(front.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return distance[a] > distance[b]; });
+    std::vector<size_t> chosen;
+    for (size_t i = 0; i < count; ++i) chosen.push_back(front[order[i]]);
+    return chosen;
+  }
   std::vector<const std::vector<double>*> all;
   for (size_t i : front) all.push_back(&points[i].objectives);
   const std::vector<double> reference = Reference(all);
@@ -246,6 +264,11 @@ std::vector<double> GoodWeights(const std::vector<Fitness>& points, const std::v
   }
   if (feasible.size() == 1) weights[feasible[0]] = 1;
   if (feasible.size() < 2) return weights;
+  if (!HypervolumeAffordable(feasible.size() + 1, feasible.size(),
+                             points[good[feasible[0]]].objectives.size())) {
+    for (size_t g : feasible) weights[g] = 1;
+    return weights;
+  }
   std::vector<const std::vector<double>*> all;
   for (size_t g : feasible) all.push_back(&points[good[g]].objectives);
   const std::vector<double> reference = Reference(all);

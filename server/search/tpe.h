@@ -37,10 +37,14 @@ struct TpeOptions {
 //   domination, and of the first front that does not fit whole, a greedy
 //   hypervolume subset (reference: 1.1 x its worst point in each objective);
 //   infeasible members of that front by genome order. The rest is bad.
+//   Where the greedy subset's hypervolumes would take more than
+//   kMaxHypervolumeSteps in all (many objectives), the members of that front
+//   with the largest crowding distance instead.
 // - Weights: a good feasible genome weighs its exclusive hypervolume
 //   contribution within the good set (divided by the largest; reference as
-//   above), an infeasible one 1e-12; bad genomes weigh 1 each. Each density
-//   adds a prior kernel of weight prior_weight.
+//   above; 1 each where those hypervolumes would take more than
+//   kMaxHypervolumeSteps), an infeasible one 1e-12; bad genomes weigh 1
+//   each. Each density adds a prior kernel of weight prior_weight.
 // - Kernels, per dimension. Ordinal: a Gaussian on the level index centred
 //   on the genome's level, its mass on each level's cell [i - 1/2, i + 1/2]
 //   normalized over [-1/2, levels - 1/2]; the bandwidth is Scott's rule

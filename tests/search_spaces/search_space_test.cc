@@ -434,6 +434,68 @@ TEST(SearchSpaceTest, RepeatsMayBeAdaptive) {
             "t.yaml:9: repeats.min: must be in [1, 1000], got 0");
 }
 
+// A command trial over 20 dimensions of 10 choices (10^20 configurations): its
+// space on line 6, the strategy on line 28 and repeats on 29.
+std::string TwentyByTen(const std::string& strategy, int repeats = 1) {
+  std::string yaml =
+      "name: big\ntask: {steps: 100, eval_every: 25, warmup_steps: 10}\n"
+      "trial:\n  command: [/bin/sh, train.sh]\n  params: {";
+  for (int d = 0; d < 20; ++d) yaml += (d ? ", p" : "p") + std::to_string(d) + ": 1";
+  yaml += "}\nspace:\n";
+  for (int d = 0; d < 20; ++d)
+    yaml += "  params.p" + std::to_string(d) + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  yaml += "objectives: [{metric: val_accuracy}]\n";
+  return yaml + "strategy: " + strategy + "\nrepeats: " + std::to_string(repeats) + "\n";
+}
+
+// What a strategy proposes at once is built up front, each seed a trial:
+// every list (grid, random, sobol, alone or under asha; asha over sobol
+// without trials once made the coordinator build proposals without end), an
+// NSGA-II generation and an ablation round are bounded when the space is read.
+TEST(SearchSpaceTest, WhatAStrategyProposesAtOnceIsBounded) {
+  const std::string grid = "at least 18446744073709551615 configurations";
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: asha, proposer: sobol, min_steps: 25, eta: 3}")),
+            "t.yaml:28: strategy: the grid has " + grid +
+                ", more than 100000, and asha's proposer sobol without trials lists every one when the "
+                "experiment is submitted; set trials");
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: sobol}")),
+            "t.yaml:28: strategy: the grid has " + grid +
+                ", more than 100000, and strategy sobol without trials lists every one when the experiment "
+                "is submitted; set trials");
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: sobol, trials: 2000000000}")),
+            "t.yaml:28: strategy.trials: must be at most 100000: strategy sobol lists every configuration it "
+            "runs when the experiment is submitted");
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: asha, proposer: sobol, trials: 100001}")),
+            "t.yaml:28: strategy.trials: must be at most 100000: asha's proposer sobol lists every "
+            "configuration it runs when the experiment is submitted");
+  EXPECT_EQ(
+      ErrorOf(TwentyByTen("{name: random, trials: 10}")),
+      "t.yaml:28: strategy: strategy random shuffles every configuration of the grid, and the grid has " +
+          grid + ", more than 100000; use proposer sobol with trials");
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: asha, proposer: random, trials: 10}")),
+            "t.yaml:28: strategy: asha's proposer random shuffles every configuration of the grid, and the "
+            "grid has " +
+                grid + ", more than 100000; use proposer sobol with trials");
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: grid}")), "t.yaml:6: space: the grid has " + grid +
+                                                      ", more than 100000; use strategy sobol with trials, "
+                                                      "nsga2 or tpe");
+  // Configurations proposed at once x their first seeds (ASHA starts later
+  // seeds after the first rung), a list or a generation.
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: sobol, trials: 100000}", 11)),
+            "t.yaml:29: repeats: strategy sobol proposes 100000 configurations at once, x 11 seeds: 1100000 "
+            "trials, more than 1000000");
+  EXPECT_EQ(ErrorOf(TwentyByTen("{name: nsga2, population: 2000}", 501)),
+            "t.yaml:29: repeats: strategy nsga2 proposes 2000 configurations at once, x 501 seeds: 1002000 "
+            "trials, more than 1000000");
+  for (const std::string& accepted :
+       {TwentyByTen("{name: sobol, trials: 100000}", 10),
+        TwentyByTen("{name: asha, proposer: sobol, trials: 100000}", 11), TwentyByTen("{name: nsga2}"),
+        TwentyByTen("{name: nsga2, population: 2000}", 500), TwentyByTen("{name: tpe}"),
+        TwentyByTen("{name: asha, proposer: nsga2}"), TwentyByTen("{name: ablation}")}) {
+    EXPECT_EQ(ErrorOf(accepted), "(accepted)") << accepted.substr(accepted.find("strategy:"));
+  }
+}
+
 TEST(SearchSpaceTest, MissingFileIsASpaceError) {
   EXPECT_THROW(LoadSearchSpaceFile("/nonexistent/space.yaml"), SpaceError);
 }
@@ -473,12 +535,12 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"NotAMapping", "!- a\n- b\n",
                   "t.yaml:1: expected a mapping of fields (name, task, baseline, space, objectives, ...)"},
         ErrorCase{"DuplicateKey", "repeats: 2\nrepeats: 3\n", "t.yaml:10: repeats: duplicate key"},
-        ErrorCase{
-            "UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
-            "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, "
-            "space, "
-            "objectives, constraints, repeats, parity, strategy, screen, max_attempts, retry_timeouts, profile, latency, "
-            "deploy"},
+        ErrorCase{"UnknownTopLevelKey", "spaec:\n  block: [basic]\n",
+                  "t.yaml:9: spaec: unknown field; expected one of name, description, task, baseline, trial, "
+                  "space, "
+                  "objectives, constraints, repeats, parity, strategy, screen, max_attempts, retry_timeouts, "
+                  "profile, latency, "
+                  "deploy"},
         ErrorCase{"MissingName", "!baseline: {arch: {stages: [{}]}}\nobjectives: [{metric: mfu}]\n",
                   "t.yaml: missing field 'name'"},
         ErrorCase{"BadName", "!name: my space\n",
@@ -551,12 +613,11 @@ INSTANTIATE_TEST_SUITE_P(
             "t.yaml:11: task.warmup_steps: must be below task.steps (5) so that some steps are measured"},
         ErrorCase{"UnknownTaskField", "task: {dataset: fashion-mnist, epochs: 3}\n",
                   "t.yaml:9: task.epochs: unknown field"},
-        ErrorCase{
-            "UnknownObjectiveMetric",
-            "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
-            "  - {metric: accuracy, goal: maximize}\n",
-            "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of " +
-            std::string(kSelectableMetrics)},
+        ErrorCase{"UnknownObjectiveMetric",
+                  "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives:\n"
+                  "  - {metric: accuracy, goal: maximize}\n",
+                  "t.yaml:4: objectives[0].metric: unknown metric 'accuracy'; expected one of " +
+                      std::string(kSelectableMetrics)},
         ErrorCase{"TestSplitObjective",
                   "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: [{metric: "
                   "test_accuracy}]\n",
@@ -567,10 +628,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "t.yaml:3: objectives[0].goal: unknown choice 'max'; expected one of maximize, minimize"},
         ErrorCase{"NoObjectives", "!name: t\nbaseline: {arch: {stages: [{}]}}\nobjectives: []\n",
                   "t.yaml:3: objectives: needs at least one objective"},
-        ErrorCase{
-            "UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
-            "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of " +
-            std::string(kSelectableMetrics)},
+        ErrorCase{"UnknownConstraintMetric", "constraints: [{metric: memory, max: 10}]\n",
+                  "t.yaml:9: constraints[0].metric: unknown metric 'memory'; expected one of " +
+                      std::string(kSelectableMetrics)},
         ErrorCase{"ConstraintWithoutBound", "constraints:\n  - metric: mfu\n",
                   "t.yaml:10: constraints[0].metric: needs a min or a max"},
         ErrorCase{"ConstraintBoundNotANumber", "constraints: [{metric: mfu, min: high}]\n",
@@ -605,7 +665,8 @@ INSTANTIATE_TEST_SUITE_P(
             "  stages[0].kernel: [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]\n"
             "  stages[1].kernel: [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]\n"
             "  activation: [relu, gelu]\n",
-            "t.yaml:9: space: the grid has 200000 configurations, more than 100000; use strategy random"}),
+            "t.yaml:9: space: the grid has 200000 configurations, more than 100000; use strategy sobol with "
+            "trials, nsga2 or tpe"}),
     [](const testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -486,6 +486,89 @@ TEST(BuildReportTest, WithoutBaselineDataThereIsNoHypervolume) {
   EXPECT_TRUE(report.configs[3].on_front);
 }
 
+// The exact hypervolume grows as configs^(objectives - 1): over 36 front
+// configs in 8 objectives the report says it is not computed, and why (12
+// objectives over 30 configs never finished); the front is there.
+TEST(BuildReportTest, TooManyObjectivesForAnExactHypervolumeSayWhy) {
+  SearchSpace space;
+  for (int k = 0; k < 8; ++k) space.objectives.push_back({"m" + std::to_string(k), true});
+  space.parity = {"m0", 0.01};
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<double> uniform(1, 2);
+  std::vector<TrialRecord> trials;
+  for (int i = 0; i < 36; ++i) {
+    TrialRecord t;
+    t.trial_id = "t" + std::to_string(i);
+    t.config = i == 0 ? json::object() : json{{"x", i}};
+    t.config_key = t.config.dump();
+    t.is_baseline = i == 0;
+    t.seed = 1;
+    t.state = "completed";
+    // On the simplex sum = 8: no config dominates another.
+    std::vector<double> values(8);
+    double sum = 0;
+    for (double& v : values) sum += v = uniform(rng);
+    for (int k = 0; k < 8; ++k) t.result["m" + std::to_string(k)] = values[k] * 8 / sum;
+    trials.push_back(std::move(t));
+  }
+  const Report report = BuildReport("exp-m", space, trials);
+  EXPECT_EQ(std::count_if(report.configs.begin(), report.configs.end(),
+                          [](const ConfigSummary& c) { return c.on_front; }),
+            36);
+  EXPECT_EQ(report.hypervolume, 0);
+  EXPECT_EQ(
+      report.hypervolume_note,
+      "hypervolume not computed: the exact hypervolume of 36 front configs in 8 objectives takes more than "
+      "20000000 steps (it grows as configs^(objectives - 1)); the front itself is complete");
+  // Two objectives over the same configs: computed, as before.
+  space.objectives.resize(2);
+  EXPECT_GT(BuildReport("exp-m", space, trials).hypervolume, 0);
+}
+
+// One malformed field in one stored result ("profile": {"tool": 5} made the
+// whole report fail) reads as absent; the rest of the trial and the report are read.
+TEST(BuildReportTest, MalformedFieldsOfAStoredResultReadAsAbsent) {
+  std::vector<TrialRecord> trials = TestTrials();
+  TrialRecord& profiled = trials.front();
+  ASSERT_EQ(profiled.state, "completed");
+  profiled.result["profile"] = {
+      {"tool", 5},
+      {"host", json::array({"h"})},
+      {"trace", {{"path", "t.json"}}},
+      {"report", "r.nsys-rep"},
+      {"top_operators", {{{"name", 3}, {"class", "compute"}, {"share", "big"}}, 7}}};
+  profiled.result["bottleneck"] = {{"verdict", "compute-bound"}, {"summary", 9}};
+  profiled.result["placement"] = {{"shared_cores", "yes"}};
+  for (const bool from_text : {false, true}) {
+    SCOPED_TRACE(from_text ? "from text" : "from documents");
+    Report report;
+    if (from_text) {
+      ReportBuilder builder("exp-1", TestSpace());
+      for (TrialRecord t : trials) {
+        const std::string text = t.state == "completed" ? t.result.dump() : "";
+        t.result = json();
+        builder.Add(std::move(t), text);
+      }
+      report = builder.Build();
+    } else {
+      report = BuildReport("exp-1", TestSpace(), trials);
+    }
+    const auto config =
+        std::find_if(report.configs.begin(), report.configs.end(),
+                     [&](const ConfigSummary& c) { return c.config_key == profiled.config_key; });
+    ASSERT_NE(config, report.configs.end());
+    ASSERT_EQ(config->profiles.size(), 1u);
+    const json& entry = config->profiles[0];
+    EXPECT_EQ(entry["tool"], "");
+    EXPECT_EQ(entry["host"], "");
+    EXPECT_EQ(entry["trace"], "r.nsys-rep");
+    EXPECT_EQ(entry["top_operators"], json::parse(R"([{"name": "", "class": "compute", "share": 0.0}])"));
+    EXPECT_EQ(config->bottleneck_verdicts.at("compute-bound"), 1);
+    EXPECT_EQ(config->metrics.at("val_accuracy").n, 3);
+    EXPECT_EQ(report.configs.size(), 4u);
+  }
+}
+
 TEST(BuildReportTest, ParityOnALossUsesItsDirection) {
   SearchSpace space = TestSpace();
   space.parity = {"val_loss", 0.005};

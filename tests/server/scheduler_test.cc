@@ -267,6 +267,26 @@ TEST_F(SchedulerTest, ProgressIsRecordedPerAttempt) {
   EXPECT_EQ(rows[0].step, 3);
 }
 
+// A worker's JSON with a field of another type ("error_kind": 7 from a
+// program's result line) reads it as absent: the failure is recorded (it
+// answered INTERNAL, and the trial ran on until its lease expired); a
+// completion whose status is not a string is a completion.
+TEST_F(SchedulerTest, ReportedFieldsOfAnotherTypeReadAsAbsent) {
+  Submit();
+  auto failed = scheduler_.Lease("w1");
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(scheduler_.Fail("w1", failed->id, 1, "my program found bad input", false,
+                            R"({"event":"result","status":"failed","error":"bad input","error_kind":7})"),
+            Transition::kApplied);
+  EXPECT_EQ(store_.GetTrial(failed->id)->state, "failed");
+  EXPECT_EQ(store_.GetTrial(failed->id)->error, "my program found bad input");
+  auto completed = scheduler_.Lease("w1");
+  ASSERT_TRUE(completed.has_value());
+  EXPECT_EQ(scheduler_.Complete("w1", completed->id, 1, R"({"status":5,"val_accuracy":0.5})"),
+            Transition::kApplied);
+  EXPECT_EQ(store_.GetTrial(completed->id)->state, "completed");
+}
+
 // ---------------------------------------------------------------- the search
 
 // 4 x 4 x 3 = 48 configurations on a synthetic task; strategy and repeats are appended.
@@ -597,6 +617,89 @@ std::vector<std::string> RunDelayedSeedsScript(SqliteStore& store, FakeClock& cl
   return TrialTable(store, id);
 }
 
+// A progress event whose fields early stopping reads are of another type is
+// refused, naming the field, before it is stored (it was stored, then threw;
+// replayed after a restart it kept the experiment's search from loading).
+TEST_F(SchedulerTest, AProgressEventOfTheWrongShapeIsRefusedBeforeItIsStored) {
+  scheduler_.Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 3, seed: 1}", 1),
+                    "search.yaml");
+  auto t = scheduler_.Lease("w1");
+  ASSERT_TRUE(t.has_value());
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"({"event":5,"step":10,"val_accuracy":0.5})", "event_json.event: expected a string, got 5"},
+      {R"({"event":"eval","step":3000000000,"val_accuracy":0.5})",
+       "event_json.step: expected an integer in [0, 2147483647], got 3000000000"},
+      {R"({"event":"eval","step":-1})", "event_json.step: expected an integer in [0, 2147483647], got -1"},
+      {R"({"event":"eval","step":"10"})",
+       "event_json.step: expected an integer in [0, 2147483647], got \"10\""}};
+  for (const auto& [event, message] : refused) {
+    try {
+      scheduler_.Progress("w1", t->id, t->attempt, event);
+      ADD_FAILURE() << "accepted " << event;
+    } catch (const SpecError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  EXPECT_TRUE(store_.ListProgress(t->id).empty());
+  EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, EvalEvent(10, 0.5)).stop);
+  EXPECT_EQ(store_.ListProgress(t->id).size(), 1u);
+}
+
+// Events stored unchecked (by an older version) replay with their fields of
+// another type read as absent: after a restart the search loads and decides
+// as before (AshaDecisionsAreRebuiltAfterARestart).
+TEST_F(SchedulerTest, StoredEventsOfTheWrongShapeReplayAsAbsentFields) {
+  scheduler_.Submit(SearchSpaceWith("{name: asha, min_steps: 10, eta: 2, trials: 3, seed: 1}", 1),
+                    "search.yaml");
+  for (double acc : {0.5, 0.6}) {
+    auto t = scheduler_.Lease("w1");
+    clock_.now += 1000;
+    EXPECT_FALSE(scheduler_.Progress("w1", t->id, t->attempt, EvalEvent(10, acc)).stop);
+    for (const char* event : {R"({"event":5,"step":10,"val_accuracy":0.01})",
+                              R"({"event":"eval","step":3000000000,"val_accuracy":0.01})",
+                              R"({"event":"eval","step":1e300,"val_accuracy":0.01})"}) {
+      clock_.now += 1;
+      ASSERT_TRUE(store_.RecordProgress({t->id, t->attempt, 10, event, clock_.now}, "w1", clock_.now + 10'000,
+                                        clock_.now));
+    }
+  }
+  Scheduler restarted(store_, clock_, Options());
+  auto t = restarted.Lease("w1");
+  ASSERT_TRUE(t.has_value());
+  clock_.now += 1000;
+  EXPECT_TRUE(restarted.Progress("w1", t->id, t->attempt, EvalEvent(10, 0.55)).stop);
+}
+
+// An experiment whose search cannot be rebuilt after a restart (here a stored
+// trial row that is not JSON) runs the trials it has; it stops no other: the
+// Tick that expires both experiments' leases serves the other one.
+TEST_F(SchedulerTest, OneExperimentThatCannotBeRebuiltStopsNoOther) {
+  std::string yaml = kSpace;
+  yaml.replace(yaml.find("repeats: 2"), 10, "repeats: 1");
+  yaml.replace(yaml.find("max_attempts: 2"), 15, "max_attempts: 1");
+  const std::string served = scheduler_.Submit(yaml, "served.yaml").id;
+  const std::string broken = scheduler_.Submit(yaml, "broken.yaml").id;
+  auto baseline = scheduler_.Lease("w1");
+  ASSERT_EQ(baseline->experiment_id, served);
+  EXPECT_EQ(scheduler_.Complete("w1", baseline->id, 1, Result("completed")), Transition::kApplied);
+  auto variant = scheduler_.Lease("w1");
+  ASSERT_EQ(variant->experiment_id, served);
+  auto other = scheduler_.Lease("w2");
+  ASSERT_EQ(other->experiment_id, broken);
+  TrialRow unreadable;
+  unreadable.config_json = "not json";
+  unreadable.spec_json = "{}";
+  unreadable.max_attempts = 1;
+  store_.AddTrials(broken, {unreadable}, clock_.now);
+  Scheduler restarted(store_, clock_, Options());
+  clock_.now += 30'001;  // past the restart's grace: both leases expire
+  EXPECT_NO_THROW(restarted.Tick());
+  EXPECT_EQ(store_.GetTrial(variant->id)->state, "failed");
+  EXPECT_EQ(store_.GetExperiment(served)->state, "completed");
+  EXPECT_EQ(store_.GetExperiment(broken)->state, "running");
+  EXPECT_NO_THROW(restarted.Tick());
+}
+
 TEST_F(SchedulerTest, AshaRunsLaterSeedsOnlyAfterTheFirstSeedPassedTheFirstRung) {
   const std::vector<std::string> table = RunDelayedSeedsScript(store_, clock_, Options(), {});
   EXPECT_EQ(table.size(), 9u);  // Q's second seed was never added
@@ -729,6 +832,27 @@ TEST_F(SchedulerTest, AdaptiveSeedsWithWelchRunTheBaselinesSeedsFirst) {
   configs = ConfigsOf(store_, id);
   EXPECT_EQ(configs[0].second, (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_GT(configs[1].second.size(), 2u) << configs[1].first << " is inconclusive: it gets more seeds";
+}
+
+// Quality values far from 1 (the same results x 1e200): the comparisons
+// that pick adaptive seeds compute (Welch's degrees of freedom were NaN, and
+// the exception escaped the completion after its result was stored, before
+// the strategy was told and any seed added).
+TEST_F(SchedulerTest, HugeQualityValuesStillGetAdaptiveSeeds) {
+  std::string yaml = kAdaptiveSpace;
+  yaml.replace(yaml.find("repeats: {min: 2, max: 4}"), 25,
+               "repeats: {min: 2, max: 4}\nparity: {metric: val_accuracy, margin: 0.005, test: welch}");
+  const std::string id = scheduler_.Submit(yaml, "adaptive.yaml").id;
+  CompleteWith(scheduler_, clock_, 1 << 30, [](const TrialRow& trial) {
+    nlohmann::json result = nlohmann::json::parse(AdaptiveResult(trial));
+    result["val_accuracy"] = result["val_accuracy"].get<double>() * 1e200;
+    return result.dump();
+  });
+  EXPECT_EQ(store_.GetExperiment(id)->state, "completed");
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> configs = ConfigsOf(store_, id);
+  EXPECT_EQ(configs[0].second, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(configs[1].first, R"({"stem.width":12})");
+  EXPECT_EQ(configs[1].second, (std::vector<int64_t>{1, 2, 3, 4})) << "inconclusive at every look";
 }
 
 // Adaptive seeds with the unpaired test, simulated under the null hypothesis

@@ -225,6 +225,29 @@ TEST(StrategyTest, SobolCoversTheRunnableSpaceWithoutDuplicates) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(three[i].config, all[i].config);
 }
 
+// The parser bounds what sobol lists at submission; so does sobol itself,
+// for a space that did not pass it (here: 10^5 x 2 = 200000 configurations
+// without trials, which it once listed in full, or without end on a larger grid).
+TEST(StrategyTest, SobolNeverListsMoreThanTheBound) {
+  std::string yaml =
+      "name: big\ntask: {steps: 100, warmup_steps: 10}\ntrial:\n  command: [/bin/sh, train.sh]\n"
+      "  params: {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1}\nspace:\n";
+  for (const char* p : {"a", "b", "c", "d", "e"})
+    yaml += std::string("  params.") + p + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  yaml += "  params.f: [0, 1]\nobjectives: [{metric: val_accuracy}]\nstrategy: {name: sobol, trials: 3}\n";
+  SearchSpace space = ParseSearchSpace(yaml, "big.yaml");
+  EXPECT_EQ(MakeStrategy(space)->Ask().size(), 3u);
+  space.strategy.trials = 0;
+  try {
+    MakeStrategy(space);
+    FAIL() << "listed";
+  } catch (const SpaceError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "big.yaml: strategy: sobol would list 200000 configurations at submission, more than 100000");
+  }
+}
+
 TEST(StrategyTest, Nsga2WaitsForItsGenerationAndTheBaseline) {
   const SearchSpace space = WideSpace("{name: nsga2, population: 6, generations: 3, seed: 1}");
   auto strategy = MakeStrategy(space);

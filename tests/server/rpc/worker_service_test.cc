@@ -236,6 +236,36 @@ TEST_F(WorkerServiceTest, ProgressOfACancelledExperimentRepliesStop) {
   EXPECT_EQ(TrialOf(experiment, lease.trial_id()).state(), v1::TRIAL_CANCELLED);
 }
 
+// Worker-sent JSON with a field of another type: a progress event is refused
+// naming the field, and nothing is stored (it was stored, then early stopping
+// threw on it); a failure's "error_kind": 7 reads as absent and the failure
+// is recorded (it answered INTERNAL, and the trial ran on until its lease expired).
+TEST_F(WorkerServiceTest, ReportedFieldsOfAnotherTypeAreRefusedOrReadAsAbsent) {
+  const std::string experiment = Submit(TinySpace());
+  const std::string worker = Register();
+  const v1::LeaseTrialResponse lease = Lease(worker);
+  ASSERT_TRUE(lease.has_trial());
+  v1::ReportProgressRequest progress;
+  progress.set_worker_id(worker);
+  progress.set_trial_id(lease.trial_id());
+  progress.set_attempt(1);
+  progress.set_event_json(R"({"event":5,"step":1})");
+  v1::ReportProgressResponse progressed;
+  const grpc::Status refused = Call(*workers_, &Workers::ReportProgress, progress, &progressed);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.error_message(), "event_json.event: expected a string, got 5");
+  v1::FailTrialRequest fail;
+  fail.set_worker_id(worker);
+  fail.set_trial_id(lease.trial_id());
+  fail.set_attempt(1);
+  fail.set_error("my program found bad input");
+  fail.set_result_json(R"({"event":"result","status":"failed","error":"bad input","error_kind":7})");
+  EXPECT_TRUE(Ok(*workers_, &Workers::FailTrial, fail).accepted());
+  const v1::Trial failed = TrialOf(experiment, lease.trial_id());
+  EXPECT_EQ(failed.state(), v1::TRIAL_FAILED);
+  EXPECT_EQ(failed.error(), "my program found bad input");
+}
+
 TEST_F(WorkerServiceTest, ProgressRepliesStopWhenAshaEndsATrialAtARung) {
   const std::string experiment = Submit(AshaSpace());
   const std::string worker = Register();
