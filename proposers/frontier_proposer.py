@@ -161,7 +161,8 @@ def common_flags(description):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--listen", default="127.0.0.1:50070", help="HOST:PORT to serve on (port 0: any)")
     parser.add_argument("--port-file", default="", help="write the port bound here once serving")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=str.upper,
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     parser.add_argument("--tls-cert", default="", help="serve TLS with this certificate (and --tls-key)")
     parser.add_argument("--tls-key", default="")
     parser.add_argument("--token-file", default="",
@@ -209,8 +210,11 @@ def serve(propose, args):
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     token = os.environ.get("FRONTIER_PROPOSER_TOKEN", "")
     if args.token_file:
-        with open(args.token_file) as f:
-            token = f.read().strip()
+        try:
+            with open(args.token_file) as f:
+                token = f.read().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            sys.exit(f"--token-file {args.token_file}: cannot be read ({e.strerror if isinstance(e, OSError) else e})")
         if not token:
             sys.exit(f"--token-file {args.token_file} is empty")
     interceptors = [_TokenCheck(token)] if token else []
@@ -223,8 +227,11 @@ def serve(propose, args):
         sys.exit("--tls-cert and --tls-key go together")
     try:
         if args.tls_cert:
-            with open(args.tls_key, "rb") as k, open(args.tls_cert, "rb") as c:
-                credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+            try:
+                with open(args.tls_key, "rb") as k, open(args.tls_cert, "rb") as c:
+                    credentials = grpc.ssl_server_credentials([(k.read(), c.read())])
+            except OSError as e:
+                sys.exit(f"--tls-cert/--tls-key: {e.filename}: cannot be read ({e.strerror})")
             port = server.add_secure_port(args.listen, credentials)
         else:
             port = server.add_insecure_port(args.listen)

@@ -370,6 +370,9 @@ def extract_configs(text):
             first_error = first_error or f"the ```{language or 'json'} block is not valid JSON ({e.msg} at line " \
                                          f"{e.lineno} column {e.colno})"
             continue
+        except RecursionError:  # Python's decoder recurses per bracket
+            first_error = first_error or f"the ```{language or 'json'} block is nested too deeply to read"
+            continue
         if _configs_of(value) is not None:
             return _configs_of(value), None
     starts = [m.start() for m in re.finditer(r"[\[{]", body)][:MAX_STARTS]
@@ -382,6 +385,9 @@ def extract_configs(text):
                 line = body.count("\n", 0, e.pos) + 1
                 first_error = f"the answer is not valid JSON ({e.msg} at line {line} column " \
                               f"{e.pos - body.rfind(chr(10), 0, e.pos)})"
+            continue
+        except RecursionError:
+            first_error = first_error or "the answer is nested too deeply to read"
             continue
         found_json = found_json or isinstance(value, dict)
         if _configs_of(value) is not None:

@@ -227,7 +227,10 @@ def main(argv=None):
                         help="the experiment's search-space file: the sampler is checked against its dimensions and "
                              "objectives at start (without it, at each experiment's first call)")
     args = parser.parse_args(argv)
-    make_sampler(args.sampler, 0, False, args.population)  # an unknown name fails now, not at the first call
+    try:
+        make_sampler(args.sampler, 0, False, args.population)  # an unknown name fails now, not at the first call
+    except ValueError as e:  # e.g. Optuna's NSGA-II wants a population of at least 2
+        parser.error(f"--sampler {args.sampler} --population {args.population}: {e}")
     proposer = OptunaProposer(args.sampler, args.population)
     if args.space:
         dists, objectives, constrained = space_of_file(args.space)

@@ -163,11 +163,15 @@ int RunCli(int argc, char** argv) {
   optimize->add_option("--rounds", ops.rounds, "model rounds (0: none)")->capture_default_str();
   optimize->add_option("--per-round", ops.per_round, "candidates per model round")->capture_default_str();
   optimize->add_option("--target", ops.target, "stop once a candidate's median speed-up reaches this (0: never)");
-  optimize->add_option("--timing-rounds", ops.timing_rounds, "timed rounds per candidate")->capture_default_str();
+  optimize->add_option("--timing-rounds", ops.timing_rounds, "timed rounds per candidate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   optimize->add_option("--candidate-timeout", ops.candidate_timeout_s, "seconds one candidate may take in all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   optimize->add_option("--run-timeout", ops.run_timeout_s, "seconds each sandboxed run of a candidate may take")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   optimize->add_option("--trial-binary", ops.trial_binary, "frontier-trial (default: beside this binary)");
   optimize->add_option("--drafter", ops.drafter, "frontier-llm-kernels (default: proposers/llm or PATH)");
   for (CLI::App* cmd : {optimize, ops_cmd->add_subcommand("show", "a run's leaderboard"),

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +79,7 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
       mine.push_back(usable[(static_cast<size_t>(i) * per_slot * options.slots + k) % usable.size()]);
     }
     const std::string cpus = CpuList(mine);
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error("cannot start a worker: fork failed");
     if (pid == 0) {
@@ -90,6 +92,9 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       setpgid(0, 0);  // Ctrl-C reaches the CLI, which stops the workers itself
+      // A CLI that dies without stopping them (SIGKILL, the OOM killer) still stops them: SIGTERM drains.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(0);  // it died before the line above
       const char* argv[] = {binary.c_str(),  "--coordinator",     coordinator.c_str(),
                             "--slots",       slots.c_str(),       "--device",
                             options.device.c_str(), "--threads-per-trial", threads.c_str(),

@@ -45,6 +45,12 @@ void StopChildAndExit(int signal) {
   _exit(128 + signal);
 }
 
+// The judge (frontier-trial --op-candidate) ended without a verdict: its own failure, not the candidate's.
+class JudgeFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct ChildResult {
   int exit_code = -1;  // -1: killed (time-out or signal)
   std::string out;
@@ -242,12 +248,19 @@ class OpRun {
     const ChildResult child = RunChild(argv, options_.candidate_timeout_s);
     json verdict = LastJsonLine(child.out);
     if (!verdict.is_object() || Str(verdict, "outcome").empty()) {
+      if (!child.timed_out) {
+        // The judge runs the candidate in sandboxed runners and gives a verdict on whatever they do, so
+        // ending without one is the judge's failure (a wrong --trial-binary, a flag it refuses, a crash of
+        // its own): recorded as the candidate's, it would stand for good (a candidate is judged once).
+        throw JudgeFailure(TrialBinary() + " --op-candidate ended without a verdict on " + name + " (" +
+                           (child.exit_code < 0 ? std::string("killed by a signal")
+                                                : "exit " + std::to_string(child.exit_code)) +
+                           "; its standard error above says why): nothing is recorded for it");
+      }
       verdict = {{"event", "op_candidate"},
-                 {"outcome", child.timed_out ? "timed_out" : "crashed"},
-                 {"reason", child.timed_out ? "the judge did not finish within " +
-                                                  std::to_string(options_.candidate_timeout_s) + " s"
-                                            : "the judge ended without a verdict (exit " +
-                                                  std::to_string(child.exit_code) + ")"}};
+                 {"outcome", "timed_out"},
+                 {"reason", "the judge did not finish within " + std::to_string(options_.candidate_timeout_s) +
+                                " s"}};
     }
     OpCandidateRow row;
     row.run_id = run_.id;
@@ -529,24 +542,29 @@ int OptimizeOp(const OpsOptions& options) {
   fs::create_directories(dir / "candidates");
   WriteFile(dir / "spec.json", spec.dump(2));
   OpRun lab(options, *store, run, dir, profile);
-  if (!options.candidates.empty()) {
-    std::vector<fs::path> files;
-    for (const fs::directory_entry& entry : fs::directory_iterator(options.candidates)) {
-      const std::string ext = entry.path().extension().string();
-      if (entry.is_regular_file() && (ext == ".cc" || ext == ".cpp" || ext == ".cu")) files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const fs::path& file : files) {
-      if (lab.TargetReached()) break;
-      lab.Judge(file, file.filename().string(), "folder", 0);
-    }
-  }
   bool stopped = false;
-  for (int round = lab.LastRound() + 1; round <= options.rounds && !lab.TargetReached(); ++round) {
-    if (!lab.Draft(round)) {
-      stopped = true;
-      break;
+  try {
+    if (!options.candidates.empty()) {
+      std::vector<fs::path> files;
+      for (const fs::directory_entry& entry : fs::directory_iterator(options.candidates)) {
+        const std::string ext = entry.path().extension().string();
+        if (entry.is_regular_file() && (ext == ".cc" || ext == ".cpp" || ext == ".cu")) files.push_back(entry.path());
+      }
+      std::sort(files.begin(), files.end());
+      for (const fs::path& file : files) {
+        if (lab.TargetReached()) break;
+        lab.Judge(file, file.filename().string(), "folder", 0);
+      }
     }
+    for (int round = lab.LastRound() + 1; round <= options.rounds && !lab.TargetReached(); ++round) {
+      if (!lab.Draft(round)) {
+        stopped = true;
+        break;
+      }
+    }
+  } catch (const JudgeFailure& e) {
+    std::cerr << "frontier: " << e.what() << "; the run stops here and judges it when run again\n";
+    stopped = true;
   }
   KeepBest(*store, run, dir);
   store->SetOpRunState(run.id, stopped ? op_run_state::kStopped : op_run_state::kCompleted, NowMs());

@@ -139,6 +139,7 @@ int Run(const RunOptions& o) {
   sa.sa_handler = [](int) { g_interrupted = true; };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // the terminal closed: stop the workers as on Ctrl-C
 
   const bool tty = isatty(STDOUT_FILENO);
   const auto start = std::chrono::steady_clock::now();

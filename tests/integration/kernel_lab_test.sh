@@ -99,6 +99,17 @@ leftover=$(find "$work" -newer spec.json -type f ! -path "$work/ops/*" ! -path "
            ! -name '*.err' ! -name 'board.json' ! -path "$work/port*" | head -5)
 [ -z "$leftover" ] || fail "files outside the run's folders: $leftover"
 
+# A judge that cannot run (a wrong --trial-binary) records nothing: the candidates are not blamed for it.
+code=0; "$frontier" ops optimize bad-judge --op attention_kernel --spec spec.json --candidates candidates \
+  --db runs/lab.db --dir ops --trial-binary "$work/no-such-frontier-trial" > bad.txt 2> bad.err || code=$?
+[ "$code" -ne 0 ] || fail "a run whose judge cannot run exited 0"
+grep -q "ended without a verdict on .*nothing is recorded" bad.err || { cat bad.err; fail "no reason for the stopped run"; }
+[ "$("$frontier" ops show bad-judge --db runs/lab.db -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["candidates"])')" -eq 0 ] \
+  || fail "the judge's failure was recorded as a candidate's"
+code=0; "$frontier" ops optimize bad-flag --op attention_kernel --spec spec.json --candidates candidates \
+  --db runs/lab.db --dir ops --timing-rounds 0 2> flag.err || code=$?
+[ "$code" -ne 0 ] && grep -q -- "--timing-rounds" flag.err || { cat flag.err; fail "--timing-rounds 0 was taken"; }
+
 # A model round: the scripted model drafts two candidates.
 /usr/bin/python3 "$src/tests/proposers/llm_standin.py" --script "$src/tests/proposers/kernel_answers/attention_round1.json" \
   --port-file model.port --record model.log &

@@ -197,6 +197,8 @@ class LlmProposerTest(unittest.TestCase):
             "<think>never closed": "the answer is only reasoning",
             "```json\n{\"configs\": [1,\n```": "the ```json block is not valid JSON",
             "{configs: [oops": "the answer is not valid JSON",
+            '{"configs": ' + "[" * 5000 + "]" * 5000 + "}": "the answer is nested too deeply to read",
+            "```json\n" + "[" * 5000 + "\n```": "the ```json block is nested too deeply to read",
             "I cannot do that.": "the answer holds no JSON object",
             '{"answer": 42}': 'expected an object {"configs": [...]}',
             "  ": "the answer is empty",

@@ -37,6 +37,11 @@ def _fields(obj, fields, where):
                f"{where}: '{name}' is {obj[name]!r}, expected {kind}")
 
 
+def _refuse_constant(name):
+    """NaN and Infinity are not JSON: Python's json.loads takes them, the worker's parser does not."""
+    raise ValueError(f"{name} is not JSON (the worker refuses the line)")
+
+
 def check_output(stdout, returncode):
     """Validates one run's stdout and exit status; returns (events, result)."""
     lines = [line for line in stdout.splitlines() if line.strip()]
@@ -44,7 +49,7 @@ def check_output(stdout, returncode):
     events = []
     for i, line in enumerate(lines):
         try:
-            event = json.loads(line)
+            event = json.loads(line, parse_constant=_refuse_constant)
         except ValueError as e:
             raise ProtocolError(f"line {i + 1} is not JSON: {e}: {line[:200]}")
         _check(isinstance(event, dict) and isinstance(event.get("event"), str), f"line {i + 1} has no event")

@@ -222,6 +222,9 @@ trial.finish(test_accuracy=0.5, test_loss=1.0)
         self.assertIn("mapped 1", bare.stderr)
 
 
+ONE_STEP = {"trial_id": "t", "task": {"steps": 1, "warmup_steps": 0}}  # a completed result's step statistics
+
+
 class Failures(unittest.TestCase):
     def result_of(self, body, spec=None, expect_exit=None):
         p = run_script(body, spec or {"trial_id": "t", "task": {"steps": 5, "warmup_steps": 1}})
@@ -239,6 +242,34 @@ class Failures(unittest.TestCase):
         """, expect_exit=3)
         self.assertEqual(r["status"], "diverged")
         self.assertIn("at step 2", r["error"])
+        self.assertIsNone(r["final_train_loss"])  # null: the worker's parser refuses a bare NaN
+
+    def test_non_finite_values_are_null_as_the_worker_reads_them(self):
+        r = self.result_of("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.eval(val_loss=1.0, val_accuracy=float('inf'))
+            trial.finish(test_loss=1.0, test_accuracy=float('nan'))
+        """, ONE_STEP, expect_exit=0)
+        self.assertIsNone(r["test_accuracy"])
+        self.assertIsNone(r["evals"][0]["val_accuracy"])
+
+    def test_finish_takes_tensor_and_numpy_metrics_and_names_any_other_kind(self):
+        r = self.result_of("""
+            import numpy
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.eval(val_accuracy=0.5, val_loss=1.0)
+            trial.finish(test_accuracy=torch.tensor(0.75), test_loss=numpy.float32(0.5), split="test")
+        """, ONE_STEP, expect_exit=0)
+        self.assertEqual((r["status"], r["test_accuracy"], r["test_loss"], r["split"]), ("completed", 0.75, 0.5, "test"))
+        r = self.result_of("""
+            with trial.step(8) as s:
+                s.loss = 1.0
+            trial.finish(test_accuracy=torch.ones(3))
+        """, expect_exit=2)
+        self.assertEqual(r["status"], "failed")
+        self.assertIn("trial.finish(test_accuracy=...): a Tensor is not a number or a JSON value", r["error"])
 
     def test_exception_is_failed_with_the_traceback_tail(self):
         r = self.result_of("""

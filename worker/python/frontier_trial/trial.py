@@ -51,6 +51,32 @@ def _resolve_device(name):
     return torch.device(name)
 
 
+def _json_ready(value):
+    """`value` as strict JSON holds it: a NaN or infinite float as null (JSON has neither, and the worker's
+    parser refuses the bare NaN that json.dumps writes; frontier-trial writes null), in lists and dicts too."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def _metric_value(key, value):
+    """A metric passed to finish(): a number (a one-element tensor or a numpy scalar too) as a float; a
+    string, bool, None, list or dict as it is; anything else is refused, naming the metric."""
+    if torch.is_tensor(value) and value.numel() == 1:
+        value = value.item()
+    elif type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "size", 1) == 1:
+        value = value.item()
+    if isinstance(value, (bool, str, list, dict)) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    raise TypeError(f"trial.finish({key}=...): a {type(value).__name__} is not a number or a JSON value")
+
+
 def _error_kind(exc):
     text = str(exc)
     if isinstance(exc, MemoryError) or "out of memory" in text or "CUDA out of memory" in text:
@@ -300,7 +326,7 @@ class Trial:
         for key, value in self._last_eval.items():
             result.setdefault(key, value)
         for key, value in metrics.items():
-            result[key] = float(value) if isinstance(value, (int, float)) else value
+            result[key] = _metric_value(key, value)
         self._print_result(result)
         return result
 
@@ -337,7 +363,7 @@ class Trial:
         print(f"frontier_trial: warning: {message}", file=sys.stderr, flush=True)
 
     def _emit(self, event):
-        self._out.write(json.dumps(event) + "\n")
+        self._out.write(json.dumps(_json_ready(event), allow_nan=False) + "\n")
         self._out.flush()
 
     def _start(self):
@@ -446,8 +472,8 @@ class Trial:
         return r
 
     def _print_result(self, result):
-        self._finished = True
         self._emit(result)
+        self._finished = True  # only once it is out: a result that cannot be written fails the trial instead
 
     def _fail(self, kind, message):
         if self._finished:
