@@ -217,10 +217,7 @@ class ChildProcess final : public TrialProcess {
     const Clock::time_point deadline = Clock::now() + timeout;
     for (;;) {
       if (exit_) return exit_;
-      siginfo_t info{};
-      // WNOWAIT keeps the exited child a zombie, so its process group id
-      // cannot be reused before the group is killed below.
-      if (waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) {
+      if (Exited()) {  // still a zombie: its process group id cannot be reused before the kill
         kill(-pid_, SIGKILL);
         ReapBlocking();
         Pump(milliseconds(0));
@@ -307,19 +304,13 @@ class ChildProcess final : public TrialProcess {
 
   // Reads what both pipes hold now, without waiting for more.
   void Drain() {
-    for (size_t reads = 0; reads < kMaxDrainReads && (stdout_fd_ >= 0 || stderr_fd_ >= 0); ++reads) {
-      pollfd fds[2];
-      int count = 0;
-      for (int fd : {stdout_fd_, stderr_fd_}) {
-        if (fd >= 0) fds[count++] = pollfd{fd, POLLIN, 0};
-      }
-      if (poll(fds, count, 0) <= 0) return;
-      Pump(milliseconds(0));
+    for (size_t reads = 0; reads < kMaxDrainReads && Pump(milliseconds(0)); ++reads) {
     }
   }
 
-  // Waits up to `timeout` for either pipe to be readable and reads what is there.
-  void Pump(milliseconds timeout) {
+  // Waits up to `timeout` for either pipe to be readable and reads what is there; false when neither was
+  // (or both are closed).
+  bool Pump(milliseconds timeout) {
     pollfd fds[2];
     int count = 0;
     for (int fd : {stdout_fd_, stderr_fd_}) {
@@ -327,9 +318,9 @@ class ChildProcess final : public TrialProcess {
     }
     if (count == 0) {
       std::this_thread::sleep_for(timeout);
-      return;
+      return false;
     }
-    if (poll(fds, count, static_cast<int>(timeout.count())) <= 0) return;
+    if (poll(fds, count, static_cast<int>(timeout.count())) <= 0) return false;
     for (int i = 0; i < count; ++i) {
       if (fds[i].revents == 0) continue;
       if (fds[i].fd == stdout_fd_) {
@@ -343,6 +334,7 @@ class ChildProcess final : public TrialProcess {
         }
       }
     }
+    return true;
   }
 
   // Appends one read's worth of data to *sink; closes *fd at end of file.
