@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +99,29 @@ std::string WriteNewFile(const std::string& path, const std::string& text) {
     written += static_cast<size_t>(n);
   }
   return ::close(fd) == 0 ? "" : "cannot write " + path + ": " + std::strerror(errno);
+}
+
+int OpenRegularFile(const std::string& path, int64_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return -1;
+  }
+  *size = static_cast<int64_t>(info.st_size);
+  return fd;
+}
+
+int64_t ReadUpTo(int fd, char* buffer, int64_t n) {
+  int64_t got = 0;
+  while (got < n) {
+    const ssize_t read = ::read(fd, buffer + got, static_cast<size_t>(n - got));
+    if (read < 0 && errno == EINTR) continue;
+    if (read <= 0) break;
+    got += read;
+  }
+  return got;
 }
 
 int FreeTcpPort(const std::string& host) {

@@ -4,6 +4,7 @@
 // and the runner (frontier_trial) both link it, so one rule serves both sides.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace frontier {
@@ -68,6 +69,17 @@ std::string HostAllocatorTunables();
 // created with O_EXCL|O_NOFOLLOW, so the write never follows a link or blocks
 // on a pipe. "" on success, else what failed ("cannot write PATH: ...").
 std::string WriteNewFile(const std::string& path, const std::string& text);
+
+// Opens `path` for reading as it is now, in a folder a trial can write to
+// (what the trial left may have become a link or a FIFO since it was listed):
+// never following a symbolic link nor blocking on a FIFO
+// (O_NOFOLLOW|O_NONBLOCK), and only a regular file. The descriptor (the
+// caller closes it) and, in `size`, the file's size when opened; -1 when
+// nothing is there or it is not a regular file.
+int OpenRegularFile(const std::string& path, int64_t* size);
+// Reads up to `n` bytes of `fd` into `buffer`, past short reads and EINTR:
+// how many were read, fewer only at the end of the file or on an error.
+int64_t ReadUpTo(int fd, char* buffer, int64_t n);
 
 // A TCP port on `host` (an IPv4 address; "0.0.0.0": every interface) that
 // was free a moment ago (bound to port 0 and closed): what a launcher passes

@@ -49,6 +49,32 @@ TEST(HostTest, OpenBlasCoreForACpuOpenBlasDoesNotKnow) {
   EXPECT_EQ(OpenBlasCoreFor("", true, true), "");
 }
 
+// What a trial left is read as it is when opened: a regular file's bytes; a link or a FIFO at its name is
+// refused at once (not followed, not waited on).
+TEST(HostTest, OpenRegularFileReadsOnlyARegularFileAndNeverBlocks) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("frontier-open-regular-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(WriteNewFile((dir / "file").string(), "twelve bytes"), "");
+  fs::create_symlink(dir / "file", dir / "link");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+
+  int64_t size = -1;
+  const int fd = OpenRegularFile((dir / "file").string(), &size);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(size, 12);
+  std::string text(64, '\0');
+  text.resize(static_cast<size_t>(ReadUpTo(fd, text.data(), static_cast<int64_t>(text.size()))));
+  EXPECT_EQ(text, "twelve bytes");  // fewer than asked: the end of the file
+  ::close(fd);
+  EXPECT_EQ(OpenRegularFile((dir / "link").string(), &size), -1);
+  EXPECT_EQ(OpenRegularFile((dir / "fifo").string(), &size), -1);  // a FIFO with no writer: no wait
+  EXPECT_EQ(OpenRegularFile(dir.string(), &size), -1);
+  EXPECT_EQ(OpenRegularFile((dir / "missing").string(), &size), -1);
+  fs::remove_all(dir);
+}
+
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

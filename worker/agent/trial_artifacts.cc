@@ -1,11 +1,8 @@
 #include "worker/agent/trial_artifacts.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <system_error>
 #include <vector>
@@ -53,23 +50,16 @@ void Agent::UploadArtifacts(const Lease& lease) {
     }
     // Opened as it is now, not as it was listed: a process the trial left may have put a link or a FIFO
     // there since. At most the bytes the file had when opened are sent.
-    const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat info {};
-    const bool regular = fd >= 0 && fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
-    int64_t size = regular ? static_cast<int64_t>(info.st_size) : 0;
+    int64_t size = 0;
+    const int fd = OpenRegularFile(file.string(), &size);
+    const bool regular = fd >= 0;
     std::string chunk(kArtifactChunkBytes, '\0');
     int64_t offset = 0;
     bool last = false;
     grpc::Status status;
     while (regular && !last) {
       const int64_t want = std::min<int64_t>(static_cast<int64_t>(chunk.size()), size - offset);
-      int64_t got = 0;
-      while (got < want) {
-        const ssize_t n = ::read(fd, chunk.data() + got, static_cast<size_t>(want - got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += n;
-      }
+      const int64_t got = ReadUpTo(fd, chunk.data(), want);
       if (got < want) size = offset + got;  // shorter than it was: what is there
       last = offset + got >= size;
       v1::UploadArtifactResponse response;

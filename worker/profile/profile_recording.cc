@@ -1,15 +1,13 @@
 #include "worker/profile/profile_recording.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <stdexcept>
 
 #include "search_spaces/input_bounds.h"
+#include "worker/host.h"
 #include "worker/profile/bottleneck.h"
 #include "worker/profile/lab_calls.h"
 
@@ -161,27 +159,16 @@ ProfileRecording RecordingFromJson(const json& document, const RecordingLimits& 
 std::optional<ProfileRecording> ReadRecording(const std::filesystem::path& folder, const RecordingLimits& limits) {
   const std::filesystem::path path = folder / kProfileCallsFile;
   // Opened without following a link or blocking on a FIFO, then checked: a regular file within the bound.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int64_t size = 0;
+  const int fd = OpenRegularFile(path.string(), &size);
   if (fd < 0) return std::nullopt;
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  if (static_cast<uint64_t>(size) > limits.max_bytes) {
     ::close(fd);
-    return std::nullopt;
-  }
-  if (static_cast<size_t>(info.st_size) > limits.max_bytes) {
-    ::close(fd);
-    throw std::runtime_error("profile recording: " + path.string() + " has " + std::to_string(info.st_size) +
+    throw std::runtime_error("profile recording: " + path.string() + " has " + std::to_string(size) +
                              " bytes, more than " + std::to_string(limits.max_bytes));
   }
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > limits.max_bytes) break;
-  }
+  std::string text(static_cast<size_t>(size), '\0');  // what it held when opened, at most
+  text.resize(static_cast<size_t>(ReadUpTo(fd, text.data(), size)));
   ::close(fd);
   json document;
   try {
