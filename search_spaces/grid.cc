@@ -18,12 +18,18 @@ size_t GridSize(const SearchSpace& space) {
   return size;
 }
 
+std::string GridSizeText(size_t grid_size) {
+  return "the grid has " +
+         (grid_size == std::numeric_limits<size_t>::max() ? std::string("at least 2^64")
+                                                          : std::to_string(grid_size)) +
+         " configurations";
+}
+
 std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit) {
   size_t size = GridSize(space);
   if (size > limit) {
     throw SpaceError(space.source, 0, "space",
-                     "the grid has " + std::to_string(size) + " configurations, more than the limit of " +
-                         std::to_string(limit));
+                     GridSizeText(size) + ", more than the limit of " + std::to_string(limit));
   }
   std::vector<Config> grid;
   grid.reserve(size);

@@ -68,9 +68,9 @@ void SpaceParser::ParseScreen(const YAML::Node& node, SearchSpace& space) const 
     if (screen.in_trial) return;  // nothing is enumerated: the strategy proposes as without screening
   }
   if (GridSize(space) > kMaxScreenedConfigs) {
-    Fail("screen", "the grid has " + std::to_string(GridSize(space)) + " configurations, more than " +
-                       std::to_string(kMaxScreenedConfigs) +
-                       ": screening runs one trial per configuration, so every one is enumerated and timed first");
+    Fail("screen",
+         GridSizeText(GridSize(space)) + ", more than " + std::to_string(kMaxScreenedConfigs) +
+             ": screening runs one trial per configuration, so every one is enumerated and timed first");
   }
 }
 
@@ -195,9 +195,7 @@ void SpaceParser::CheckProposedAtOnce(const SearchSpace& space) const {
   const std::string who = asha ? "asha's proposer " + proposer : "strategy " + proposer;
   const std::string bound = std::to_string(kMaxListedConfigs);
   const size_t grid = GridSize(space);
-  const std::string grid_has = "the grid has " +
-                               std::string(grid == std::numeric_limits<size_t>::max() ? "at least " : "") +
-                               std::to_string(grid) + " configurations";
+  const std::string grid_has = GridSizeText(grid);
   const size_t trials = static_cast<size_t>(strategy.trials);
   size_t at_once = 0;
   if (proposer == "grid" || proposer == "random" || proposer == "sobol") {

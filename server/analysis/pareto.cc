@@ -136,16 +136,19 @@ std::vector<double> CrowdingDistances(const std::vector<Fitness>& points, const 
   return distance;
 }
 
+std::vector<size_t> CrowdingOrder(const std::vector<double>& distances) {
+  std::vector<size_t> order(distances.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return distances[a] > distances[b]; });
+  return order;
+}
+
 std::vector<size_t> RankOrder(const std::vector<Fitness>& points) {
   std::vector<size_t> order;
   order.reserve(points.size());
   for (const std::vector<size_t>& front : NonDominatedFronts(points)) {
-    const std::vector<double> distance = CrowdingDistances(points, front);
-    std::vector<size_t> by_distance(front.size());
-    std::iota(by_distance.begin(), by_distance.end(), 0);
-    std::stable_sort(by_distance.begin(), by_distance.end(),
-                     [&](size_t a, size_t b) { return distance[a] > distance[b]; });
-    for (size_t k : by_distance) order.push_back(front[k]);
+    for (size_t k : CrowdingOrder(CrowdingDistances(points, front))) order.push_back(front[k]);
   }
   return order;
 }

@@ -52,6 +52,12 @@ std::vector<std::vector<size_t>> NonDominatedFronts(const std::vector<Fitness>& 
 // An infeasible front (no comparable objectives) gets 0 everywhere.
 std::vector<double> CrowdingDistances(const std::vector<Fitness>& points, const std::vector<size_t>& front);
 
+// The positions 0..n-1 of a front's CrowdingDistances, least crowded first:
+// larger distance first (the boundary members, +infinity, lead), equal
+// distances in the front's order. Callers map a position k to its member
+// (front[k]) and to its distance (distances[k]).
+std::vector<size_t> CrowdingOrder(const std::vector<double>& distances);
+
 // Every index, best first: by front, then by larger crowding distance, then
 // by smaller index (so callers break ties by the order of `points`).
 std::vector<size_t> RankOrder(const std::vector<Fitness>& points);

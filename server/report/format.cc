@@ -2,8 +2,10 @@
 
 #include "server/report/report.h"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 
 namespace frontier {
 
@@ -20,6 +22,19 @@ std::string Printf(const char* format, ...) {
   va_end(args);
   out.resize(size);
   return out;
+}
+
+std::string FormatNumber(const char* format, double value) {
+  if (!(std::fabs(value) >= kScientificFrom)) return Printf(format, value);
+  const std::string fixed = format;
+  const size_t percent = fixed.find('%');
+  const size_t conversion = fixed.find('f', percent);
+  const std::string spec = fixed.substr(percent + 1, conversion - percent - 1);  // flags, width, precision
+  const size_t dot = spec.find('.');
+  const int precision = dot == std::string::npos ? 6 : std::atoi(spec.c_str() + dot + 1);
+  const std::string scientific = fixed.substr(0, percent + 1) + spec.substr(0, dot) + "." +
+                                 std::to_string(precision + 1) + "g" + fixed.substr(conversion + 1);
+  return Printf(scientific.c_str(), value);
 }
 
 std::string EscapeHtml(const std::string& text) {

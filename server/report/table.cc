@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <map>
 
@@ -16,13 +15,13 @@ namespace {
 std::string FormatMetric(const ConfigSummary& config, const std::string& metric, const char* format,
                          double scale = 1) {
   auto it = config.metrics.find(metric);
-  return it == config.metrics.end() ? "-" : Printf(format, it->second.mean * scale);
+  return it == config.metrics.end() ? "-" : FormatNumber(format, it->second.mean * scale);
 }
 
 // "mean±half-width of the 95% interval", the mean alone with fewer than 2 values.
 std::string MeanAndHalfWidth(const MetricSummary& s, const char* format) {
-  const std::string mean = Printf(format, s.mean);
-  return s.n < 2 ? mean : mean + "\u00b1" + Printf(format, (s.ci_high - s.ci_low) / 2);
+  const std::string mean = FormatNumber(format, s.mean);
+  return s.n < 2 ? mean : mean + "\u00b1" + FormatNumber(format, (s.ci_high - s.ci_low) / 2);
 }
 
 std::string FormatMeanAndHalfWidth(const ConfigSummary& config, const std::string& metric) {
@@ -34,6 +33,7 @@ std::string FormatCount(const ConfigSummary& config, const std::string& metric) 
   auto it = config.metrics.find(metric);
   if (it == config.metrics.end()) return "-";
   const double v = it->second.mean;
+  if (std::fabs(v) >= kScientificFrom) return FormatNumber("%.2f", v);
   if (std::fabs(v) >= 1e9) return Printf("%.2fG", v / 1e9);
   if (std::fabs(v) >= 1e6) return Printf("%.2fM", v / 1e6);
   if (std::fabs(v) >= 1e3) return Printf("%.1fK", v / 1e3);
@@ -45,15 +45,16 @@ bool HasSpread(const Interval& interval) { return interval.n_variant >= 2 && int
 std::string FormatSpeedup(const ConfigSummary& config) {
   if (!config.speedup) return "-";
   const Interval& s = *config.speedup;
-  if (config.is_baseline || !HasSpread(s)) return Printf("%.2fx", s.value);
-  return Printf("%.2fx [%.2f,%.2f]", s.value, s.low, s.high);
+  if (config.is_baseline || !HasSpread(s)) return FormatNumber("%.2fx", s.value);
+  return FormatNumber("%.2fx", s.value) + " [" + FormatNumber("%.2f", s.low) + "," +
+         FormatNumber("%.2f", s.high) + "]";
 }
 
 std::string FormatQualityDelta(const ConfigSummary& config) {
   if (!config.quality_delta) return "-";
   const Interval& d = *config.quality_delta;
-  if (config.is_baseline || !HasSpread(d)) return Printf("%+.4f", d.value);
-  return Printf("%+.4f\u00b1%.4f", d.value, (d.high - d.low) / 2);
+  if (config.is_baseline || !HasSpread(d)) return FormatNumber("%+.4f", d.value);
+  return FormatNumber("%+.4f", d.value) + "\u00b1" + FormatNumber("%.4f", (d.high - d.low) / 2);
 }
 
 std::string FormatSeeds(const ConfigSummary& config) {
@@ -155,9 +156,7 @@ TextTable BuildTextTable(const Report& report, bool wide) {
     columns.insert(at + 1, {{"scaling", true, true,
                              [](const ConfigSummary& c) {
                                if (!c.scaling_efficiency) return std::string(c.ranks > 1 ? "-" : "");
-                               char text[32];
-                               std::snprintf(text, sizeof text, "%.2f", *c.scaling_efficiency);
-                               return std::string(text);
+                               return FormatNumber("%.2f", *c.scaling_efficiency);
                              }},
                             {"exposed comms %", true, false, [](const ConfigSummary& c) {
                                return FormatMetric(c, "comms_exposed_share", "%.1f", 100);
@@ -192,6 +191,7 @@ TextTable BuildTextTable(const Report& report, bool wide) {
 namespace {
 
 std::string FormatBytes(double bytes) {
+  if (std::fabs(bytes) >= kScientificFrom) return FormatNumber("%.2f B", bytes);
   if (bytes >= 1e9) return Printf("%.2f GB", bytes / 1e9);
   if (bytes >= 1e6) return Printf("%.2f MB", bytes / 1e6);
   if (bytes >= 1e3) return Printf("%.1f kB", bytes / 1e3);
@@ -231,7 +231,7 @@ TextTable BuildOnboardTable(const Report& report, const OnboardView& view, bool 
                                     moved,
                                     parity};
     if (wide) {
-      row.insert(row.begin() + 5, {p.latency_p99_ms ? Printf("%.3f", p.latency_p99_ms->mean) : "-",
+      row.insert(row.begin() + 5, {p.latency_p99_ms ? FormatNumber("%.3f", p.latency_p99_ms->mean) : "-",
                                    p.size_bytes ? FormatBytes(p.size_bytes->mean) : "-"});
     }
     table.rows.push_back(std::move(row));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <stdexcept>
 
 namespace frontier {
@@ -131,10 +130,7 @@ void Nsga2::Select() {
   const std::vector<std::vector<size_t>> fronts = NonDominatedFronts(points);
   for (size_t f = 0; f < fronts.size() && parents_.size() < options_.population; ++f) {
     const std::vector<double> distance = CrowdingDistances(points, fronts[f]);
-    std::vector<size_t> order(fronts[f].size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return distance[a] > distance[b]; });
+    const std::vector<size_t> order = CrowdingOrder(distance);
     for (size_t k = 0; k < order.size() && parents_.size() < options_.population; ++k) {
       parents_.push_back(members[fronts[f][order[k]]]);
       front_.push_back(f);

@@ -194,15 +194,11 @@ bool HypervolumeAffordable(size_t calls, size_t points, size_t objectives) {
 
 // `count` members of a feasible front chosen greedily by hypervolume gain;
 // where that is not affordable (many objectives), the `count` with the
-// largest crowding distance (ties to the earlier).
+// largest crowding distance (CrowdingOrder: ties to the earlier).
 std::vector<size_t> GreedyHypervolumeSubset(const std::vector<Fitness>& points,
                                             const std::vector<size_t>& front, size_t count) {
   if (!HypervolumeAffordable(count * front.size(), count, points[front.front()].objectives.size())) {
-    const std::vector<double> distance = CrowdingDistances(points, front);
-    std::vector<size_t> order(front.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return distance[a] > distance[b]; });
+    const std::vector<size_t> order = CrowdingOrder(CrowdingDistances(points, front));
     std::vector<size_t> chosen;
     for (size_t i = 0; i < count; ++i) chosen.push_back(front[order[i]]);
     return chosen;

@@ -453,7 +453,7 @@ std::string TwentyByTen(const std::string& strategy, int repeats = 1) {
 // without trials once made the coordinator build proposals without end), an
 // NSGA-II generation and an ablation round are bounded when the space is read.
 TEST(SearchSpaceTest, WhatAStrategyProposesAtOnceIsBounded) {
-  const std::string grid = "at least 18446744073709551615 configurations";
+  const std::string grid = "at least 2^64 configurations";  // 10^20: GridSize saturates
   EXPECT_EQ(ErrorOf(TwentyByTen("{name: asha, proposer: sobol, min_steps: 25, eta: 3}")),
             "t.yaml:28: strategy: the grid has " + grid +
                 ", more than 100000, and asha's proposer sobol without trials lists every one when the "
@@ -494,6 +494,19 @@ TEST(SearchSpaceTest, WhatAStrategyProposesAtOnceIsBounded) {
         TwentyByTen("{name: asha, proposer: nsga2}"), TwentyByTen("{name: ablation}")}) {
     EXPECT_EQ(ErrorOf(accepted), "(accepted)") << accepted.substr(accepted.find("strategy:"));
   }
+  // Screening enumerates and times every configuration first: 7 dimensions of
+  // 1000 choices (10^21) are refused, named as the product that overflowed.
+  std::string screened = std::string(kHead) + "screen: {steps: 2}\nspace:\n";
+  for (const char* path : {"stem.width", "stages[0].width", "stages[0].depth", "stages[1].width",
+                           "stages[1].depth", "task.batch_size", "runtime.threads"}) {
+    screened += std::string("  ") + path + ": [8";
+    for (int choice = 9; choice < 1008; ++choice) screened += ", " + std::to_string(choice);
+    screened += "]\n";
+  }
+  EXPECT_EQ(
+      ErrorOf(screened),
+      "t.yaml:9: screen: the grid has at least 2^64 configurations, more than 10000: screening runs one "
+      "trial per configuration, so every one is enumerated and timed first");
 }
 
 TEST(SearchSpaceTest, MissingFileIsASpaceError) {

@@ -2,12 +2,14 @@
 // scripted proposer client and an in-memory SQLite store: proposals become
 // trials labelled with their proposer and rationale, outcomes are told back,
 // a proposer that fails pauses the experiment (stored, not failed, not
-// completed) until it answers again, every call is recorded, the experiment
+// completed) until it answers again, every call is recorded (at a tick, or
+// when the experiment completes before one took it), the experiment
 // completes once the proposer is finished, and a restarted scheduler tells
 // the proposer everything stored; a trial that found its output wrong is
 // told as incorrect.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -47,6 +49,9 @@ struct Script {
   std::mutex mu;
   std::deque<std::function<ProposerAnswer(const ProposerCall&)>> steps;
   std::vector<ProposerCall> calls;
+  // Where() is called under the strategy's lock while it applies an answer
+  // that pauses it: once counted, that answer and its call's record are in.
+  std::atomic<int> where_calls{0};
 
   void Add(std::function<ProposerAnswer(const ProposerCall&)> step) {
     std::lock_guard<std::mutex> lock(mu);
@@ -77,7 +82,10 @@ class ScriptClient final : public ProposerClient {
     return step(call);
   }
   void Cancel() override {}
-  std::string Where() const override { return "fake:1"; }
+  std::string Where() const override {
+    ++script_.where_calls;
+    return "fake:1";
+  }
 
  private:
   Script& script_;
@@ -170,6 +178,69 @@ TEST_F(ExternalSchedulerTest, ProposalsBecomeLabelledTrialsUntilTheProposerIsFin
   EXPECT_EQ(calls[0].accepted, 1);
   EXPECT_EQ(calls[0].prompt_tokens, 10);
   EXPECT_EQ(calls[1].completion_tokens, 3);
+}
+
+// The proposer's calls that no tick took are recorded when the experiment
+// completes. Here the second (last) answer comes while the baseline still
+// runs, and no Tick runs after it: it proposes the one configuration left,
+// stride 2 with an 8x8 window (the map is then 4x4: an invalid trial spec),
+// which leaves nothing to propose.
+TEST_F(ExternalSchedulerTest, CallsNoTickTookAreRecordedWhenTheExperimentCompletes) {
+  std::string space = kSpace;
+  space.replace(space.find("stages[*].block: [basic, mbconv, convnext]"), 42,
+                "stem.stride: [1, 2]\n  stages[0].attention.kind: [none, {kind: window, window: 8}]");
+  space.replace(space.find("repeats: 2"), 10, "repeats: 1");
+  space.replace(space.find("batch: 1}"), 9, "batch: 2, max_invalid: 1}");
+  auto answer = [](std::vector<Choices> configs) {
+    ProposerAnswer a;
+    for (Choices& choices : configs) a.configs.push_back({std::move(choices), "", 0, ""});
+    a.proposer = "scripted";
+    a.usage = {10, 3, 1, 0};
+    return a;
+  };
+  script_.Add([answer](const ProposerCall&) {
+    return answer({{{"stem.stride", 0}, {"stages[0].attention.kind", 1}}, {{"stem.stride", 1}}});
+  });
+  script_.Add([answer](const ProposerCall&) {
+    return answer({{{"stem.stride", 1}, {"stages[0].attention.kind", 1}}});
+  });
+  Scheduler scheduler(store_, clock_, Options());
+  const std::string id = scheduler.Submit(space, "ext.yaml").id;
+  TickUntil(scheduler, [&] { return Proposed(id).size() == 2; });
+  ASSERT_EQ(store_.ListProposerCalls(id).size(), 1u) << "the tick that added the first answer's trials";
+  const std::string worker = scheduler.RegisterWorker({});
+  const std::optional<TrialRow> baseline = scheduler.Lease(worker);
+  ASSERT_TRUE(baseline && baseline->is_baseline);
+  const std::optional<TrialRow> first = scheduler.Lease(worker);
+  ASSERT_TRUE(first);
+  const json result = {{"event", "result"}, {"status", "completed"}, {"val_accuracy", 0.5}};
+  // Told: a slot of the batch is free, the strategy asks for 1.
+  ASSERT_EQ(scheduler.Complete(worker, first->id, first->attempt, result.dump()), Transition::kApplied);
+  // Where() is called under the strategy's lock while it applies the pausing
+  // answer; every later Tell and Ask waits for that lock, so the answer is in first.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (script_.where_calls == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(script_.where_calls, 0) << "the second answer was not applied";
+  RunAll(scheduler, worker);  // the other proposal
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kRunning) << "the baseline runs";
+  clock_.now = 2'000'000;
+  ASSERT_EQ(scheduler.Complete(worker, baseline->id, baseline->attempt, result.dump()), Transition::kApplied);
+  EXPECT_EQ(store_.GetExperiment(id)->state, experiment_state::kCompleted);
+  EXPECT_EQ(script_.Calls(), 2u);
+  const std::vector<ProposerCallRow> calls = store_.ListProposerCalls(id);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].experiment_id, id);
+  EXPECT_EQ(calls[1].at_ms, 2'000'000);
+  EXPECT_EQ(calls[1].proposer, "scripted");
+  EXPECT_EQ(calls[1].asked, 1);
+  EXPECT_EQ(calls[1].accepted, 0);
+  EXPECT_EQ(calls[1].rejected, 1);
+  EXPECT_EQ(calls[1].prompt_tokens, 10);
+  EXPECT_EQ(calls[1].completion_tokens, 3);
+  EXPECT_EQ(calls[1].model_calls, 1);
+  EXPECT_EQ(calls[1].error, "");
 }
 
 TEST_F(ExternalSchedulerTest, AFailingProposerPausesTheExperimentUntilItAnswers) {

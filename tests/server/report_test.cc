@@ -15,6 +15,7 @@
 
 #include "server/analysis/parity.h"
 #include "server/report/csv.h"
+#include "server/report/format.h"
 
 namespace frontier {
 namespace {
@@ -674,6 +675,36 @@ TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
     markers.push_back(rest.empty() ? "" : rest.substr(rest.find_first_not_of(' ')));
   }
   EXPECT_EQ(markers, (std::vector<std::string>{"*", "infeasible", "", "*"}));
+}
+
+TEST(FormatNumberTest, HugeMagnitudesAreScientificWithTheColumnsDigits) {
+  EXPECT_EQ(FormatNumber("%.2f", 1e200), "1e+200");
+  EXPECT_EQ(FormatNumber("%.2f", 1.23456e200), "1.23e+200");
+  EXPECT_EQ(FormatNumber("%.1f", -2.5e17), "-2.5e+17");
+  EXPECT_EQ(FormatNumber("%+.4f", 1.234567e20), "+1.2346e+20");
+  EXPECT_EQ(FormatNumber("%.2fx", 3e15), "3e+15x");
+  EXPECT_EQ(FormatNumber("%.3f", -std::numeric_limits<double>::infinity()), "-inf");
+  // Below 1e15 the text is printf's %f.
+  EXPECT_EQ(FormatNumber("%.2f", 999999999999999.0), "999999999999999.00");
+  EXPECT_EQ(FormatNumber("%+.4f", -0.00123), "-0.0012");
+  EXPECT_EQ(FormatNumber("%.1f", 1e-200), "0.0");
+}
+
+// A config whose results are astronomically large (a command trial may report
+// anything): its cells stay short, not hundreds of digits.
+TEST(ReportOutputTest, TableShowsHugeValuesInScientificNotation) {
+  std::vector<TrialRecord> trials = TestTrials();
+  for (TrialRecord& t : trials) {
+    if (t.config_key != kPatchify || t.state != "completed") continue;
+    t.result["throughput"]["samples_per_s"] = 1e200 * t.seed;
+    t.result["peak_memory_mb"] = 1e200;
+    t.result["params"] = 2e300;
+  }
+  const std::string table = RenderTable(BuildReport("exp-1", TestSpace(), trials), TableOptions{true});
+  for (const char* text : {"2e+200", "1e+200", "2e+300", "2e+198x"}) {
+    EXPECT_NE(table.find(text), std::string::npos) << text << "\n" << table;
+  }
+  EXPECT_EQ(table.find("0000000000000000"), std::string::npos) << table;
 }
 
 TEST(ReportOutputTest, HtmlIsSelfContainedWithOneCirclePerConfigWithData) {

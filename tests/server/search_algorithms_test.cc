@@ -74,6 +74,22 @@ TEST(ParetoTest, CrowdingDistanceOnAFixture) {
   EXPECT_EQ(RankOrder({Point({}, kInf), Point({5, 5}), Point({}, kInf)}), (std::vector<size_t>{1, 0, 2}));
 }
 
+TEST(ParetoTest, CrowdingOrderPutsBoundariesFirstAndKeepsTiesInTheFrontsOrder) {
+  // A front of 6 on a line from (0,10) to (10,0), both objectives spanning
+  // 10: the boundaries at +infinity; (6,4) 0.5 + 0.5; (3,7) and (8,2) tie at
+  // 0.4 + 0.4; (2,8) 0.3 + 0.3.
+  const std::vector<Fitness> points = {Point({99, 99}), Point({6, 4}),  Point({10, 0}), Point({2, 8}),
+                                       Point({3, 7}),   Point({0, 10}), Point({8, 2})};
+  const std::vector<size_t> front = {1, 2, 3, 4, 5, 6};  // position k holds member front[k]
+  const std::vector<double> distance = CrowdingDistances(points, front);
+  ASSERT_EQ(distance[3], distance[5]) << "the tie this test is about";
+  EXPECT_EQ(CrowdingOrder(distance), (std::vector<size_t>{1, 4, 0, 3, 5, 2}));
+  // Equal distances keep the front's order, also among boundaries.
+  EXPECT_EQ(CrowdingOrder({0, 0, 0}), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(CrowdingOrder({1, kInf, 1, kInf}), (std::vector<size_t>{1, 3, 0, 2}));
+  EXPECT_TRUE(CrowdingOrder({}).empty());
+}
+
 // ---------------------------------------------------------------- Sobol'
 
 TEST(SobolTest, UnscrambledMatchesTheReferenceSequence) {
