@@ -178,12 +178,17 @@ Transition Scheduler::Complete(const std::string& worker_id, const std::string& 
                                const std::string& result_json, std::optional<TrialRow>* next) {
   TrialOutcome outcome;
   outcome.state = trial_state::kCompleted;
-  try {
-    outcome.result = nlohmann::json::parse(result_json);
-    if (StringAt(outcome.result, {"status"}) == "diverged") outcome.state = trial_state::kDiverged;
-  } catch (const nlohmann::json::exception& e) {
-    return Fail(worker_id, trial_id, attempt, std::string("unreadable result: ") + e.what(), true, "");
+  // A worker parses a trial's result before it sends it: one that is not a JSON object is the sender's
+  // bug, which a retry would only repeat at the cost of a whole trial. Final, quoting its start.
+  outcome.result = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  if (!outcome.result.is_object()) {
+    const std::string start = result_json.size() <= 200 ? result_json : result_json.substr(0, 200) + "...";
+    return Fail(worker_id, trial_id, attempt,
+                std::string("unreadable result: ") + (outcome.result.is_discarded() ? "not JSON" : "not a JSON object") +
+                    ": " + start,
+                false, "");
   }
+  if (StringAt(outcome.result, {"status"}) == "diverged") outcome.state = trial_state::kDiverged;
   // A screening trial ends as screened, its result without quality (ScreenedResult).
   std::string stored = result_json;
   if (const std::optional<int> steps = ScreeningSteps(trial_id)) {

@@ -190,6 +190,26 @@ TEST_F(SchedulerTest, AFailureThatRepeatsItselfIsFinalAfterOneRetry) {
   EXPECT_EQ(store_.GetTrial(t->id)->state, "pending");
 }
 
+// A result the worker sends is one it parsed: text that is not a JSON object is a bug of the sender, final at
+// once (a retry would cost a whole trial for the same text), with its start quoted.
+TEST_F(SchedulerTest, AResultThatIsNotAJsonObjectFailsForGoodQuotingIt) {
+  scheduler_.Submit(kSpace, "tiny.yaml");
+  const std::string long_text = "{\"event\": \"result\"" + std::string(300, ' ');
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"event\": \"result\", oops}", "unreadable result: not JSON: {\"event\": \"result\", oops}"},
+      {"[1, 2]", "unreadable result: not a JSON object: [1, 2]"},
+      {long_text, "unreadable result: not JSON: " + long_text.substr(0, 200) + "..."}};
+  for (const auto& [text, error] : cases) {
+    SCOPED_TRACE(text);
+    const auto t = scheduler_.Lease("w1");
+    ASSERT_TRUE(t);
+    ASSERT_EQ(scheduler_.Complete("w1", t->id, t->attempt, text), Transition::kApplied);
+    const auto row = store_.GetTrial(t->id);
+    EXPECT_EQ(row->state, "failed");
+    EXPECT_EQ(row->error, error);
+  }
+}
+
 TEST_F(SchedulerTest, TimeOutsAreFinalUnlessTheSpaceRetriesThem) {
   const std::string timeout = nlohmann::json{{"event", "result"}, {"schema", 1}, {"status", "failed"},
                                              {"error_kind", "timeout"}, {"error", "timed out after 60 s"}}
