@@ -38,7 +38,9 @@ while time.time() < deadline:
 PY
 for _ in $(seq 50); do [ -f "$port_file" ] && break; sleep 0.1; done
 port="$(cat "$port_file")"
-sed -e "s|@PORT@|$port|g" -e "s|@OUTSIDE@|$outside|g" "$src/tests/integration/lab/escape.cc.in" > candidates/escape.cc
+precious="$work/outside/precious.txt"; echo "the user's own" > "$precious"
+sed -e "s|@PORT@|$port|g" -e "s|@OUTSIDE@|$outside|g" -e "s|@PRECIOUS@|$precious|g" \
+  "$src/tests/integration/lab/escape.cc.in" > candidates/escape.cc
 
 cat > spec.json <<'JSON'
 {"schema": 1, "trial_id": "lab", "seed": 1,
@@ -92,6 +94,7 @@ assert board["best"]["candidate"] == "right_baddbmm.cc", board["best"]
 print("leaderboard ok:", {k: board[k] for k in ("fast_1", "fast_1_5", "compile_failure_share", "gate_failure_share")})
 PY
 [ ! -e "$outside" ] || fail "a candidate wrote outside its folder"
+[ "$(cat "$precious")" = "the user's own" ] || fail "the judge wrote through a link a candidate left"
 [ ! -e "$port_file.connected" ] || fail "a candidate made a connection"
 [ -f ops/attn-lab/best/plugin.so ] && [ -f ops/attn-lab/best/manifest.json ] || fail "no kept variant"
 # Nothing outside the run's folders was written by the candidates.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 #include "worker/trial/ops/attention_kernel.h"
@@ -60,6 +61,23 @@ Tensor AliasesInput(const Tensor& q, const Tensor& k, const Tensor& v) {
   return attention::NaiveAttention(q, k, v);
 }
 
+// Right while gradients are recorded; zeros where they are not (a model's evaluation).
+Tensor GradOnly(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Tensor out = attention::NaiveAttention(q, k, v);
+  return torch::GradMode::is_enabled() ? out : torch::zeros_like(out);
+}
+
+// Zeros in InferenceMode only (a deployed network's forward).
+Tensor NotInInference(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Tensor out = attention::NaiveAttention(q, k, v);
+  return c10::InferenceMode::is_enabled() ? torch::zeros_like(out) : out;
+}
+
+// The right numbers in float64, from float32 inputs.
+Tensor Widened(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return attention::NaiveAttention(q, k, v).to(torch::kDouble);
+}
+
 void RegisterOnce() {
   static const bool done = [] {
     auto& r = attention::KernelRegistry();
@@ -70,6 +88,9 @@ void RegisterOnce() {
     r.Add("gate_memoized", Memoized);
     r.Add("gate_mutates", MutatesInput);
     r.Add("gate_aliases", AliasesInput);
+    r.Add("gate_grad_only", GradOnly);
+    r.Add("gate_not_inference", NotInInference);
+    r.Add("gate_widened", Widened);
     return true;
   }();
   (void)done;
@@ -120,8 +141,19 @@ INSTANTIATE_TEST_SUITE_P(
                     RuleCase{"gate_odd_dim", ops::GateRule::kOtherShapes, "shape odd sizes"},
                     RuleCase{"gate_memoized", ops::GateRule::kRepeatedCall, "draw 1 repeated"},
                     RuleCase{"gate_mutates", ops::GateRule::kUnchangedInputs, "draw 1"},
-                    RuleCase{"gate_aliases", ops::GateRule::kNoAliasing, "edge case sequence length 1"}),
+                    RuleCase{"gate_aliases", ops::GateRule::kNoAliasing, "edge case sequence length 1"},
+                    RuleCase{"gate_grad_only", ops::GateRule::kWithoutAutograd, "a draw without autograd"},
+                    RuleCase{"gate_not_inference", ops::GateRule::kWithoutAutograd, "a draw in inference mode"}),
     [](const testing::TestParamInfo<RuleCase>& info) { return std::string(info.param.variant); });
+
+// The model's next layer gets what the variant returns: another dtype than the reference's is wrong,
+// however right its numbers.
+TEST(GateRuleTest, AnOutputOfAnotherDtypeFails) {
+  const ops::VariantCheck check = ops::CheckVariant(Call("gate_widened"), Without({}));
+  EXPECT_FALSE(check.passed);
+  EXPECT_EQ(check.problem, "returns Double, the reference Float");
+  EXPECT_EQ(check.where, "draw 1, forward");
+}
 
 TEST(GateRuleTest, WrongNumbersFailTheFirstDraw) {
   const ops::VariantCheck c = ops::CheckVariant(Call("gate_scaled"), Without({}));
@@ -134,9 +166,10 @@ TEST(GateRuleTest, TheReferenceAndChunkedPassEveryRuleAndDeterminismIsStated) {
   for (const std::string variant : {"naive", "chunked"}) {
     const ops::VariantCheck c = ops::CheckVariant(Call(variant), Without({}));
     EXPECT_TRUE(c.passed) << variant << ": " << c.problem << " at " << c.where;
-    EXPECT_EQ(c.rules.size(), 7u);
+    EXPECT_EQ(c.rules.size(), 8u);
     EXPECT_TRUE(c.deterministic) << variant;
-    EXPECT_GE(c.checks, 3 + 6 + 4 + 2 + 1) << variant;  // draws, structured, edge cases, shapes, the repeat
+    // draws, structured, edge cases, shapes, the repeat, without autograd and in inference mode
+    EXPECT_GE(c.checks, 3 + 6 + 4 + 2 + 1 + 2) << variant;
   }
 }
 

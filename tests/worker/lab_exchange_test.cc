@@ -2,6 +2,7 @@
 // (worker/trial/lab_exchange.h): read back exactly, and every hostile file
 // refused with the bound it breaks, never a crash or a huge allocation.
 #include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -90,6 +91,18 @@ TEST_F(LabExchangeTest, ABoundedFileIsReadUpToItsBound) {
   Write("text", std::string(100, 'a'));
   EXPECT_EQ(lab::ReadBoundedFile(Path("text"), 100).size(), 100u);
   EXPECT_THROW(lab::ReadBoundedFile(Path("text"), 99), std::runtime_error);
+}
+
+// What a sandboxed runner leaves where the judge reads: a link is not followed, a FIFO not waited on.
+TEST_F(LabExchangeTest, ALinkOrAFifoIsRefusedAtOnce) {
+  lab::WriteTensors(Path("ok.bin"), {torch::ones({2})});
+  fs::create_symlink(Path("ok.bin"), Path("link.bin"));
+  ASSERT_EQ(::mkfifo(Path("fifo.bin").c_str(), 0600), 0);
+  for (const char* name : {"link.bin", "fifo.bin"}) {
+    EXPECT_NE(Refusal(name, 1 << 20, 1).find("not a regular file"), std::string::npos) << name;
+    EXPECT_THROW(lab::ReadBoundedFile(Path(name), 1 << 20), std::runtime_error) << name;
+  }
+  EXPECT_EQ(lab::ReadTensors(Path("ok.bin"), 1 << 20, 1).size(), 1u);
 }
 
 }  // namespace

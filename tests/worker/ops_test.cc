@@ -107,7 +107,7 @@ TEST(CorrectnessGateTest, BuiltInVariantsPassInEveryDtype) {
     for (const std::string v : {"naive", "fused", "depth_fused"}) {  // naive: the reference in the dtype vs float64
       const ops::VariantCheck c = ops::CheckVariant(SmallCall(v, dtype), 3, 11);
       EXPECT_TRUE(c.passed) << v << " " << dtype << ": " << c.problem << " at " << c.where;
-      EXPECT_EQ(c.checks, 3 + 5 + 4 + 2 + 1);  // draws, structured inputs, edge cases, other shapes, the repeat
+      EXPECT_EQ(c.checks, 3 + 5 + 4 + 2 + 1 + 2);  // draws, structured, edge cases, shapes, the repeat, no autograd
       EXPECT_LE(c.worst_rel, c.tolerance);
     }
   }
@@ -118,7 +118,7 @@ TEST(CorrectnessGateTest, ChunkedAttentionPassesInEveryDtypeWithItsEdgeCases) {
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       const ops::VariantCheck c = ops::CheckVariant(AttentionCall("chunked", dtype), 3, seed);
       EXPECT_TRUE(c.passed) << dtype << " seed " << seed << ": " << c.problem << " at " << c.where;
-      EXPECT_EQ(c.checks, 3 + 6 + 4 + 2 + 1);  // draws, structured inputs, edge cases, other shapes, the repeat
+      EXPECT_EQ(c.checks, 3 + 6 + 4 + 2 + 1 + 2);  // draws, structured, edge cases, shapes, the repeat, no autograd
       EXPECT_LE(c.worst_rel, c.tolerance);
     }
   }
@@ -287,7 +287,7 @@ TEST(TrialGateTest, ARightPluginVariantAndBlockAreCheckedThenTimed) {
   ASSERT_TRUE(r.contains("correctness"));
   EXPECT_TRUE(r["correctness"]["passed"].get<bool>());
   EXPECT_EQ(r["correctness"]["variants"][0]["variant"], "quick_cumsum");
-  EXPECT_EQ(r["correctness"]["variants"][0]["checks"], 3 + 5 + 4 + 2 + 1);
+  EXPECT_EQ(r["correctness"]["variants"][0]["checks"], 3 + 5 + 4 + 2 + 1 + 2);
   EXPECT_GE(r["correctness"]["seconds"].get<double>(), 0);
   // The variant against the reference at the model's shapes, outside step time.
   EXPECT_EQ(r["op"]["variant"], "quick_cumsum");

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
@@ -16,6 +15,7 @@
 
 #include "search_spaces/input_bounds.h"
 #include "search_spaces/trial_spec.h"
+#include "worker/host.h"
 #include "worker/sandbox/sandbox.h"
 #include "worker/trial/lab_config.h"
 #include "worker/trial/lab_exchange.h"
@@ -34,6 +34,9 @@ constexpr int64_t kMaxRunsJson = 8 << 20;   // the runner's case list
 constexpr int64_t kMaxRunsBin = 2LL << 30;  // its tensors
 constexpr int64_t kMaxTimingJson = 1 << 20;
 constexpr size_t kMaxLog = 4096;            // of a compiler's or a runner's output, kept in the verdict
+constexpr int64_t kMaxLibrary = 512 << 20;  // the compiled candidate (the sandbox's largest file)
+// What a runner may leave in its folder: its case list and tensors, and a little more.
+constexpr int64_t kMaxRunnerBytes = kMaxRunsBin + kMaxRunsJson + kMaxTimingJson + (16 << 20);
 
 std::vector<std::string> Split(const std::string& list) {
   std::vector<std::string> parts;
@@ -69,9 +72,36 @@ std::string Joined(const std::vector<std::string>& argv) {
   return text;
 }
 
+// Written as a new file (worker/host.h): never through a link or into a FIFO a candidate left.
 void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
+  const std::string problem = WriteNewFile(path.string(), text);
+  if (!problem.empty()) throw std::runtime_error(problem);
+}
+
+// The bytes of the regular file at `path` (no link followed, no FIFO waited on), at most `max_bytes`.
+std::string ReadRegularFile(const fs::path& path, int64_t max_bytes) {
+  int64_t size = 0;
+  const int fd = OpenRegularFile(path.string(), &size);
+  if (fd < 0) throw std::runtime_error(path.string() + ": not a regular file");
+  if (size > max_bytes) {
+    ::close(fd);
+    throw std::runtime_error(path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  bytes.resize(static_cast<size_t>(ReadUpTo(fd, bytes.data(), size)));
+  ::close(fd);
+  return bytes;
+}
+
+// The bytes a sandboxed process left in `folder`, links not followed.
+int64_t BytesIn(const fs::path& folder) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(folder, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_regular_file(ec) && !it->is_symlink(ec)) bytes += static_cast<int64_t>(it->file_size(ec));
+  }
+  return bytes;
 }
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -365,6 +395,8 @@ json OpContract(const std::string& op) {
                             "logits that overflow a softmax without its max subtracted",
                             "the op's edge cases and other shapes than the model's: odd sizes, every size 1",
                             "inputs unchanged after the call; the output must not share storage with an input",
+                            "the forward also without autograd (NoGradGuard) and in InferenceMode, as a model's "
+                            "evaluation and its deployed form call it: the same numbers, and the reference's dtype",
                             "the outputs are overwritten with NaN after each call"});
   std::vector<std::string> argv = CompileCommand("CANDIDATE.cc", "CANDIDATE.so");
   return {{"op", op},
@@ -380,11 +412,20 @@ json JudgeCandidate(const CandidateOptions& o) {
   json verdict = {{"event", "op_candidate"}, {"schema", 1},       {"op", o.op},
                   {"source", o.source},      {"torch_version", TORCH_VERSION}};
   const fs::path workdir = fs::absolute(o.workdir);
+  // The candidate's folder holds what the judge wrote (its source, the spec, the compiled library, the
+  // verdict); each sandboxed process writes only in a folder of its own below it (compile/, gate/,
+  // timing/), removed once the verdict is in: nothing a candidate leaves there outlasts its judging.
   const auto finish = [&](const std::string& outcome, const std::string& reason) {
     verdict["outcome"] = outcome;
     if (!reason.empty()) verdict["reason"] = reason;
     std::error_code ignored;
-    if (fs::is_directory(workdir, ignored)) WriteText(workdir / "verdict.json", Dump(verdict) + "\n");
+    for (const char* folder : {"compile", "gate", "timing"}) fs::remove_all(workdir / folder, ignored);
+    if (fs::is_directory(workdir, ignored)) {
+      try {
+        WriteText(workdir / "verdict.json", Dump(verdict) + "\n");
+      } catch (const std::exception&) {  // the verdict is still printed
+      }
+    }
     return verdict;
   };
   // The source, bounded, and the candidate's own folder.
@@ -395,7 +436,7 @@ json JudgeCandidate(const CandidateOptions& o) {
   }
   std::string text;
   try {
-    text = lab::ReadBoundedFile(o.source, kMaxCandidateBytes);
+    text = lab::ReadBoundedFile(fs::canonical(o.source).string(), kMaxCandidateBytes);  // a link of the user's: its file
   } catch (const std::exception& e) {
     return finish("refused", e.what());
   }
@@ -408,25 +449,32 @@ json JudgeCandidate(const CandidateOptions& o) {
   if (fs::exists(workdir / "verdict.json")) return finish("refused", workdir.string() + " holds an earlier verdict");
   const fs::path copy = workdir / ("candidate" + ext);
   const fs::path library = workdir / "candidate.so";
-  WriteText(copy, text);
   TrialSpec spec;
   try {
+    WriteText(copy, text);
     spec = LoadTrialSpecFile(o.spec_path);
+    WriteText(workdir / "spec.json", Dump(ToJson(spec)));
+    for (const char* folder : {"compile", "gate", "timing"}) {
+      fs::remove_all(workdir / folder);
+      fs::create_directory(workdir / folder);
+    }
   } catch (const std::exception& e) {
     return finish("refused", std::string("spec: ") + e.what());
   }
-  WriteText(workdir / "spec.json", Dump(ToJson(spec)));
   if (!ops::OpRegistry().Has(o.op)) return finish("refused", "unknown op '" + o.op + "'");
   const uint64_t seed = o.seed != 0 ? o.seed : FreshSeed();
   verdict["seed"] = seed;
 
   // Compile, sandboxed.
-  const std::vector<std::string> compile = CompileCommand(copy, library);
+  const fs::path built_library = workdir / "compile" / "candidate.so";
+  const std::vector<std::string> compile = CompileCommand(copy, built_library);
   verdict["compiler"] = compile.at(0);
   verdict["flags"] = std::vector<std::string>(compile.begin() + 1, compile.end());
   // nvcc's front end reads LibTorch's headers several times slower than g++ through the prelude.
   const double compile_seconds = IsCuda(source) ? 3 * o.compile_seconds : o.compile_seconds;
-  const sandbox::Outcome built = sandbox::Run(SandboxFor(compile, workdir, compile_seconds, o.memory_mb));
+  sandbox::Options compiler = SandboxFor(compile, workdir / "compile", compile_seconds, o.memory_mb);
+  compiler.read_only.push_back(copy.string());
+  const sandbox::Outcome built = sandbox::Run(compiler);
   verdict["sandbox"] = {{"isolation", built.isolation}};
   verdict["compile"] = {{"command", Joined(compile)},
                         {"seconds", built.wall_seconds},
@@ -441,6 +489,12 @@ json JudgeCandidate(const CandidateOptions& o) {
     return finish("refused", "a CUDA candidate: compiled with nvcc for sm_80 and sm_90; it runs only where "
                              "frontier-trial is built with CUDA, which this one is not");
   }
+  // Into the judge's own folder, which no runner can write: the library judged is the one kept.
+  try {
+    WriteText(library, ReadRegularFile(built_library, kMaxLibrary));
+  } catch (const std::exception& e) {
+    return finish("refused", std::string("the compiled library: ") + e.what());
+  }
   verdict["plugin"] = library.string();
 
   // The calls the candidate is judged at (the judge never loads it).
@@ -453,18 +507,25 @@ json JudgeCandidate(const CandidateOptions& o) {
   if (calls.empty()) return finish("refused", "the spec's model makes no " + o.op + " call");
   const std::string self = o.self.empty() ? fs::read_symlink("/proc/self/exe").string() : o.self;
   const auto runner = [&](const std::string& out, bool time) {
-    fs::create_directories(workdir / out);
     std::vector<std::string> argv{self,  "--op-candidate-run", library.string(), "--op", o.op, "--spec",
                                   (workdir / "spec.json").string(), "--out", (workdir / out).string(),
                                   "--draws", std::to_string(o.draws), "--seed", std::to_string(seed),
                                   "--rounds", std::to_string(o.rounds)};
     if (time) argv.push_back("--time");
-    sandbox::Options options = SandboxFor(argv, workdir, o.run_seconds, o.memory_mb);
-    options.read_only.push_back(fs::path(self).parent_path().string());
+    sandbox::Options options = SandboxFor(argv, workdir / out, o.run_seconds, o.memory_mb);
+    options.read_only.insert(options.read_only.end(),
+                             {library.string(), (workdir / "spec.json").string(), fs::path(self).parent_path().string()});
     for (const std::string& plugin : spec.runtime.plugins) {  // the spec's own, which its model may use
       if (fs::is_regular_file(plugin)) options.read_only.push_back(fs::absolute(plugin).string());
     }
     return sandbox::Run(options);
+  };
+  // The per-file bound (RLIMIT_FSIZE) is no bound on a folder's sum.
+  const auto overfilled = [&](const std::string& out, const std::string& phase) {
+    const int64_t left = BytesIn(workdir / out);
+    return left <= kMaxRunnerBytes ? std::string()
+                                   : phase + ": it left " + std::to_string(left) + " bytes in its folder, more than " +
+                                         std::to_string(kMaxRunnerBytes);
   };
 
   // The gate: the runner's outputs, compared here.
@@ -473,6 +534,9 @@ json JudgeCandidate(const CandidateOptions& o) {
     const auto [outcome, reason] = RunnerFailure(gated, "running the gate's cases");
     verdict["runner_log"] = Tail(gated.stderr_text, kMaxLog);
     return finish(outcome, reason);
+  }
+  if (const std::string problem = overfilled("gate", "running the gate's cases"); !problem.empty()) {
+    return finish("refused", problem);
   }
   std::vector<std::vector<ops::OpCall>> gate_calls(calls.size());
   std::vector<std::vector<ops::GateCase>> gate_cases;
@@ -513,6 +577,7 @@ json JudgeCandidate(const CandidateOptions& o) {
     const auto [outcome, reason] = RunnerFailure(timed, "timing");
     return finish(outcome, reason);
   }
+  if (const std::string problem = overfilled("timing", "timing"); !problem.empty()) return finish("refused", problem);
   json timing;
   try {
     timing = ParseBoundedJson(lab::ReadBoundedFile((workdir / "timing" / "timing.json").string(), kMaxTimingJson),

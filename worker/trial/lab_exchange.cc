@@ -1,9 +1,13 @@
 #include "worker/trial/lab_exchange.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
+
+#include "worker/host.h"
 
 namespace frontier::lab {
 namespace {
@@ -30,15 +34,24 @@ void Put(std::ofstream& out, T value) {
   out.write(reinterpret_cast<const char*>(&value), sizeof(T));
 }
 
+// A file another process wrote (a sandboxed runner), opened as it is now: a regular file only, no link
+// followed, no FIFO waited on (worker/host.h), refused at once when larger than its bound.
 class Reader {
  public:
-  Reader(const std::string& path, int64_t max_bytes) : in_(path, std::ios::binary), path_(path), left_(max_bytes) {
-    if (!in_) throw std::runtime_error(path + ": cannot be read");
+  Reader(const std::string& path, int64_t max_bytes) : path_(path), left_(max_bytes) {
+    fd_ = OpenRegularFile(path, &size_);
+    if (fd_ < 0) throw std::runtime_error(path + ": cannot be read (not there, or not a regular file)");
+    if (size_ > max_bytes) {
+      ::close(fd_);
+      throw std::runtime_error(path + ": larger than its bound of " + std::to_string(max_bytes) + " bytes");
+    }
   }
+  ~Reader() { ::close(fd_); }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
   void Bytes(void* to, int64_t n) {
     if (n < 0 || n > left_) throw std::runtime_error(path_ + ": larger than its bound");
-    in_.read(static_cast<char*>(to), n);
-    if (in_.gcount() != n) throw std::runtime_error(path_ + ": ends early");
+    if (ReadUpTo(fd_, static_cast<char*>(to), n) != n) throw std::runtime_error(path_ + ": ends early");
     left_ -= n;
   }
   template <typename T>
@@ -48,10 +61,15 @@ class Reader {
     return value;
   }
   int64_t left() const { return left_; }
-  bool AtEnd() { return in_.peek() == std::char_traits<char>::eof(); }
+  int64_t size() const { return size_; }  // when opened
+  bool AtEnd() {
+    char byte = 0;
+    return ReadUpTo(fd_, &byte, 1) == 0;
+  }
 
  private:
-  std::ifstream in_;
+  int fd_ = -1;
+  int64_t size_ = 0;
   std::string path_;
   int64_t left_;
 };
@@ -116,14 +134,9 @@ std::vector<torch::Tensor> ReadTensors(const std::string& path, int64_t max_byte
 }
 
 std::string ReadBoundedFile(const std::string& path, int64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot be read");
-  std::string text(static_cast<size_t>(max_bytes) + 1, '\0');
-  in.read(text.data(), max_bytes + 1);
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (static_cast<int64_t>(text.size()) > max_bytes) {
-    throw std::runtime_error(path + ": longer than " + std::to_string(max_bytes) + " bytes");
-  }
+  Reader in(path, max_bytes);
+  std::string text(static_cast<size_t>(in.size()), '\0');  // what it held when opened, within the bound
+  in.Bytes(text.data(), in.size());
   return text;
 }
 

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
 
 namespace frontier::ops {
 namespace {
@@ -183,7 +185,10 @@ bool CompareCase(const OpCall& call, const Op& op, const GateCase& gate_case, co
   // rounds several times more than the reference: they allow eight times the
   // reference's own error instead of two, still far below a wrong kernel's.
   const double floor = ToleranceFor(dtype).rtol;
-  const double slack = gate_case.rule == GateRule::kNumbers || gate_case.rule == GateRule::kRepeatedCall ? 2 : 8;
+  const double slack = gate_case.rule == GateRule::kNumbers || gate_case.rule == GateRule::kRepeatedCall ||
+                               gate_case.rule == GateRule::kWithoutAutograd
+                           ? 2
+                           : 8;
   const auto tolerance = [floor, slack](const Tensor& reference_in_dtype, const Tensor& exact, double usual) {
     return std::max(floor, slack * WorstRelative(reference_in_dtype, exact, usual));
   };
@@ -195,6 +200,12 @@ bool CompareCase(const OpCall& call, const Op& op, const GateCase& gate_case, co
     for (const Tensor& g : exact.grads) natural.push_back(mean(g));
   }
   c.rule = rule;
+  if (run.output.defined() && run.output.scalar_type() != low.output.scalar_type()) {  // the model's next layer
+    c.problem = std::string("returns ") + c10::toString(run.output.scalar_type()) + ", the reference " +
+                c10::toString(low.output.scalar_type());
+    c.where = label + ", forward";
+    return false;
+  }
   if (!Compare(run.output, exact.output, tolerance(low.output, exact.output, natural.at(0)), natural.at(0),
                label + ", forward", c)) {
     return false;
@@ -262,6 +273,7 @@ std::string RuleName(GateRule rule) {
     case GateRule::kRepeatedCall: return "repeated call";
     case GateRule::kUnchangedInputs: return "unchanged inputs";
     case GateRule::kNoAliasing: return "no aliasing";
+    case GateRule::kWithoutAutograd: return "without autograd";
   }
   return "?";
 }
@@ -326,6 +338,15 @@ std::vector<GateCase> GateCases(const std::vector<OpCall>& calls, size_t edges, 
     again.repeats = 0;
     cases.push_back(std::move(again));
   }
+  if (options.Applies(GateRule::kWithoutAutograd)) {  // fresh draws: no other rule's inputs again
+    for (const GateCase::Mode mode : {GateCase::Mode::kNoGrad, GateCase::Mode::kInference}) {
+      const bool no_grad = mode == GateCase::Mode::kNoGrad;
+      add(0, GateRule::kWithoutAutograd, no_grad ? "a draw without autograd" : "a draw in inference mode",
+          RandomInputs(op, call, generator));
+      cases.back().forward_only = true;
+      cases.back().mode = mode;
+    }
+  }
   return cases;
 }
 
@@ -342,6 +363,12 @@ std::vector<CaseRun> RunCasesHere(const std::string& variant, const std::vector<
       if (leaves.back().requires_grad()) floating.push_back(leaves.back());
     }
     Tensor out;
+    // The modes a model's evaluation (no_grad) and its deployed form (InferenceMode) call it in, from the
+    // call through the poisoning of its output (an inference tensor is changed in place only in that mode).
+    std::optional<torch::NoGradGuard> no_grad;
+    std::optional<c10::InferenceMode> inference;
+    if (gate_case.mode == GateCase::Mode::kNoGrad) no_grad.emplace();
+    if (gate_case.mode == GateCase::Mode::kInference) inference.emplace();
     try {
       out = call.run(variant, leaves);
     } catch (const c10::Error& e) {
@@ -425,7 +452,8 @@ VariantCheck CompareRuns(const OpCall& call, const std::vector<OpCall>& calls, c
   c.reference = op.reference;
   c.shapes = call.Shapes();
   for (GateRule rule : {GateRule::kNumbers, GateRule::kStructured, GateRule::kEdgeCases, GateRule::kOtherShapes,
-                        GateRule::kRepeatedCall, GateRule::kUnchangedInputs, GateRule::kNoAliasing}) {
+                        GateRule::kRepeatedCall, GateRule::kUnchangedInputs, GateRule::kNoAliasing,
+                        GateRule::kWithoutAutograd}) {
     if (options.Applies(rule)) c.rules.push_back(RuleName(rule));
   }
   const c10::ScalarType dtype = CallDtype(call);

@@ -13,7 +13,11 @@
 //                    size 1), where the op declares them;
 //  repeated call     the first draw once more, last: a variant that hands
 //                    back a result it kept from an earlier call returns the
-//                    poisoned copy (below).
+//                    poisoned copy (below);
+//  without autograd  a fresh draw's forward under NoGradGuard, and another's
+//                    in InferenceMode, as a model's evaluation and its
+//                    deployed form call it: a variant that is right only
+//                    while gradients are recorded is wrong where they are not.
 // The variant's calls (forward, then the gradient of every floating input
 // from one random output gradient) are made by a CaseRunner: in this process
 // (RunCasesHere) or elsewhere. Every case's results are then compared with
@@ -56,6 +60,7 @@ enum class GateRule {
   kRepeatedCall,     // the first draw is run again, last
   kUnchangedInputs,  // the inputs are unchanged after the call
   kNoAliasing,       // the output shares no storage with an input
+  kWithoutAutograd,  // the forward under NoGradGuard and in InferenceMode
 };
 std::string RuleName(GateRule rule);  // "structured inputs", "unchanged inputs", ...
 
@@ -77,6 +82,8 @@ struct GateCase {
   uint64_t upstream_seed = 0;          // the output gradient: standard normal (float64) of the output's shape
   int repeats = -1;                    // the repeated call: the index of the case it repeats
   bool forward_only = false;           // only the output is compared (StructuredInputs::forward_only)
+  enum class Mode { kAutograd, kNoGrad, kInference };
+  Mode mode = Mode::kAutograd;  // how the variant is called (kWithoutAutograd's cases: forward only)
 };
 
 // The recorded call, then its edge cases (`*edges` of them) and other shapes
