@@ -18,12 +18,11 @@ size_t GridSize(const SearchSpace& space) {
   return size;
 }
 
-std::string GridSizeText(size_t grid_size) {
-  return "the grid has " +
-         (grid_size == std::numeric_limits<size_t>::max() ? std::string("at least 2^64")
-                                                          : std::to_string(grid_size)) +
-         " configurations";
+std::string GridCountText(size_t grid_size) {
+  return grid_size == std::numeric_limits<size_t>::max() ? "at least 2^64" : std::to_string(grid_size);
 }
+
+std::string GridSizeText(size_t grid_size) { return "the grid has " + GridCountText(grid_size) + " configurations"; }
 
 std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit) {
   size_t size = GridSize(space);

@@ -213,8 +213,10 @@ std::vector<Config> EnumerateGrid(const SearchSpace& space, size_t limit = kMaxL
 // Number of configurations of the full grid (may be large; saturates at SIZE_MAX).
 size_t GridSize(const SearchSpace& space);
 
-// "the grid has N configurations" for a GridSize, or, where it saturated,
-// "the grid has at least 2^64 configurations" (the product no longer fits).
+// A GridSize for people: "N", or, where it saturated, "at least 2^64" (the
+// product no longer fits).
+std::string GridCountText(size_t grid_size);
+// "the grid has N configurations" (GridCountText).
 std::string GridSizeText(size_t grid_size);
 
 // Canonical text of a configuration (sorted keys), e.g.

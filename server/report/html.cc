@@ -295,9 +295,9 @@ std::string CostSection(const Report& report) {
   }
   if (totals.full_grid_s > 0) {
     html += "<li>" +
-            EscapeHtml(Printf("the full grid, %zu configs x %d seeds, would take about %.1f device-s at the mean "
+            EscapeHtml(Printf("the full grid, %s configs x %d seeds, would take about %.1f device-s at the mean "
                               "completed trial (estimated): this search used %.0f%% of it",
-                              report.grid_size, std::max(1, report.repeats), totals.full_grid_s,
+                              GridCountText(report.grid_size).c_str(), std::max(1, report.repeats), totals.full_grid_s,
                               100 * (totals.total.device_s + screening_s) / totals.full_grid_s)) +
             "</li>\n";
   }

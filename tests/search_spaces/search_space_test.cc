@@ -1,5 +1,6 @@
 #include "search_spaces/search_space.h"
 
+#include <limits>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -453,6 +454,8 @@ std::string TwentyByTen(const std::string& strategy, int repeats = 1) {
 // without trials once made the coordinator build proposals without end), an
 // NSGA-II generation and an ablation round are bounded when the space is read.
 TEST(SearchSpaceTest, WhatAStrategyProposesAtOnceIsBounded) {
+  EXPECT_EQ(GridCountText(12), "12");
+  EXPECT_EQ(GridCountText(std::numeric_limits<size_t>::max()), "at least 2^64");  // where the report says it too
   const std::string grid = "at least 2^64 configurations";  // 10^20: GridSize saturates
   EXPECT_EQ(ErrorOf(TwentyByTen("{name: asha, proposer: sobol, min_steps: 25, eta: 3}")),
             "t.yaml:28: strategy: the grid has " + grid +

@@ -451,15 +451,19 @@ json JudgeCandidate(const CandidateOptions& o) {
   const fs::path library = workdir / "candidate.so";
   TrialSpec spec;
   try {
-    WriteText(copy, text);
     spec = LoadTrialSpecFile(o.spec_path);
+  } catch (const std::exception& e) {
+    return finish("refused", std::string("spec: ") + e.what());
+  }
+  try {
+    WriteText(copy, text);
     WriteText(workdir / "spec.json", Dump(ToJson(spec)));
     for (const char* folder : {"compile", "gate", "timing"}) {
       fs::remove_all(workdir / folder);
       fs::create_directory(workdir / folder);
     }
   } catch (const std::exception& e) {
-    return finish("refused", std::string("spec: ") + e.what());
+    return finish("refused", std::string("its folder: ") + e.what());
   }
   if (!ops::OpRegistry().Has(o.op)) return finish("refused", "unknown op '" + o.op + "'");
   const uint64_t seed = o.seed != 0 ? o.seed : FreshSeed();
