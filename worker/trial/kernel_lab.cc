@@ -37,6 +37,8 @@ constexpr size_t kMaxLog = 4096;            // of a compiler's or a runner's out
 constexpr int64_t kMaxLibrary = 512 << 20;  // the compiled candidate (the sandbox's largest file)
 // What a runner may leave in its folder: its case list and tensors, and a little more.
 constexpr int64_t kMaxRunnerBytes = kMaxRunsBin + kMaxRunsJson + kMaxTimingJson + (16 << 20);
+// The folders of the candidate's sandboxed processes, one each, below its own (JudgeCandidate).
+constexpr const char* kSandboxFolders[] = {"compile", "gate", "timing"};
 
 std::vector<std::string> Split(const std::string& list) {
   std::vector<std::string> parts;
@@ -76,21 +78,6 @@ std::string Joined(const std::vector<std::string>& argv) {
 void WriteText(const fs::path& path, const std::string& text) {
   const std::string problem = WriteNewFile(path.string(), text);
   if (!problem.empty()) throw std::runtime_error(problem);
-}
-
-// The bytes of the regular file at `path` (no link followed, no FIFO waited on), at most `max_bytes`.
-std::string ReadRegularFile(const fs::path& path, int64_t max_bytes) {
-  int64_t size = 0;
-  const int fd = OpenRegularFile(path.string(), &size);
-  if (fd < 0) throw std::runtime_error(path.string() + ": not a regular file");
-  if (size > max_bytes) {
-    ::close(fd);
-    throw std::runtime_error(path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");
-  }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  bytes.resize(static_cast<size_t>(ReadUpTo(fd, bytes.data(), size)));
-  ::close(fd);
-  return bytes;
 }
 
 // The bytes a sandboxed process left in `folder`, links not followed.
@@ -419,7 +406,7 @@ json JudgeCandidate(const CandidateOptions& o) {
     verdict["outcome"] = outcome;
     if (!reason.empty()) verdict["reason"] = reason;
     std::error_code ignored;
-    for (const char* folder : {"compile", "gate", "timing"}) fs::remove_all(workdir / folder, ignored);
+    for (const char* folder : kSandboxFolders) fs::remove_all(workdir / folder, ignored);
     if (fs::is_directory(workdir, ignored)) {
       try {
         WriteText(workdir / "verdict.json", Dump(verdict) + "\n");
@@ -458,7 +445,7 @@ json JudgeCandidate(const CandidateOptions& o) {
   try {
     WriteText(copy, text);
     WriteText(workdir / "spec.json", Dump(ToJson(spec)));
-    for (const char* folder : {"compile", "gate", "timing"}) {
+    for (const char* folder : kSandboxFolders) {
       fs::remove_all(workdir / folder);
       fs::create_directory(workdir / folder);
     }
@@ -495,7 +482,7 @@ json JudgeCandidate(const CandidateOptions& o) {
   }
   // Into the judge's own folder, which no runner can write: the library judged is the one kept.
   try {
-    WriteText(library, ReadRegularFile(built_library, kMaxLibrary));
+    WriteText(library, lab::ReadBoundedFile(built_library.string(), kMaxLibrary));
   } catch (const std::exception& e) {
     return finish("refused", std::string("the compiled library: ") + e.what());
   }
