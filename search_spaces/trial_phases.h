@@ -14,8 +14,8 @@ namespace frontier {
 // the trial's first line of work (exec, loading LibTorch and the other
 // libraries, reading the spec); data: reading or generating the dataset;
 // model: plugins, building the network, moving it to the device; flops: the
-// FLOP-count pass; gate: the correctness gate and the op timing of a
-// non-reference variant; warmup: the training steps before the measured ones;
+// FLOP-count pass; gate: the correctness gate, the op timing of a
+// non-reference variant and the spot-checked training steps; warmup: the training steps before the measured ones;
 // train: the measured training steps (those step time, throughput and MFU
 // come from), their data waits included; eval: validation and test
 // evaluation; latency: inference latency; deploy: the onboard formats

@@ -133,6 +133,7 @@ void ParseRuntime(const json& j, RuntimeSpec& rt) {
   r.Choice("batch_policy", rt.batch_policy, {"split_global", "fixed_per_rank"});
   r.Double("bucket_cap_mb", rt.bucket_cap_mb, 0.001, 65536);
   r.Bool("overlap", rt.overlap);
+  r.Int("spot_checks", rt.spot_checks, 0, 64);
   if (const json* p = r.Get("plugins")) {
     if (!p->is_array() || p->size() > kMaxPlugins) {
       throw SpecError("runtime.plugins", "expected a list of at most " + std::to_string(kMaxPlugins) +
@@ -453,7 +454,8 @@ static json StagesJson(const std::vector<StageSpec>& list) {
 static json RuntimeJson(const RuntimeSpec& r) {
   json j = {{"precision", r.precision},       {"memory_format", r.memory_format}, {"threads", r.threads},
             {"device", r.device},             {"ranks", r.ranks},                 {"nodes", r.nodes},
-            {"batch_policy", r.batch_policy}, {"bucket_cap_mb", r.bucket_cap_mb}, {"overlap", r.overlap}};
+            {"batch_policy", r.batch_policy}, {"bucket_cap_mb", r.bucket_cap_mb}, {"overlap", r.overlap},
+            {"spot_checks", r.spot_checks}};
   if (!r.plugins.empty()) j["plugins"] = r.plugins;
   return j;
 }

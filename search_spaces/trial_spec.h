@@ -216,6 +216,11 @@ struct RuntimeSpec {
   // and op variants. A search space's relative paths are resolved against the
   // space file's folder; a trial spec's against the working directory.
   std::vector<std::string> plugins;
+  // Training steps at which the first call of each op whose variant is not
+  // the op's reference is compared with the reference, its gradients
+  // included (docs/plugins.md#spot-checks); 0 = none. Drawn from the seed
+  // among the measured steps; kept out of step statistics and train time.
+  int spot_checks = 2;
 };
 inline constexpr size_t kMaxPlugins = 16;
 

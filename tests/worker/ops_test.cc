@@ -304,6 +304,46 @@ TEST(TrialGateTest, ARightPluginVariantAndBlockAreCheckedThenTimed) {
   EXPECT_FALSE(naive["op"].contains("forward_backward_ms"));
 }
 
+TEST(TrialGateTest, SpotChecksInTrainingCatchAVariantRightOnlyWhereTheGateCallsIt) {
+  TrialOptions options;
+  // Right on the gate's and the benchmark's leaf tensors, wrong inside the model: the gate passes them.
+  for (const auto& [variant, where] : std::map<std::string, std::string>{
+           {"wrong_in_model", "training step"}, {"wrong_grad_in_model", "gradient of depth"}}) {
+    const nlohmann::json r = RunTrial(ParseTrialSpec(BevTrial(variant)), options);
+    EXPECT_EQ(r["status"], "failed") << r.dump();
+    EXPECT_EQ(r["error_kind"], "incorrect") << variant;
+    EXPECT_TRUE(r["correctness"]["passed"].get<bool>()) << variant;
+    EXPECT_NE(r["error"].get<std::string>().find("bev_pool variant '" + variant + "'"), std::string::npos)
+        << r["error"];
+    EXPECT_NE(r["incorrect"]["where"].get<std::string>().find(where), std::string::npos) << r["incorrect"];
+    EXPECT_NE(r["incorrect"]["where"].get<std::string>().find("training step"), std::string::npos);
+    EXPECT_FALSE(r["spot_checks"].back()["passed"].get<bool>());
+    EXPECT_GE(r["steps_run"].get<int>(), 1) << "caught after the warm-up step";
+  }
+  nlohmann::json unwatched = BevTrial("wrong_in_model");
+  unwatched["runtime"]["spot_checks"] = 0;
+  EXPECT_EQ(RunTrial(ParseTrialSpec(unwatched), options)["status"], "completed") << "the gate alone passes it";
+  // A right variant: two measured steps checked (forward and both gradients), the training unchanged by them.
+  const nlohmann::json checked = RunTrial(ParseTrialSpec(BevTrial("right_copy")), options);
+  ASSERT_EQ(checked["status"], "completed") << checked.dump();
+  ASSERT_EQ(checked["spot_checks"].size(), 2u);
+  for (const nlohmann::json& c : checked["spot_checks"]) {
+    EXPECT_TRUE(c["passed"].get<bool>()) << c;
+    EXPECT_EQ(c["variant"], "right_copy");
+    EXPECT_GE(c["step"].get<int>(), 1);  // after the warm-up step
+    EXPECT_GT(c["worst_rel_error"].get<double>(), 0) << "fused's summation order differs from naive's";
+  }
+  EXPECT_EQ(checked["step_time_ms"]["n"], 1) << "the checked steps are kept out of the step statistics";
+  nlohmann::json off = BevTrial("right_copy");
+  off["runtime"]["spot_checks"] = 0;
+  const nlohmann::json unchecked = RunTrial(ParseTrialSpec(off), options);
+  ASSERT_EQ(unchecked["status"], "completed") << unchecked.dump();
+  EXPECT_FALSE(unchecked.contains("spot_checks"));
+  EXPECT_EQ(unchecked["step_time_ms"]["n"], 3);
+  EXPECT_EQ(checked["final_train_loss"], unchecked["final_train_loss"]);
+  EXPECT_EQ(checked["val_loss"], unchecked["val_loss"]);
+}
+
 TEST(TrialGateTest, AMissingPluginOrAnUnregisteredNameFailsTheTrialNamingIt) {
   TrialOptions options;
   nlohmann::json j = BevTrial("naive");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <torch/torch.h>
@@ -25,6 +26,7 @@
 #include "worker/trial/model/model.h"
 #include "worker/trial/op_bench.h"
 #include "worker/trial/ops/correctness.h"
+#include "worker/trial/ops/spot_check.h"
 #include "worker/trial/plugin.h"
 #include "worker/trial/tasks/task.h"
 
@@ -45,14 +47,8 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 
 json StatsJson(const SeriesStats& s, double scale) {
-  return {{"n", s.n},
-          {"median", s.median * scale},
-          {"p10", s.p10 * scale},
-          {"p90", s.p90 * scale},
-          {"mean", s.mean * scale},
-          {"min", s.min * scale},
-          {"max", s.max * scale},
-          {"cv", s.cv}};
+  return {{"n", s.n},          {"median", s.median * scale}, {"p10", s.p10 * scale}, {"p90", s.p90 * scale},
+          {"mean", s.mean * scale}, {"min", s.min * scale},       {"max", s.max * scale}, {"cv", s.cv}};
 }
 
 struct EvalResult {
@@ -152,16 +148,15 @@ class TrialRun {
     const int64_t params = model::CountParameters(*net_);
     const torch::Tensor batch = Normalize(data_, data_.train.images.slice(0, 0, shard_.count), dev_.device, format_);
     since = phases_.AddSince("model", since);
-    bool checked_variants = false;
     std::string recorded_op;  // the first op the model calls, if any
     {
       ops::CallRecorder recorder;  // the op calls of one forward pass, at the model's shapes
       flops_ = CountModelFlops(net_, batch);
-      checked_variants = UsesNonReferenceVariants(recorder.calls());
+      checked_variants_ = UsesNonReferenceVariants(recorder.calls());
       if (!recorder.calls().empty()) recorded_op = recorder.calls().front().op;
     }
     since = phases_.AddSince("flops", since);
-    if (checked_variants) {
+    if (checked_variants_) {
       CheckOpVariants(batch);
       phases_.AddSince("gate", since);
     } else if (!recorded_op.empty()) {  // the reference itself: 1 by definition, nothing timed
@@ -203,12 +198,25 @@ class TrialRun {
     const std::vector<ops::OpCall> calls = RecordOpCalls(*net_, [&] { net_->forward(batch); }, rt_.precision, dev_);
     const ops::GateResult gate = ops::RunGate(calls, kGateDraws, static_cast<uint64_t>(spec_.seed));
     result_["correctness"] = gate.ToJson();
-    if (const ops::VariantCheck* failed = gate.failure()) {
-      result_["incorrect"] = failed->ToJson();
-      throw IncorrectVariant(failed->op + " variant '" + failed->variant + "' " + failed->problem + " (" +
-                             failed->where + "; reference '" + failed->reference + "', " + failed->shapes + ")");
-    }
+    if (const ops::VariantCheck* failed = gate.failure()) FailIncorrect(*failed);
     TimeOpVariant(calls);
+  }
+
+  [[noreturn]] void FailIncorrect(const ops::VariantCheck& failed) {
+    result_["incorrect"] = failed.ToJson();
+    throw IncorrectVariant(failed.op + " variant '" + failed.variant + "' " + failed.problem + " (" + failed.where +
+                           "; reference '" + failed.reference + "', " + failed.shapes + ")");
+  }
+
+  // A spot-checked step's watched calls against the reference (ops/spot_check.h); a wrong one fails the trial.
+  void SpotCheck(int step) {
+    for (const ops::VariantCheck& check : spot_check_->Check()) {
+      json entry = check.ToJson();
+      entry["step"] = step;
+      entry.erase("deterministic");  // a repeated call's finding: there is none here
+      result_["spot_checks"].push_back(entry);
+      if (!check.passed) FailIncorrect(check);
+    }
   }
 
   // The first non-reference op call's variant against its reference at the
@@ -262,10 +270,24 @@ class TrialRun {
     // runs them); a spec's profile.start puts them among the training steps.
     profiler_ = std::make_unique<StepProfiler>(spec_.profile, task_spec_.steps, options_.artifact_dir,
                                                spec_.trial_id, dev_.is_cuda());
+    std::vector<int> measured;  // the spot-checked steps are drawn among the measured ones that are not profiled
+    for (int step = task_spec_.warmup_steps; step < task_spec_.steps && checked_variants_; ++step) {
+      if (!profiler_->Covers(step)) measured.push_back(step);
+    }
+    const std::set<int> spot_steps = ops::DrawSpotCheckSteps(measured, rt_.spot_checks, spec_.seed);
+    if (!spot_steps.empty()) {
+      spot_check_ = std::make_unique<ops::SpotCheck>();
+      result_["spot_checks"] = json::array();
+    }
     for (int step = 0; step < task_spec_.steps; ++step) {
       auto since = PhaseTimes::Clock::now();
+      const bool spot = spot_steps.count(step) > 0;
+      if (spot) spot_check_->Arm("training step " + std::to_string(step));
       const StepResult s = RunStep(step);
-      if (profiler_->Covers(step)) {
+      if (spot) {  // kept out of the step statistics: the watched calls' copies slow it down
+        SpotCheck(step);
+        since = phases_.AddSince("gate", since);
+      } else if (profiler_->Covers(step)) {
         profiled_times_.push_back(s.step_s);
         since = phases_.AddSince("profile", since);
       } else {
@@ -688,6 +710,8 @@ class TrialRun {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<StepProfiler> profiler_;
+  bool checked_variants_ = false;             // the model calls a non-reference op variant
+  std::unique_ptr<ops::SpotCheck> spot_check_;
   int rank_ = 0;
   dist::Shard shard_;
   std::unique_ptr<dist::ProcessGroup> group_;

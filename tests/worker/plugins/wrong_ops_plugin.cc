@@ -1,7 +1,7 @@
 // The test plugin of tests/worker/ops_test.cc: bev_pool and attention_kernel
 // variants that are wrong in the ways public kernel benchmarks were fooled
-// (off by a scale, a wrong gradient, a kept output buffer, no backward), and a
-// right one of each.
+// (off by a scale, a wrong gradient, a kept output buffer, no backward), ones
+// right only outside a model (the gate's calls), and a right one of each.
 // Loading a second copy of it registers its names twice.
 #include <torch/torch.h>
 
@@ -65,6 +65,20 @@ Tensor RightCopy(const Tensor& depth, const Tensor& features, const PoolPlan& pl
   return frontier::bev::PoolRegistry().At("fused")(depth, features, plan);
 }
 
+// Right where the gate and the op benchmark call it (on leaf tensors), wrong inside a model (its inputs come
+// from layers before it): the forward 1% off. The spot checks in training catch it.
+Tensor WrongInModel(const Tensor& depth, const Tensor& features, const PoolPlan& plan) {
+  const bool in_model = depth.grad_fn() != nullptr || features.grad_fn() != nullptr;
+  return in_model ? Reference(depth, features, plan) * 1.01 : Reference(depth, features, plan);
+}
+
+// The same, with a right forward and the gradient of the depth 1% off inside a model.
+Tensor WrongGradInModel(const Tensor& depth, const Tensor& features, const PoolPlan& plan) {
+  if (depth.grad_fn() == nullptr) return Reference(depth, features, plan);
+  const Tensor d = depth * 1.01 - (depth * 0.01).detach();  // the same values, 1.01 times the gradient
+  return Reference(d, features, plan);
+}
+
 // attention_kernel variants wrong in the same ways, and one right one.
 Tensor AttentionReference(const Tensor& q, const Tensor& k, const Tensor& v) {
   return frontier::attention::NaiveAttention(q, k, v);
@@ -119,6 +133,8 @@ void Register() {
   frontier::plugin::RegisterBevPoolVariant("cached", Cached);
   frontier::plugin::RegisterBevPoolVariant("detached", Detached);
   frontier::plugin::RegisterBevPoolVariant("right_copy", RightCopy);
+  frontier::plugin::RegisterBevPoolVariant("wrong_in_model", WrongInModel);
+  frontier::plugin::RegisterBevPoolVariant("wrong_grad_in_model", WrongGradInModel);
   frontier::plugin::RegisterAttentionKernelVariant("scaled", AttentionScaled);
   frontier::plugin::RegisterAttentionKernelVariant("wrong_grad", AttentionWrongGrad);
   frontier::plugin::RegisterAttentionKernelVariant("cached", AttentionCached);

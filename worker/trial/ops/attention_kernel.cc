@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include "worker/trial/ops/spot_check.h"
+
 namespace frontier::attention {
 namespace {
 
@@ -293,8 +295,9 @@ Registry<KernelVariant>& KernelRegistry() {
 }
 
 Tensor Attend(const std::string& kernel, const Tensor& q, const Tensor& k, const Tensor& v) {
-  ops::Record([&] { return KernelCall(kernel, q, k, v, ""); });
-  return KernelRegistry().At(kernel)(q, k, v);
+  const KernelVariant& variant = KernelRegistry().At(kernel);
+  return ops::Dispatch([&] { return KernelCall(kernel, q, k, v, ""); }, {q, k, v},
+                       [&](const std::vector<Tensor>& in) { return variant(in[0], in[1], in[2]); });
 }
 
 ops::Op KernelOp() {

@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 
 #include "worker/trial/ops/bev_pool_internal.h"
+#include "worker/trial/ops/spot_check.h"
 
 #ifdef FRONTIER_WITH_CUDA_OPS
 #include <c10/cuda/CUDAStream.h>
@@ -335,8 +336,9 @@ ops::OpCall PoolCall(const std::string& variant, const torch::Tensor& depth, con
 
 torch::Tensor Pool(const std::string& implementation, const torch::Tensor& depth, const torch::Tensor& features,
                    const PoolPlan& plan) {
-  ops::Record([&] { return PoolCall(implementation, depth, features, plan, ""); });
-  return PoolRegistry().At(implementation)(depth, features, plan);
+  const PoolVariant& variant = PoolRegistry().At(implementation);
+  return ops::Dispatch([&] { return PoolCall(implementation, depth, features, plan, ""); }, {depth, features},
+                       [&](const std::vector<torch::Tensor>& in) { return variant(in[0], in[1], plan); });
 }
 
 ops::Op PoolOp() {

@@ -109,33 +109,31 @@ struct ReferenceRun {
   Tensor output;
   std::vector<Tensor> grads;
 };
-ReferenceRun RunReference(const OpCall& call, const std::string& reference, const std::vector<Tensor>& inputs,
-                          bool exact, uint64_t upstream_seed) {
+// The output gradient of a case, in the output's dtype.
+Tensor UpstreamOf(const GateCase& gate_case, const Tensor& out) {
+  const Tensor upstream =
+      gate_case.upstream.defined() ? gate_case.upstream : UpstreamGradient(out.sizes(), gate_case.upstream_seed);
+  return upstream.to(out.options());
+}
+
+ReferenceRun RunReference(const OpCall& call, const std::string& reference, const GateCase& gate_case, bool exact) {
   std::vector<Tensor> leaves, floating;
-  for (const Tensor& t : inputs) {
+  for (const Tensor& t : gate_case.inputs) {
     leaves.push_back(exact && t.is_floating_point() ? Leaf(t, torch::kDouble) : Leaf(t));
     if (leaves.back().requires_grad()) floating.push_back(leaves.back());
   }
   ReferenceRun run;
   run.output = call.run(reference, leaves);  // the reference's own errors are Frontier's: they propagate
-  run.grads.resize(inputs.size());
+  run.grads.resize(gate_case.inputs.size());
   if (!floating.empty() && run.output.requires_grad()) {
-    const Tensor upstream = UpstreamGradient(run.output.sizes(), upstream_seed).to(run.output.options());
-    const std::vector<Tensor> g = torch::autograd::grad({run.output}, floating, {upstream}, false, false, true);
+    const std::vector<Tensor> g =
+        torch::autograd::grad({run.output}, floating, {UpstreamOf(gate_case, run.output)}, false, false, true);
     for (size_t i = 0, f = 0; i < leaves.size(); ++i) {
       if (leaves[i].requires_grad()) run.grads[i] = g[f++];
     }
   }
   run.output = run.output.detach();
   return run;
-}
-
-bool StorageOverlaps(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || !a.has_storage() || !b.has_storage()) return false;
-  const auto* a0 = static_cast<const char*>(a.storage().data());
-  const auto* b0 = static_cast<const char*>(b.storage().data());
-  if (a0 == nullptr || b0 == nullptr) return false;
-  return a0 < b0 + b.storage().nbytes() && b0 < a0 + a.storage().nbytes();
 }
 
 c10::ScalarType CallDtype(const OpCall& call) {
@@ -192,8 +190,8 @@ bool CompareCase(const OpCall& call, const Op& op, const GateCase& gate_case, co
   const auto tolerance = [floor, slack](const Tensor& reference_in_dtype, const Tensor& exact, double usual) {
     return std::max(floor, slack * WorstRelative(reference_in_dtype, exact, usual));
   };
-  const ReferenceRun exact = RunReference(call, op.reference, gate_case.inputs, true, gate_case.upstream_seed);
-  const ReferenceRun low = RunReference(call, op.reference, gate_case.inputs, false, gate_case.upstream_seed);
+  const ReferenceRun exact = RunReference(call, op.reference, gate_case, true);
+  const ReferenceRun low = RunReference(call, op.reference, gate_case, false);
   if (natural.empty()) {
     const auto mean = [](const Tensor& t) { return t.defined() && t.numel() ? t.abs().mean().item<double>() : 0.0; };
     natural.push_back(mean(exact.output));
@@ -263,6 +261,14 @@ bool CompareCase(const OpCall& call, const Op& op, const GateCase& gate_case, co
 }
 
 }  // namespace
+
+bool StorageOverlaps(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || !a.has_storage() || !b.has_storage()) return false;
+  const auto* a0 = static_cast<const char*>(a.storage().data());
+  const auto* b0 = static_cast<const char*>(b.storage().data());
+  if (a0 == nullptr || b0 == nullptr) return false;
+  return a0 < b0 + b.storage().nbytes() && b0 < a0 + a.storage().nbytes();
+}
 
 std::string RuleName(GateRule rule) {
   switch (rule) {
@@ -384,8 +390,8 @@ std::vector<CaseRun> RunCasesHere(const std::string& variant, const std::vector<
       run.output_requires_grad = out.requires_grad();
       if (out.requires_grad() && !floating.empty()) {
         try {
-          const Tensor upstream = UpstreamGradient(out.sizes(), gate_case.upstream_seed).to(out.options());
-          const std::vector<Tensor> g = torch::autograd::grad({out}, floating, {upstream}, false, false, true);
+          const std::vector<Tensor> g =
+              torch::autograd::grad({out}, floating, {UpstreamOf(gate_case, out)}, false, false, true);
           for (size_t i = 0, f = 0; i < leaves.size(); ++i) {
             if (!leaves[i].requires_grad()) continue;
             const Tensor& grad = g[f++];

@@ -80,6 +80,7 @@ struct GateCase {
   std::string label;                   // "draw 2", "structured: one-hot rows", "edge case sequence length 1"
   std::vector<torch::Tensor> inputs;   // in the call's dtypes
   uint64_t upstream_seed = 0;          // the output gradient: standard normal (float64) of the output's shape
+  torch::Tensor upstream;              // when defined, the output gradient itself (a spot check's, spot_check.h)
   int repeats = -1;                    // the repeated call: the index of the case it repeats
   bool forward_only = false;           // only the output is compared (StructuredInputs::forward_only)
   enum class Mode { kAutograd, kNoGrad, kInference };
@@ -109,6 +110,9 @@ struct CaseRun {
   std::vector<torch::Tensor> inputs_after;  // the inputs after forward and backward
   bool aliases_input = false;         // the output's storage overlaps an input's
 };
+
+// Whether two tensors' storages overlap (the aliasing rule: an output must not share an input's).
+bool StorageOverlaps(const torch::Tensor& a, const torch::Tensor& b);
 
 // Runs `variant` on each case in order; returns one CaseRun per case.
 using CaseRunner = std::function<std::vector<CaseRun>(const std::string& variant, const std::vector<OpCall>& calls,

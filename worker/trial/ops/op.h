@@ -100,8 +100,9 @@ class CallRecorder {
   std::vector<OpCall> calls_;
 };
 
-// For an op's dispatch point: when a recorder is active on this thread, builds
-// the call with `make` and keeps it unless one like it is kept already.
+// When a recorder is active on this thread, builds the call with `make` and
+// keeps it unless one like it is kept already (ops::Dispatch, an op's
+// dispatch point, calls it: spot_check.h).
 void Record(const std::function<OpCall()>& make);
 
 // Rows one-hot along the last dimension (float): the structured inputs' one-hot rows.
