@@ -594,7 +594,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{
             "UnknownRuntimeField", "space:\n  runtime.dtype: [fp32]\n",
             "t.yaml:10: space.runtime.dtype: unknown field 'dtype' in runtime; expected one of "
-            "batch_policy, bucket_cap_mb, device, memory_format, nodes, overlap, precision, ranks, threads"},
+            "batch_policy, bucket_cap_mb, device, memory_format, nodes, overlap, precision, ranks, spot_checks, threads"},
         ErrorCase{"IndexOutOfRange", "space:\n  stages[2].block: [basic]\n",
                   "t.yaml:10: space.stages[2].block: index 2 is out of range: arch.stages has 2 entries"},
         ErrorCase{"IndexIntoAScalar", "space:\n  norm[0]: [batch]\n",

@@ -341,6 +341,8 @@ TEST(TrialGateTest, SpotChecksInTrainingCatchAVariantRightOnlyWhereTheGateCallsI
   EXPECT_FALSE(unchecked.contains("spot_checks"));
   EXPECT_EQ(unchecked["step_time_ms"]["n"], 3);
   EXPECT_EQ(checked["final_train_loss"], unchecked["final_train_loss"]);
+  // Their copies and float64 reference are outside the peak (1.88 MB against 1.28 MB when they were not).
+  EXPECT_EQ(checked["peak_memory_mb"], unchecked["peak_memory_mb"]);
   EXPECT_EQ(checked["val_loss"], unchecked["val_loss"]);
 }
 

@@ -174,16 +174,10 @@ class TrialRun {
                         {"convention", task_->flop_convention()}};
     if (json moe = model::MoeRoutingSummary(*net_); !moe.empty()) result_["flops"]["moe"] = moe;  // of that forward
     result_["peak_flops"] = peak_.ToJson();
-    Emit({{"event", "start"},
-                   {"trial_id", spec_.trial_id},
-                   {"device", dev_.device.str()},
-                   {"device_name", dev_.name},
-                   {"threads", threads},
-                   {"params", params},
-                   {"train_flops_per_step", flops_.train_step},
-                   {"peak_flops_per_s", peak_.flops_per_s},
-                   {"peak_flops_source", peak_.source},
-                   {"ranks", rt_.ranks}});
+    Emit({{"event", "start"}, {"trial_id", spec_.trial_id}, {"device", dev_.device.str()},
+          {"device_name", dev_.name}, {"threads", threads}, {"params", params},
+          {"train_flops_per_step", flops_.train_step}, {"peak_flops_per_s", peak_.flops_per_s},
+          {"peak_flops_source", peak_.source}, {"ranks", rt_.ranks}});
   }
 
   static bool UsesNonReferenceVariants(const std::vector<ops::OpCall>& calls) {
@@ -282,10 +276,14 @@ class TrialRun {
     for (int step = 0; step < task_spec_.steps; ++step) {
       auto since = PhaseTimes::Clock::now();
       const bool spot = spot_steps.count(step) > 0;
-      if (spot) spot_check_->Arm("training step " + std::to_string(step));
+      if (spot) {  // kept out of the peak memory too: the copies and the float64 reference
+        memory.Pause();
+        spot_check_->Arm("training step " + std::to_string(step));
+      }
       const StepResult s = RunStep(step);
       if (spot) {  // kept out of the step statistics: the watched calls' copies slow it down
         SpotCheck(step);
+        memory.Resume();
         since = phases_.AddSince("gate", since);
       } else if (profiler_->Covers(step)) {
         profiled_times_.push_back(s.step_s);

@@ -362,6 +362,13 @@ bool IsOutOfMemory(const std::exception& e) {
 }
 
 int64_t MemoryTracker::ResidentBytes() { return StatusField("VmRSS"); }
+
+bool MemoryTracker::ResetResidentPeak() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // resets VmHWM to the current RSS
+  clear.close();
+  return !clear.fail();
+}
 int64_t MemoryTracker::PeakResidentBytes() { return StatusField("VmHWM"); }
 
 void MemoryTracker::Start() {
@@ -377,14 +384,28 @@ void MemoryTracker::Start() {
     baseline_ = ResetCpuAllocatedPeak();
     return;
   }
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";  // resets VmHWM to the current RSS
-  clear.close();
-  peak_reset_ = !clear.fail();
+  peak_reset_ = ResetResidentPeak();
   baseline_ = ResidentBytes();
 }
 
-int64_t MemoryTracker::PeakBytes() const {
+void MemoryTracker::Pause() { kept_peak_ = PeakBytes(); }
+
+// The peak starts again from what is allocated now; the baseline stays.
+void MemoryTracker::Resume() {
+  if (device_.is_cuda()) {
+#ifdef FRONTIER_WITH_CUDA
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device_.device.index());
+#endif
+  } else if (counted_) {
+    ResetCpuAllocatedPeak();
+  } else {
+    ResetResidentPeak();
+  }
+}
+
+int64_t MemoryTracker::PeakBytes() const { return std::max(kept_peak_, PeakSinceReset()); }
+
+int64_t MemoryTracker::PeakSinceReset() const {
   if (device_.is_cuda()) {
 #ifdef FRONTIER_WITH_CUDA
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.device.index());

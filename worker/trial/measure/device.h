@@ -152,6 +152,10 @@ class MemoryTracker {
  public:
   explicit MemoryTracker(const DeviceInfo& device) : device_(device) {}
   void Start();
+  // What is allocated from Pause() to Resume() is left out of PeakBytes (a
+  // spot-checked step's copies and its float64 reference).
+  void Pause();
+  void Resume();
   int64_t PeakBytes() const;
   std::string kind() const;  // "cuda-max-allocated" | "cpu-allocated-growth" | "cpu-rss-growth"
 
@@ -159,10 +163,13 @@ class MemoryTracker {
   static int64_t PeakResidentBytes();  // VmHWM
 
  private:
+  static bool ResetResidentPeak();  // VmHWM to VmRSS; false where refused
+  int64_t PeakSinceReset() const;
   DeviceInfo device_;
   int64_t baseline_ = 0;
   bool counted_ = false;
   bool peak_reset_ = false;
+  int64_t kept_peak_ = 0;  // the peak before the last Pause
 };
 
 std::string CpuModelName();
