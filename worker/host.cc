@@ -124,6 +124,21 @@ int64_t ReadUpTo(int fd, char* buffer, int64_t n) {
   return got;
 }
 
+std::optional<std::string> ReadRegularFile(const std::string& path, int64_t max_bytes) {
+  int64_t size = 0;
+  const int fd = OpenRegularFile(path, &size);
+  if (fd < 0) return std::nullopt;
+  if (size > max_bytes) {
+    ::close(fd);
+    throw std::runtime_error(path + ": " + std::to_string(size) + " bytes, more than its bound of " +
+                             std::to_string(max_bytes));
+  }
+  std::string text(static_cast<size_t>(size), '\0');
+  text.resize(static_cast<size_t>(ReadUpTo(fd, text.data(), size)));  // a file that shrank since: what is left
+  ::close(fd);
+  return text;
+}
+
 int FreeTcpPort(const std::string& host) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error(std::string("FreeTcpPort: socket: ") + std::strerror(errno));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace frontier {
@@ -80,6 +81,10 @@ int OpenRegularFile(const std::string& path, int64_t* size);
 // Reads up to `n` bytes of `fd` into `buffer`, past short reads and EINTR:
 // how many were read, fewer only at the end of the file or on an error.
 int64_t ReadUpTo(int fd, char* buffer, int64_t n);
+// What the regular file at `path` held when opened (OpenRegularFile); nullopt
+// when nothing is there or it is not a regular file. Throws
+// std::runtime_error naming the file when it has more than `max_bytes`.
+std::optional<std::string> ReadRegularFile(const std::string& path, int64_t max_bytes);
 
 // A TCP port on `host` (an IPv4 address; "0.0.0.0": every interface) that
 // was free a moment ago (bound to port 0 and closed): what a launcher passes

@@ -93,7 +93,7 @@ class ScriptClient final : public ProposerClient {
 
 ProposerAnswer Propose(int block, const std::string& rationale, bool finished = false) {
   ProposerAnswer answer;
-  answer.configs.push_back({{{"stages[*].block", block}}, rationale, 0});
+  answer.configs.push_back({{{"stages[*].block", block}}, rationale, 0, ""});
   answer.finished = finished;
   answer.proposer = "scripted";
   answer.usage.prompt_tokens = 10;

@@ -131,7 +131,7 @@ struct Fixture {
 
 ProposedChoices Choose(int stride, int block, int attention, std::string rationale = "") {
   return {{{"stem.stride", stride}, {"block", block}, {"stages[1].attention.kind", attention}},
-          std::move(rationale), 0};
+          std::move(rationale), 0, ""};
 }
 
 ProposerAnswer Answer(std::vector<ProposedChoices> configs, bool finished = false) {
@@ -192,7 +192,7 @@ TEST(ExternalStrategy, RejectsInvalidProposalsAndTellsWhyInTheNextCall) {
   options.batch = 8;
   Fixture f(options);
   f.strategy->Attach("e");
-  ProposedChoices unknown{{{"depth", 1}}, "", 0};
+  ProposedChoices unknown{{{"depth", 1}}, "", 0, ""};
   ProposedChoices wrong_steps = Choose(0, 2, 0);
   wrong_steps.steps = 20;
   f.Script([&](const ProposerCall&) {

@@ -85,7 +85,7 @@ TEST(ProposerReportTest, ShowsProposerRationaleAndCallTotals) {
                            [](const std::string& n) { return n.rfind("proposer calls", 0) == 0; }))
       << "no calls, no note";
 
-  report.proposer_calls = {4, 1, 3, 2, 7, 2000, 1500, 300};
+  report.proposer_calls = {4, 1, 3, 2, 7, 2000, 1500, 300, "", ""};
   notes = ReportNotes(report);
   EXPECT_TRUE(has("proposer calls: 4 (1 failed), 3 configurations accepted and 2 rejected, mean latency 500 ms; "
                   "model: 7 calls, 1500 prompt + 300 completion tokens"));

@@ -1,7 +1,5 @@
 #include "worker/profile/profile_recording.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -157,22 +155,17 @@ ProfileRecording RecordingFromJson(const json& document, const RecordingLimits& 
 }
 
 std::optional<ProfileRecording> ReadRecording(const std::filesystem::path& folder, const RecordingLimits& limits) {
-  const std::filesystem::path path = folder / kProfileCallsFile;
-  // Opened without following a link or blocking on a FIFO, then checked: a regular file within the bound.
-  int64_t size = 0;
-  const int fd = OpenRegularFile(path.string(), &size);
-  if (fd < 0) return std::nullopt;
-  if (static_cast<uint64_t>(size) > limits.max_bytes) {
-    ::close(fd);
-    throw std::runtime_error("profile recording: " + path.string() + " has " + std::to_string(size) +
-                             " bytes, more than " + std::to_string(limits.max_bytes));
+  // Opened without following a link or blocking on a FIFO: a regular file within the bound.
+  std::optional<std::string> text;
+  try {
+    text = ReadRegularFile((folder / kProfileCallsFile).string(), static_cast<int64_t>(limits.max_bytes));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("profile recording: ") + e.what());
   }
-  std::string text(static_cast<size_t>(size), '\0');  // what it held when opened, at most
-  text.resize(static_cast<size_t>(ReadUpTo(fd, text.data(), size)));
-  ::close(fd);
+  if (!text) return std::nullopt;
   json document;
   try {
-    document = ParseBoundedJson(text, limits.max_bytes);
+    document = ParseBoundedJson(*text, limits.max_bytes);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("profile recording: ") + kProfileCallsFile + " is not JSON: " + e.what());
   }

@@ -61,7 +61,6 @@ class Reader {
     return value;
   }
   int64_t left() const { return left_; }
-  int64_t size() const { return size_; }  // when opened
   bool AtEnd() {
     char byte = 0;
     return ReadUpTo(fd_, &byte, 1) == 0;
@@ -134,10 +133,9 @@ std::vector<torch::Tensor> ReadTensors(const std::string& path, int64_t max_byte
 }
 
 std::string ReadBoundedFile(const std::string& path, int64_t max_bytes) {
-  Reader in(path, max_bytes);
-  std::string text(static_cast<size_t>(in.size()), '\0');  // what it held when opened, within the bound
-  in.Bytes(text.data(), in.size());
-  return text;
+  std::optional<std::string> text = ReadRegularFile(path, max_bytes);
+  if (!text) throw std::runtime_error(path + ": cannot be read (not there, or not a regular file)");
+  return std::move(*text);
 }
 
 }  // namespace frontier::lab
