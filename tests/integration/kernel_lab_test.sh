@@ -3,7 +3,8 @@
 #  - `frontier ops optimize` over a folder of attention candidates: a right
 #    one is timed; a wrong one and one that changes its input are incorrect,
 #    naming the rule, and so is one right in the gate that returns zeros
-#    when its process is the one timing it; one that does not compile, one that crashes and one that
+#    when its process is the one timing it (or only in its timed calls without
+#    autograd); one that does not compile, one that crashes and one that
 #    hangs fail with their reasons; a hostile one that tries the network and a
 #    write outside its folder reaches neither (no connection arrives, no file
 #    appears) and nothing is written outside the run's folder;
@@ -62,7 +63,7 @@ for _ in $(seq 600); do
 done
 kill -INT "$pid"; wait "$pid" || true
 first=$("$frontier" ops show attn-lab --db runs/lab.db -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["candidates"])')
-[ "$first" -ge 1 ] && [ "$first" -lt 8 ] || fail "after Ctrl-C: $first candidates recorded"
+[ "$first" -ge 1 ] && [ "$first" -lt 9 ] || fail "after Ctrl-C: $first candidates recorded"
 "${optimize[@]}" > second.txt 2> second.err || { cat second.err; fail "the continued run failed"; }
 grep -q "continuing attn-lab" second.err || fail "not continued"
 [ "$(grep -c "recorded already" second.err)" -eq "$first" ] || { cat second.err; fail "recorded candidates judged again"; }
@@ -78,18 +79,19 @@ def check(name, outcome, words=()):
     assert c["outcome"] == outcome, (name, c)
     for w in words:
         assert w in c.get("reason", ""), (name, w, c.get("reason"))
-assert board["candidates"] == 8, board["candidates"]
+assert board["candidates"] == 9, board["candidates"]
 check("right_baddbmm.cc", "timed")
 check("escape.cc", "refused", ["tried the network"])
 check("wrong_scale.cc", "incorrect", ["differs from the reference", "rule: numbers"])
 check("mutates_input.cc", "incorrect", ["changed its input q", "rule: unchanged inputs"])
 check("timing_cheat.cc", "incorrect", ["while timed", "timed round 1"])
+check("forward_cheat.cc", "incorrect", ["while timed", "forward only"])
 check("does_not_compile.cc", "compile_error", ["does not compile", "error"])
 check("crash.cc", "crashed", ["SIGSEGV"])
 check("hang.cc", "timed_out", ["wall"])
 assert by["right_baddbmm.cc"]["speedup"]["low"] > 0
-assert abs(board["fast_1"] * 8 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
-assert abs(board["compile_failure_share"] - 1 / 8) < 1e-9 and abs(board["gate_failure_share"] - 3 / 8) < 1e-9, board
+assert abs(board["fast_1"] * 9 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
+assert abs(board["compile_failure_share"] - 1 / 9) < 1e-9 and abs(board["gate_failure_share"] - 4 / 9) < 1e-9, board
 assert board["best"]["candidate"] == "right_baddbmm.cc", board["best"]
 print("leaderboard ok:", {k: board[k] for k in ("fast_1", "fast_1_5", "compile_failure_share", "gate_failure_share")})
 PY

@@ -261,15 +261,18 @@ std::vector<ops::GateCase> CasesOf(const ops::OpCall& call, const ops::GateOptio
 }
 
 // The timed rounds as gate cases: each round's inputs and output gradient
-// (DrawTimingInputs), compared like the gate's draws.
-std::vector<ops::GateCase> TimedCases(const ops::OpCall& call, int rounds, uint64_t seed) {
+// (DrawTimingInputs), compared like the gate's draws; `forward_only`: the
+// rounds' forward-only calls (no autograd), their outputs alone.
+std::vector<ops::GateCase> TimedCases(const ops::OpCall& call, int rounds, uint64_t seed, bool forward_only) {
   const TimingDraws draws = DrawTimingInputs(call, rounds, seed);
   std::vector<ops::GateCase> cases;
   for (size_t r = 0; r < draws.rounds.size(); ++r) {
     ops::GateCase c;
-    c.label = "timed round " + std::to_string(r + 1);
+    c.label = "timed round " + std::to_string(r + 1) + (forward_only ? ", forward only" : "");
     c.inputs = draws.rounds[r];
     c.upstream_seed = draws.upstream_seed;
+    c.forward_only = forward_only;
+    if (forward_only) c.mode = ops::GateCase::Mode::kNoGrad;
     cases.push_back(std::move(c));
   }
   return cases;
@@ -584,19 +587,21 @@ json JudgeCandidate(const CandidateOptions& o) {
   {
     ops::OpCall call = calls.front();
     call.variant = variant;
-    const std::vector<ops::GateCase> cases = TimedCases(call, o.rounds, seed);
+    const std::vector<ops::GateCase> both[] = {TimedCases(call, o.rounds, seed, false),
+                                               TimedCases(call, o.rounds, seed, true)};
     std::vector<std::vector<ops::CaseRun>> kept;
     std::string named;
     try {
-      kept = ReadRuns(workdir / "timing", {std::vector<size_t>(cases.size(), call.inputs.size())}, named);
+      const std::vector<size_t> inputs(both[0].size(), call.inputs.size());
+      kept = ReadRuns(workdir / "timing", {inputs, inputs}, named);
     } catch (const std::exception& e) {
       return finish("refused", std::string("its timed results cannot be read: ") + e.what());
     }
-    ops::GateOptions options = GateOptionsFor(o.draws, seed, 0);
-    const ops::VariantCheck check = ops::CompareRuns(call, {call}, cases, kept.front(), options);
-    verdict["timed_check"] = check.ToJson();
-    if (!check.passed) {
-      return finish("incorrect", "while timed: " + check.problem + " (" + check.where + ")");
+    const ops::GateOptions options = GateOptionsFor(o.draws, seed, 0);
+    for (size_t k = 0; k < 2; ++k) {  // forward and backward, then the forward-only calls
+      const ops::VariantCheck check = ops::CompareRuns(call, {call}, both[k], kept[k], options);
+      verdict[k == 0 ? "timed_check" : "timed_forward_check"] = check.ToJson();
+      if (!check.passed) return finish("incorrect", "while timed: " + check.problem + " (" + check.where + ")");
     }
   }
   verdict["timing"] = checked;
@@ -635,12 +640,13 @@ int RunCandidate(const CandidateRunOptions& o, std::ostream& err) {
       call.variant = variant;
       OpBenchOptions bench;
       bench.rounds = o.rounds;
-      std::vector<ops::CaseRun> kept;
+      std::vector<ops::CaseRun> kept, kept_forward;
       bench.kept = &kept;
+      bench.kept_forward = &kept_forward;
       const json timing =
           TimeVariants(call, {variant}, recorded.dev, MeasureCopyBandwidth(recorded.dev), bench, o.seed);
       WriteText(out / "timing.json", Dump(timing));
-      WriteRuns(out, variant, {kept});
+      WriteRuns(out, variant, {kept, kept_forward});
     } else {
       std::vector<std::vector<ops::CaseRun>> all;
       for (size_t c = 0; c < calls.size(); ++c) {

@@ -163,10 +163,12 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
     for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
       const std::string& v = timed[(k + static_cast<size_t>(std::max(round, 0))) % timed.size()];
       ops::CaseRun* kept = nullptr;
-      if (options.kept != nullptr && round >= 0 && timed.size() > 1 && v == timed[1]) {
-        kept = &options.kept->emplace_back();
+      ops::CaseRun* kept_forward = nullptr;
+      if (round >= 0 && timed.size() > 1 && v == timed[1]) {
+        if (options.kept != nullptr) kept = &options.kept->emplace_back();
+        if (options.kept_forward != nullptr) kept_forward = &options.kept_forward->emplace_back();
       }
-      const double f = TimeCall(call, v, drawn, upstream, false, dev);
+      const double f = TimeCall(call, v, drawn, upstream, false, dev, kept_forward);
       const double t = TimeCall(call, v, drawn, upstream, true, dev, kept);
       if (round < 0) continue;
       fwd[v].push_back(f);

@@ -25,6 +25,9 @@ struct OpBenchOptions {
   // them with the reference, so a candidate cannot be right in the gate and
   // fast and wrong when timed.
   std::vector<ops::CaseRun>* kept = nullptr;
+  // The same of each timed forward-only call (its output and the inputs
+  // after it): the forward speed-up's calls are compared too.
+  std::vector<ops::CaseRun>* kept_forward = nullptr;
 };
 
 // The inputs TimeVariants draws from `seed`: `fixed` (the warm-up rounds
