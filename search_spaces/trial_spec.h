@@ -219,7 +219,8 @@ struct RuntimeSpec {
   // Training steps at which the first call of each op whose variant is not
   // the op's reference is compared with the reference, its gradients
   // included (docs/plugins.md#spot-checks); 0 = none. Drawn from the seed
-  // among the measured steps; kept out of step statistics and train time.
+  // among the measured steps, at most half of them; kept out of step
+  // statistics, train time and peak memory.
   int spot_checks = 2;
 };
 inline constexpr size_t kMaxPlugins = 16;

@@ -323,8 +323,11 @@ TEST(TrialGateTest, SpotChecksInTrainingCatchAVariantRightOnlyWhereTheGateCallsI
   nlohmann::json unwatched = BevTrial("wrong_in_model");
   unwatched["runtime"]["spot_checks"] = 0;
   EXPECT_EQ(RunTrial(ParseTrialSpec(unwatched), options)["status"], "completed") << "the gate alone passes it";
-  // A right variant: two measured steps checked (forward and both gradients), the training unchanged by them.
-  const nlohmann::json checked = RunTrial(ParseTrialSpec(BevTrial("right_copy")), options);
+  // A right variant: two of five measured steps checked (forward and both gradients), the training unchanged
+  // by them.
+  nlohmann::json six = BevTrial("right_copy");
+  six["task"]["steps"] = 6;
+  const nlohmann::json checked = RunTrial(ParseTrialSpec(six), options);
   ASSERT_EQ(checked["status"], "completed") << checked.dump();
   ASSERT_EQ(checked["spot_checks"].size(), 2u);
   for (const nlohmann::json& c : checked["spot_checks"]) {
@@ -333,13 +336,20 @@ TEST(TrialGateTest, SpotChecksInTrainingCatchAVariantRightOnlyWhereTheGateCallsI
     EXPECT_GE(c["step"].get<int>(), 1);  // after the warm-up step
     EXPECT_GT(c["worst_rel_error"].get<double>(), 0) << "fused's summation order differs from naive's";
   }
-  EXPECT_EQ(checked["step_time_ms"]["n"], 1) << "the checked steps are kept out of the step statistics";
-  nlohmann::json off = BevTrial("right_copy");
+  EXPECT_EQ(checked["step_time_ms"]["n"], 3) << "the checked steps are kept out of the step statistics";
+  nlohmann::json off = six;
   off["runtime"]["spot_checks"] = 0;
   const nlohmann::json unchecked = RunTrial(ParseTrialSpec(off), options);
   ASSERT_EQ(unchecked["status"], "completed") << unchecked.dump();
   EXPECT_FALSE(unchecked.contains("spot_checks"));
-  EXPECT_EQ(unchecked["step_time_ms"]["n"], 3);
+  EXPECT_EQ(unchecked["step_time_ms"]["n"], 5);
+  // At most half the measured steps are checked: the 4-step trial's 3 measured steps get one check.
+  nlohmann::json many = BevTrial("right_copy");
+  many["runtime"]["spot_checks"] = 64;
+  const nlohmann::json capped = RunTrial(ParseTrialSpec(many), options);
+  ASSERT_EQ(capped["status"], "completed") << capped.dump();
+  EXPECT_EQ(capped["spot_checks"].size(), 1u);
+  EXPECT_EQ(capped["step_time_ms"]["n"], 2);
   EXPECT_EQ(checked["final_train_loss"], unchecked["final_train_loss"]);
   // Their copies and float64 reference are outside the peak (1.88 MB against 1.28 MB when they were not).
   EXPECT_EQ(checked["peak_memory_mb"], unchecked["peak_memory_mb"]);

@@ -268,7 +268,8 @@ class TrialRun {
     for (int step = task_spec_.warmup_steps; step < task_spec_.steps && checked_variants_; ++step) {
       if (!profiler_->Covers(step)) measured.push_back(step);
     }
-    const std::set<int> spot_steps = ops::DrawSpotCheckSteps(measured, rt_.spot_checks, spec_.seed);
+    const int spots = std::min<int>(rt_.spot_checks, static_cast<int>(measured.size()) / 2);  // half stay measured
+    const std::set<int> spot_steps = ops::DrawSpotCheckSteps(measured, spots, spec_.seed);
     if (!spot_steps.empty()) {
       spot_check_ = std::make_unique<ops::SpotCheck>();
       result_["spot_checks"] = json::array();
