@@ -261,19 +261,26 @@ std::vector<ops::GateCase> CasesOf(const ops::OpCall& call, const ops::GateOptio
 }
 
 // The timed rounds as gate cases: each round's inputs and output gradient
-// (DrawTimingInputs), compared like the gate's draws; `forward_only`: the
-// rounds' forward-only calls (no autograd), their outputs alone.
-std::vector<ops::GateCase> TimedCases(const ops::OpCall& call, int rounds, uint64_t seed, bool forward_only) {
+// (DrawTimingInputs), compared like the gate's draws.
+std::vector<ops::GateCase> TimedCases(const ops::OpCall& call, int rounds, uint64_t seed) {
   const TimingDraws draws = DrawTimingInputs(call, rounds, seed);
   std::vector<ops::GateCase> cases;
   for (size_t r = 0; r < draws.rounds.size(); ++r) {
     ops::GateCase c;
-    c.label = "timed round " + std::to_string(r + 1) + (forward_only ? ", forward only" : "");
+    c.label = "timed round " + std::to_string(r + 1);
     c.inputs = draws.rounds[r];
     c.upstream_seed = draws.upstream_seed;
-    c.forward_only = forward_only;
-    if (forward_only) c.mode = ops::GateCase::Mode::kNoGrad;
     cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// The same rounds' forward-only calls (no autograd): their outputs alone.
+std::vector<ops::GateCase> ForwardOnly(std::vector<ops::GateCase> cases) {
+  for (ops::GateCase& c : cases) {
+    c.label += ", forward only";
+    c.forward_only = true;
+    c.mode = ops::GateCase::Mode::kNoGrad;
   }
   return cases;
 }
@@ -587,8 +594,8 @@ json JudgeCandidate(const CandidateOptions& o) {
   {
     ops::OpCall call = calls.front();
     call.variant = variant;
-    const std::vector<ops::GateCase> both[] = {TimedCases(call, o.rounds, seed, false),
-                                               TimedCases(call, o.rounds, seed, true)};
+    const std::vector<ops::GateCase> timed_cases = TimedCases(call, o.rounds, seed);  // drawn once
+    const std::vector<ops::GateCase> both[] = {timed_cases, ForwardOnly(timed_cases)};
     std::vector<std::vector<ops::CaseRun>> kept;
     std::string named;
     try {
