@@ -15,8 +15,6 @@
 namespace frontier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Trial states in TrialCountsRow order.
 constexpr const char* kTrialStates[7] = {
     trial_state::kPending,  trial_state::kRunning, trial_state::kCompleted, trial_state::kFailed,
@@ -48,11 +46,12 @@ const char* StatusCodeName(int code) {
 class RpcTimer final : public grpc::experimental::Interceptor {
  public:
   RpcTimer(CoordinatorMetrics& metrics, const char* method)
-      : metrics_(metrics), method_(method ? method : ""), started_(Clock::now()) {}
+      : metrics_(metrics), method_(method ? method : ""), started_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
       metrics_.ObserveRpc(method_, static_cast<int>(methods->GetSendStatus().error_code()), seconds);
     }
     methods->Proceed();
@@ -61,7 +60,7 @@ class RpcTimer final : public grpc::experimental::Interceptor {
  private:
   CoordinatorMetrics& metrics_;
   const std::string method_;
-  const Clock::time_point started_;
+  const std::chrono::steady_clock::time_point started_;
 };
 
 class RpcTimerFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -181,7 +180,7 @@ void CoordinatorMetrics::ObserveRpc(const std::string& method, int code, double 
 void CoordinatorMetrics::WorkerSeen(const std::string& worker_id) {
   if (worker_id.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  worker_seen_[worker_id] = Clock::now();
+  worker_seen_[worker_id] = std::chrono::steady_clock::now();
 }
 
 void CoordinatorMetrics::SetExperimentGauges(const std::string& experiment_id, const int (&counts)[7]) {
@@ -236,7 +235,7 @@ void CoordinatorMetrics::Refresh(Store& store, const std::vector<std::string>& p
   }
   for (const auto& entry : kept) labelled_experiments_.insert(entry.first);
 
-  const Clock::time_point now = Clock::now();
+  const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
   for (const std::string& id : parked_workers) worker_seen_[id] = now;
   int connected = 0;
   for (auto it = worker_seen_.begin(); it != worker_seen_.end();) {

@@ -16,7 +16,7 @@ namespace {
 
 // Versioned schema: migration i brings the schema from version i to i + 1.
 // The same tables and `results` view as the SQLite store.
-const std::string kMigrations[] = {
+const std::string kPostgresMigrations[] = {
     R"sql(
 CREATE TABLE experiments (
   seq BIGSERIAL PRIMARY KEY,
@@ -205,7 +205,8 @@ CREATE INDEX op_candidates_by_run ON op_candidates(run_id, seq);
 )sql",
 };
 
-constexpr int kLatestSchema = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+constexpr int kLatestPostgresSchema =
+    static_cast<int>(sizeof(kPostgresMigrations) / sizeof(kPostgresMigrations[0]));
 
 // The trials table's fillfactor (percent of each page filled at insert).
 constexpr int kTrialsFillfactor = 50;
@@ -226,7 +227,7 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mod
       return r.empty() ? 0 : r[0][0].as<int>();
     });
     if (version < 0) throw StoreError("'" + url + "' is not a Frontier store (no schema_version table)");
-    const std::string mismatch = SchemaMismatch(url, version, kLatestSchema);
+    const std::string mismatch = SchemaMismatch(url, version, kLatestPostgresSchema);
     if (!mismatch.empty()) throw StoreError(mismatch);
     return;
   }
@@ -236,8 +237,8 @@ PostgresStore::PostgresStore(const std::string& url, int pool_size, OpenMode mod
     pqxx::result r = w.exec("SELECT version FROM schema_version");
     int version = r.empty() ? 0 : r[0][0].as<int>();
     if (r.empty()) w.exec("INSERT INTO schema_version (version) VALUES (0)");
-    sql_store::RefuseNewerSchema(version, kLatestSchema);
-    for (; version < kLatestSchema; ++version) w.exec(kMigrations[version]);
+    sql_store::RefuseNewerSchema(version, kLatestPostgresSchema);
+    for (; version < kLatestPostgresSchema; ++version) w.exec(kPostgresMigrations[version]);
     w.exec_params("UPDATE schema_version SET version = $1", version);
     // The current result views (result_views.h), unless they carry its stamp already.
     const pqxx::result stamp = w.exec("SELECT obj_description(to_regclass('config_front'), 'pg_class')");

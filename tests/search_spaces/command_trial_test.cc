@@ -28,7 +28,7 @@ space:
 objectives: [{metric: val_accuracy}, {metric: throughput}]
 )";
 
-std::string ErrorOf(const std::string& yaml) {
+std::string CommandSpaceErrorOf(const std::string& yaml) {
   try {
     ParseSearchSpace(yaml, "/spaces/byo/space.yaml");
   } catch (const SpaceError& e) {
@@ -58,7 +58,7 @@ TEST(CommandTrialTest, DeploySectionGoesToTheProgram) {
   EXPECT_EQ(ParseTrialSpec(out).deploy.formats, spec.deploy.formats);
   EXPECT_FALSE(ToJson(MakeTrialSpec(ParseSearchSpace(kSpace, "/spaces/byo/space.yaml"), config, 2, "t"))
                    .contains("deploy"));
-  EXPECT_THAT(ErrorOf(std::string(kSpace) + "deploy: {formats: [tensorrt]}\n"),
+  EXPECT_THAT(CommandSpaceErrorOf(std::string(kSpace) + "deploy: {formats: [tensorrt]}\n"),
               HasSubstr("deploy.formats: format \"tensorrt\" is not in this build"));
 }
 
@@ -120,33 +120,39 @@ TEST(CommandTrialTest, WorkdirIsResolvedAgainstTheSpaceFile) {
 }
 
 TEST(CommandTrialTest, ChoicesKeepTheTypeOfTheBaselineValue) {
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "[48, 64, 96.5]", "[48, wide]")),
-              HasSubstr("space.params.width: 'wide' is a string; the baseline's params.width (64) is a number"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "params.width: [48, 64, 96.5]", "params.bf16: [false, 1]")),
+  EXPECT_THAT(
+      CommandSpaceErrorOf(Replace(kSpace, "[48, 64, 96.5]", "[48, wide]")),
+      HasSubstr("space.params.width: 'wide' is a string; the baseline's params.width (64) is a number"));
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "params.width: [48, 64, 96.5]", "params.bf16: [false, 1]")),
               HasSubstr("'1' is a number; the baseline's params.bf16 (false) is a boolean"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "[48, 64, 96.5]", "[48, 48]")), HasSubstr("duplicate choice '48'"));
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "[48, 64, 96.5]", "[48, 48]")),
+              HasSubstr("duplicate choice '48'"));
 }
 
 TEST(CommandTrialTest, RefusesWhatCannotRun) {
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "params.width:", "params.depth:")),
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "params.width:", "params.depth:")),
               HasSubstr("unknown field 'depth' in params"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "params.width:", "block:")), HasSubstr("a trial command's dimensions are params.NAME"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "[]")),
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "params.width:", "block:")),
+              HasSubstr("a trial command's dimensions are params.NAME"));
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "[]")),
               HasSubstr("trial.command: expected the program and its arguments as a list"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "python3 train.py")),
-              HasSubstr("trial.command: expected the program and its arguments as a list"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "[python3, 7]")),
+  EXPECT_THAT(
+      CommandSpaceErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "python3 train.py")),
+      HasSubstr("trial.command: expected the program and its arguments as a list"));
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "[/usr/bin/python3, train.py, --fast]", "[python3, 7]")),
               HasSubstr("trial.command.argv[1]: expected a non-empty string"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "task: {steps: 40,", "task: {dataset: fashion-mnist, steps: 40,")),
-              HasSubstr("task.dataset: a command trial's task has steps, eval_every, warmup_steps and target only"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "  params: {", "  params: 3\n  x: {")), HasSubstr("trial.x: unknown field; expected one of command, workdir, params"));
-  EXPECT_THAT(ErrorOf(Replace(kSpace, "  params: {lr", "  time_limit_s: -1\n  params: {lr")),
+  EXPECT_THAT(
+      CommandSpaceErrorOf(Replace(kSpace, "task: {steps: 40,", "task: {dataset: fashion-mnist, steps: 40,")),
+      HasSubstr("task.dataset: a command trial's task has steps, eval_every, warmup_steps and target only"));
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "  params: {", "  params: 3\n  x: {")),
+              HasSubstr("trial.x: unknown field; expected one of command, workdir, params"));
+  EXPECT_THAT(CommandSpaceErrorOf(Replace(kSpace, "  params: {lr", "  time_limit_s: -1\n  params: {lr")),
               HasSubstr("trial.command.time_limit_s: must be in [0, 1e+07]"));
-  EXPECT_THAT(ErrorOf(std::string(kSpace) + "baseline: {arch: {stages: [{}]}}\n"),
+  EXPECT_THAT(CommandSpaceErrorOf(std::string(kSpace) + "baseline: {arch: {stages: [{}]}}\n"),
               HasSubstr("either a baseline (frontier-trial's networks) or a trial command, not both"));
-  EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: {steps: 50}\n"),
+  EXPECT_THAT(CommandSpaceErrorOf(std::string(kSpace) + "profile: {steps: 50}\n"),
               HasSubstr("profile.steps: profiles 50 steps but the trial runs only 40 steps"));
-  EXPECT_THAT(ErrorOf(std::string(kSpace) + "profile: sometimes\n"),
+  EXPECT_THAT(CommandSpaceErrorOf(std::string(kSpace) + "profile: sometimes\n"),
               HasSubstr("profile: expected a mapping like {steps: 3}, {tool: nsys} or off"));
 }
 

@@ -14,7 +14,7 @@
 namespace frontier {
 namespace {
 
-constexpr char kHead[] = R"(name: t
+constexpr char kBoundsHead[] = R"(name: t
 baseline:
   arch:
     stem: {kind: conv3x3, width: 16, stride: 2, depth: 1}
@@ -41,7 +41,7 @@ std::string SpecErrorOf(const std::string& text) {
   return "(accepted)";
 }
 
-TEST(InputBoundsTest, TheHeadIsAValidSpace) { EXPECT_EQ(SpaceErrorOf(kHead), "(accepted)"); }
+TEST(InputBoundsTest, TheHeadIsAValidSpace) { EXPECT_EQ(SpaceErrorOf(kBoundsHead), "(accepted)"); }
 
 // The two files of issue 14 that killed frontier-server: an anchor holding
 // an alias of itself (a cycle every recursive walk followed forever).
@@ -53,10 +53,10 @@ TEST(InputBoundsTest, AnAliasInsideItsOwnAnchorIsRefused) {
 }
 
 TEST(InputBoundsTest, AnAliasOutsideItsAnchorIsStillAccepted) {
-  EXPECT_EQ(SpaceErrorOf(std::string(kHead) + "description: &d hello\nrepeats: 2\n"), "(accepted)");
-  const SearchSpace space = ParseSearchSpace(std::string(kHead) +
-                                                 "space:\n  stem.width: &w [16, 24]\n  stages[0].width: *w\n",
-                                             "aliases.yaml");
+  EXPECT_EQ(SpaceErrorOf(std::string(kBoundsHead) + "description: &d hello\nrepeats: 2\n"), "(accepted)");
+  const SearchSpace space = ParseSearchSpace(
+      std::string(kBoundsHead) + "space:\n  stem.width: &w [16, 24]\n  stages[0].width: *w\n",
+      "aliases.yaml");
   ASSERT_EQ(space.dimensions.size(), 2u);
   EXPECT_EQ(space.dimensions[1].choices, space.dimensions[0].choices);
 }
@@ -64,7 +64,8 @@ TEST(InputBoundsTest, AnAliasOutsideItsAnchorIsStillAccepted) {
 // Nine anchors of ten aliases each expand to 10^9 values; the message names
 // the line of the values the expansion repeats.
 TEST(InputBoundsTest, AChainOfAnchorsThatMultipliesTheDocumentIsRefused) {
-  std::string yaml = std::string(kHead) + "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  std::string yaml =
+      std::string(kBoundsHead) + "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
   for (int i = 1; i < 9; ++i) {
     const std::string alias = "*a" + std::to_string(i - 1);
     yaml += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
@@ -73,7 +74,7 @@ TEST(InputBoundsTest, AChainOfAnchorsThatMultipliesTheDocumentIsRefused) {
   }
   EXPECT_EQ(SpaceErrorOf(yaml), "hostile.yaml:8: more than 100000 values with every alias expanded");
   // Few values but long ones: the text multiplies instead.
-  std::string text = std::string(kHead) + "x0: &t " + std::string(100000, 'x') + "\nx1: [";
+  std::string text = std::string(kBoundsHead) + "x0: &t " + std::string(100000, 'x') + "\nx1: [";
   for (int k = 0; k < 20; ++k) text += (k ? ", " : "") + std::string("*t");
   EXPECT_EQ(SpaceErrorOf(text + "]\n"), "hostile.yaml:8: more than 1048576 bytes of text with every alias expanded");
 }
@@ -109,8 +110,9 @@ TEST(InputBoundsTest, NonUtf8AndNulBytesAreRefusedWithTheirByteOffset) {
             "hostile.yaml:1: byte 7: NUL byte; the text must not contain NUL");
   EXPECT_EQ(SpaceErrorOf("\x89PNG\r\n\x1a\n"), "hostile.yaml:1: byte 0: invalid UTF-8 (byte 0x89); the text must be UTF-8");
   // Valid UTF-8 of every length is fine.
-  EXPECT_EQ(SpaceErrorOf(std::string(kHead) + "description: \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"\n"),
-            "(accepted)");
+  EXPECT_EQ(
+      SpaceErrorOf(std::string(kBoundsHead) + "description: \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"\n"),
+      "(accepted)");
 }
 
 TEST(InputBoundsTest, EncodingFaultsOfEveryKind) {
@@ -129,7 +131,7 @@ TEST(InputBoundsTest, EncodingFaultsOfEveryKind) {
 }
 
 TEST(InputBoundsTest, NumbersOutOfRangeAreRefused) {
-  const std::string head = kHead;
+  const std::string head = kBoundsHead;
   EXPECT_EQ(SpaceErrorOf(head + "repeats: 99999999999999999999999\n"),
             "hostile.yaml:8: integer 99999999999999999999999 is out of range (at most 9223372036854775807 in "
             "magnitude)");
@@ -142,13 +144,13 @@ TEST(InputBoundsTest, NumbersOutOfRangeAreRefused) {
 
 TEST(InputBoundsTest, MessagesQuotingHugeInputsStayShortAndOnOneLine) {
   const std::string name(500000, 'a');
-  const std::string message = SpaceErrorOf(std::string(kHead).replace(6, 1, name));
+  const std::string message = SpaceErrorOf(std::string(kBoundsHead).replace(6, 1, name));
   EXPECT_LT(message.size(), 1200u);
   EXPECT_NE(message.find("aaa... (5000"), std::string::npos) << message;
   const std::string key = "\"" + std::string(1000, 'k') + "\"";
-  EXPECT_EQ(SpaceErrorOf(std::string(kHead) + "space:\n  " + key + ": [1]\n"),
+  EXPECT_EQ(SpaceErrorOf(std::string(kBoundsHead) + "space:\n  " + key + ": [1]\n"),
             "hostile.yaml:9: a key of 1000 bytes; at most 256");
-  const std::string multiline = SpaceErrorOf(std::string(kHead) + "\"bad\\nkey\": 1\n");
+  const std::string multiline = SpaceErrorOf(std::string(kBoundsHead) + "\"bad\\nkey\": 1\n");
   EXPECT_EQ(multiline.find('\n'), std::string::npos) << multiline;
   EXPECT_EQ(Abbreviated("abc\xc3\xa9" "def", 4), "abc... (8 bytes)");  // never half a character
   // What a message quotes is UTF-8, whatever it quotes: JSON and protobuf strings refuse anything else.

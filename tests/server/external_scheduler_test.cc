@@ -30,7 +30,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSpace = R"(
+constexpr const char* kExternalSpace = R"(
 name: ext
 task: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 3},
        batch_size: 8, steps: 4, warmup_steps: 1, eval_every: 0}
@@ -141,7 +141,7 @@ class ExternalSchedulerTest : public ::testing::Test {
 TEST_F(ExternalSchedulerTest, ProposalsBecomeLabelledTrialsUntilTheProposerIsFinished) {
   Scheduler scheduler(store_, clock_, Options());
   script_.Add([](const ProposerCall&) { return Propose(1, "mbconv is cheaper"); });
-  const std::string id = scheduler.Submit(kSpace, "ext.yaml").id;
+  const std::string id = scheduler.Submit(kExternalSpace, "ext.yaml").id;
   EXPECT_EQ(store_.ListTrials(id).size(), 2u) << "the baseline's seeds; the proposer answers in the background";
   TickUntil(scheduler, [&] { return Proposed(id).size() == 2; });
   for (const TrialRow& t : Proposed(id)) {
@@ -186,7 +186,7 @@ TEST_F(ExternalSchedulerTest, ProposalsBecomeLabelledTrialsUntilTheProposerIsFin
 // stride 2 with an 8x8 window (the map is then 4x4: an invalid trial spec),
 // which leaves nothing to propose.
 TEST_F(ExternalSchedulerTest, CallsNoTickTookAreRecordedWhenTheExperimentCompletes) {
-  std::string space = kSpace;
+  std::string space = kExternalSpace;
   space.replace(space.find("stages[*].block: [basic, mbconv, convnext]"), 42,
                 "stem.stride: [1, 2]\n  stages[0].attention.kind: [none, {kind: window, window: 8}]");
   space.replace(space.find("repeats: 2"), 10, "repeats: 1");
@@ -245,7 +245,8 @@ TEST_F(ExternalSchedulerTest, CallsNoTickTookAreRecordedWhenTheExperimentComplet
 
 TEST_F(ExternalSchedulerTest, AFailingProposerPausesTheExperimentUntilItAnswers) {
   Scheduler scheduler(store_, clock_, Options());
-  const std::string id = scheduler.Submit(kSpace, "ext.yaml").id;  // nothing scripted: every call fails
+  const std::string id =
+      scheduler.Submit(kExternalSpace, "ext.yaml").id;  // nothing scripted: every call fails
   const std::string worker = scheduler.RegisterWorker({});
   RunAll(scheduler, worker);
   TickUntil(scheduler, [&] { return !store_.GetExperiment(id)->paused.empty(); });
@@ -268,7 +269,7 @@ TEST_F(ExternalSchedulerTest, ARestartedSchedulerTellsTheProposerWhatIsStored) {
   {
     Scheduler first(store_, clock_, Options());
     script_.Add([](const ProposerCall&) { return Propose(1, "first"); });
-    id = first.Submit(kSpace, "ext.yaml").id;
+    id = first.Submit(kExternalSpace, "ext.yaml").id;
     TickUntil(first, [&] { return Proposed(id).size() == 2; });
     RunAll(first, first.RegisterWorker({}));
   }
@@ -295,7 +296,7 @@ TEST_F(ExternalSchedulerTest, ARestartedSchedulerTellsTheProposerWhatIsStored) {
 TEST_F(ExternalSchedulerTest, AnIncorrectTrialIsStoredFailedAndToldIncorrect) {
   Scheduler scheduler(store_, clock_, Options());
   script_.Add([](const ProposerCall&) { return Propose(1, "a custom kernel"); });
-  const std::string id = scheduler.Submit(kSpace, "ext.yaml").id;
+  const std::string id = scheduler.Submit(kExternalSpace, "ext.yaml").id;
   TickUntil(scheduler, [&] { return Proposed(id).size() == 2; });
   const std::string worker = scheduler.RegisterWorker({});
   const json incorrect = {{"event", "result"},
@@ -323,8 +324,8 @@ TEST_F(ExternalSchedulerTest, AnIncorrectTrialIsStoredFailedAndToldIncorrect) {
   const ProposerCall call = script_.Last();
   ASSERT_EQ(call.proposals.size(), 1u);
   ASSERT_TRUE(call.proposals[0].evaluation) << "the incorrect configuration is told";
-  const v1::ProposerOutcome outcome =
-      ToProposerOutcome(ParseSearchSpace(kSpace, "ext.yaml"), *call.proposals[0].evaluation, "scripted", "");
+  const v1::ProposerOutcome outcome = ToProposerOutcome(ParseSearchSpace(kExternalSpace, "ext.yaml"),
+                                                        *call.proposals[0].evaluation, "scripted", "");
   EXPECT_EQ(outcome.status(), "incorrect");
   EXPECT_EQ(outcome.seeds(), 2);
   EXPECT_EQ(outcome.seeds_completed(), 0);
@@ -332,7 +333,7 @@ TEST_F(ExternalSchedulerTest, AnIncorrectTrialIsStoredFailedAndToldIncorrect) {
 }
 
 std::string WithStrategy(const std::string& strategy) {
-  std::string space = kSpace;
+  std::string space = kExternalSpace;
   space.replace(space.find("strategy: "), std::string::npos, "strategy: " + strategy + "\n");
   return space;
 }
@@ -374,7 +375,7 @@ TEST(ExternalSpaceTest, TheParserChecksTheProposersSettings) {
 
 TEST_F(ExternalSchedulerTest, WithoutAProposerClientTheSpaceIsRefused) {
   Scheduler scheduler(store_, clock_, SchedulerOptions{});
-  EXPECT_THROW(scheduler.Submit(kSpace, "ext.yaml"), SpaceError);
+  EXPECT_THROW(scheduler.Submit(kExternalSpace, "ext.yaml"), SpaceError);
   EXPECT_TRUE(store_.ListExperiments(10).empty());
 }
 

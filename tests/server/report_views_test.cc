@@ -503,7 +503,7 @@ TEST(CompareTest, FindsConfigsByRowLabelOrKeyAndJudgesParity) {
 }
 
 TEST(StoredReportTest, ReadsAnExperimentStraightFromASqliteStore) {
-  const std::string path = testing::TempDir() + "/stored_report_test.db";
+  const std::string path = ::testing::TempDir() + "/stored_report_test.db";
   std::filesystem::remove(path);
   SqliteStore store(path);
   const SearchSpace space = Quickstart();

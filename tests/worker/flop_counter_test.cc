@@ -63,21 +63,21 @@ struct BlockCase {
 TEST(FlopCounterTest, EveryBlockFamily) {
   const std::vector<BlockCase> cases = {
       // basic 8->16 stride 2 (4x4 out): 3x3 8->16, 3x3 16->16, 1x1/2 projection
-      {{"basic", 8, 16, 2, 3, 4, false}, 2 * 16 * 16 * 8 * 9 + 2 * 16 * 16 * 16 * 9 + 2 * 16 * 16 * 8},
+      {{"basic", 8, 16, 2, 3, 4, false, {}}, 2 * 16 * 16 * 8 * 9 + 2 * 16 * 16 * 16 * 9 + 2 * 16 * 16 * 8},
       // bottleneck 16->16, mid 4 (8x8): 1x1 16->4, 3x3 4->4, 1x1 4->16, identity shortcut
-      {{"bottleneck", 16, 16, 1, 3, 4, false}, 2 * 64 * 16 * 4 + 2 * 64 * 4 * 4 * 9 + 2 * 64 * 4 * 16},
+      {{"bottleneck", 16, 16, 1, 3, 4, false, {}}, 2 * 64 * 16 * 4 + 2 * 64 * 4 * 4 * 9 + 2 * 64 * 4 * 16},
       // convnext 16->16 k7 e4: depthwise 7x7, 1x1 16->64, 1x1 64->16
-      {{"convnext", 16, 16, 1, 7, 4, false}, 2 * 64 * 16 * 49 + 2 * 64 * 16 * 64 + 2 * 64 * 64 * 16},
+      {{"convnext", 16, 16, 1, 7, 4, false, {}}, 2 * 64 * 16 * 49 + 2 * 64 * 16 * 64 + 2 * 64 * 64 * 16},
       // convnext 8->16 stride 2: 2x2/2 downsample 8->16 on 4x4 out, then the block at 16 positions
-      {{"convnext", 8, 16, 2, 7, 4, false},
+      {{"convnext", 8, 16, 2, 7, 4, false, {}},
        2 * 16 * 16 * 8 * 4 + 2 * 16 * 16 * 49 + 2 * 16 * 16 * 64 + 2 * 16 * 64 * 16},
       // mbconv 16->16 e4 + SE (reduce to 16*0.25 = 4 at 1x1): 1x1 16->64, dw 3x3, SE 64->4->64, 1x1 64->16
-      {{"mbconv", 16, 16, 1, 3, 4, true},
+      {{"mbconv", 16, 16, 1, 3, 4, true, {}},
        2 * 64 * 16 * 64 + 2 * 64 * 64 * 9 + 2 * 64 * 4 + 2 * 4 * 64 + 2 * 64 * 64 * 16},
       // fused_mbconv 16->32 stride 2 e4 (4x4 out): 3x3/2 16->64, 1x1 64->32
-      {{"fused_mbconv", 16, 32, 2, 3, 4, false}, 2 * 16 * 64 * 16 * 9 + 2 * 16 * 32 * 64},
+      {{"fused_mbconv", 16, 32, 2, 3, 4, false, {}}, 2 * 16 * 64 * 16 * 9 + 2 * 16 * 32 * 64},
       // fused_mbconv at expansion 1: a single 3x3 conv
-      {{"fused_mbconv", 16, 16, 1, 3, 1, false}, 2 * 64 * 16 * 16 * 9},
+      {{"fused_mbconv", 16, 16, 1, 3, 1, false, {}}, 2 * 64 * 16 * 16 * 9},
   };
   for (const BlockCase& c : cases) {
     model::ConvBlock block(LayerStyle{}, c.config);

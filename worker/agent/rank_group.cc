@@ -7,7 +7,6 @@
 namespace frontier {
 
 using std::chrono::milliseconds;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -55,7 +54,7 @@ void RankGroup::CheckPeers() {
 }
 
 TrialProcess::ReadStatus RankGroup::ReadLine(milliseconds timeout, std::string* line) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     CheckPeers();
     if (failed_) {
@@ -65,7 +64,8 @@ TrialProcess::ReadStatus RankGroup::ReadLine(milliseconds timeout, std::string* 
       return ReadStatus::kLine;
     }
     const milliseconds left =
-        std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+        std::max(milliseconds(0),
+                 std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
     const ReadStatus read = ranks_[0]->ReadLine(std::min(left, kPeerPoll), line);
     if (read == ReadStatus::kEnd) rank0_output_closed_ = true;
     if (read != ReadStatus::kTimeout || left.count() == 0) return read;
@@ -76,11 +76,12 @@ std::optional<ProcessExit> RankGroup::Wait(milliseconds timeout) {
   CheckPeers();
   std::optional<ProcessExit> exit = ranks_[0]->Wait(timeout);
   if (!exit) return std::nullopt;
-  const Clock::time_point grace_end = Clock::now() + kPeerExitGrace;
+  const std::chrono::steady_clock::time_point grace_end = std::chrono::steady_clock::now() + kPeerExitGrace;
   for (size_t r = 1; r < ranks_.size(); ++r) {
     if (exits_[r]) continue;
     const milliseconds left =
-        std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(grace_end - Clock::now()));
+        std::max(milliseconds(0),
+                 std::chrono::duration_cast<milliseconds>(grace_end - std::chrono::steady_clock::now()));
     exits_[r] = ranks_[r]->Wait(left);
     if (!exits_[r]) exits_[r] = ranks_[r]->Terminate(milliseconds(0));
   }
