@@ -325,6 +325,7 @@ TEST(BottleneckWorkloadTest, GemmHeavyNetIsComputeBound) {
   EXPECT_EQ(v["basis"], "profile");
   EXPECT_EQ(v["confidence"], "high") << v.dump(1);
   EXPECT_GT(v["time_share"]["compute"].get<double>(), 0.6) << v.dump(1);
+  EXPECT_LT(v["overhead_parts"]["small_calls"].get<double>(), 0.1) << v.dump(1);  // 0.029 here
 }
 
 // Stem and blocks of 4 channels on an 8 x 8 image, one sample a step: every
@@ -343,7 +344,10 @@ TEST(BottleneckWorkloadTest, TinyLayersAtBatchOneAreOverheadBound) {
   const json& v = r["bottleneck"];
   EXPECT_EQ(v["verdict"], "overhead-bound") << v.dump(1);
   EXPECT_EQ(v["basis"], "profile");
-  EXPECT_GT(v["overhead_parts"]["small_calls"].get<double>(), 0.2) << v.dump(1);
+  // The small calls' count is the behaviour; their share of the thread's time depends on the machine
+  // and what runs beside it (0.1946 in a CI run with another test on the second core; 0.2 was the
+  // bound then): a tenth is still a part the compute-bound profile above stays under.
+  EXPECT_GT(v["overhead_parts"]["small_calls"].get<double>(), 0.1) << v.dump(1);
   EXPECT_GT(r["profile"]["small_calls"]["calls_per_step"].get<double>(), 50) << r["profile"]["small_calls"];
   EXPECT_CONTAINS(v["summary"].get<std::string>(), "overhead-bound (profile of 3 steps, ");
 }
