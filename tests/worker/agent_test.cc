@@ -803,8 +803,11 @@ TEST_F(AgentTest, DrainTimeoutKillsTheTrialAsRetryable) {
 
 TEST_F(AgentTest, StopKillsTheTrialAtOnce) {
   coordinator_.AddTrial("t1");
-  auto agent = Start(Options(), Script("forever.sh", "trap '' TERM\nwhile :; do sleep 0.05; done"));
-  ASSERT_TRUE(Eventually([&] { return coordinator_.Leased().size() == 1; }));
+  const std::string script = "trap '' TERM\ntouch " + dir_ + "/started\nwhile :; do sleep 0.05; done";
+  auto agent = Start(Options(), Script("forever.sh", script));
+  // Started, not only leased: a stop between the lease and the trial's start kills no trial (a CI run
+  // on a loaded machine stopped the worker there and saw no failure reported).
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(dir_ + "/started"); }));
   agent->agent().RequestDrain();
   agent->agent().RequestStop();
   ASSERT_TRUE(agent->Finished(milliseconds(2000)));
