@@ -5,8 +5,7 @@
 # `--from-trial` judges a candidate at the shapes of a stored trial, of a
 # built-in model and of a command trial (the byo example, its profile
 # recorded by the SDK), and refuses an op the command trial never called.
-# It starts workers, so it runs alone (the judge's own checks:
-# kernel_lab_test.sh).
+# The judge's own checks: kernel_lab_test.sh.
 set -euo pipefail
 build="$1"; src="$2"
 frontier="$build/server/frontier"

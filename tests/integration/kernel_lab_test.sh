@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The kernel lab's judge end to end (issue 37, docs/kernel-lab.md), as a user
-# runs it; it starts no worker, so it runs beside other tests (the kept best in
-# searches: kernel_lab_search_test.sh, alone):
+# runs it (the kept best in searches: kernel_lab_search_test.sh):
 #  - `frontier ops optimize` over a folder of attention candidates: a right
 #    one is timed; a wrong one and one that changes its input are incorrect,
 #    naming the rule, and so is one right in the gate that returns zeros
