@@ -8,7 +8,9 @@
 #    autograd); one that does not compile, one that crashes and one that
 #    hangs fail with their reasons; a hostile one that tries the network and a
 #    write outside its folder reaches neither (no connection arrives, no file
-#    appears) and nothing is written outside the run's folder;
+#    appears) and nothing is written outside the run's folder; one that spins
+#    while the reference is timed and forges a timing file is timed at the
+#    reference's speed, on the judge's clock;
 #  - Ctrl-C in the middle and the same command again: recorded candidates are
 #    not judged again, the run completes;
 #  - a judge that cannot run, and a bad flag, record nothing;
@@ -56,7 +58,7 @@ for _ in $(seq 600); do
 done
 kill -INT "$pid"; wait "$pid" || true
 first=$("$frontier" ops show attn-lab --db runs/lab.db -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["candidates"])')
-[ "$first" -ge 1 ] && [ "$first" -lt 9 ] || fail "after Ctrl-C: $first candidates recorded"
+[ "$first" -ge 1 ] && [ "$first" -lt 10 ] || fail "after Ctrl-C: $first candidates recorded"
 "${optimize[@]}" > second.txt 2> second.err || { cat second.err; fail "the continued run failed"; }
 grep -q "continuing attn-lab" second.err || fail "not continued"
 [ "$(grep -c "recorded already" second.err)" -eq "$first" ] || { cat second.err; fail "recorded candidates judged again"; }
@@ -72,7 +74,7 @@ def check(name, outcome, words=()):
     assert c["outcome"] == outcome, (name, c)
     for w in words:
         assert w in c.get("reason", ""), (name, w, c.get("reason"))
-assert board["candidates"] == 9, board["candidates"]
+assert board["candidates"] == 10, board["candidates"]
 check("right_baddbmm.cc", "timed")
 check("escape.cc", "refused", ["tried the network"])
 check("wrong_scale.cc", "incorrect", ["differs from the reference", "rule: numbers"])
@@ -83,8 +85,11 @@ check("does_not_compile.cc", "compile_error", ["does not compile", "error"])
 check("crash.cc", "crashed", ["SIGSEGV"])
 check("hang.cc", "timed_out", ["wall"])
 assert by["right_baddbmm.cc"]["speedup"]["low"] > 0
-assert abs(board["fast_1"] * 9 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
-assert abs(board["compile_failure_share"] - 1 / 9) < 1e-9 and abs(board["gate_failure_share"] - 4 / 9) < 1e-9, board
+# The reference's own computation, spinning while the reference runs, a 40x timing file left behind: about 1x.
+check("clock_cheat.cc", "timed")
+assert by["clock_cheat.cc"]["speedup"]["median"] < 1.5, by["clock_cheat.cc"]["speedup"]
+assert abs(board["fast_1"] * 10 - sum(1 for c in board["ranked"] if c["outcome"] == "timed" and c["speedup"]["median"] > 1)) < 1e-9
+assert abs(board["compile_failure_share"] - 1 / 10) < 1e-9 and abs(board["gate_failure_share"] - 4 / 10) < 1e-9, board
 assert board["best"]["candidate"] == "right_baddbmm.cc", board["best"]
 print("leaderboard ok:", {k: board[k] for k in ("fast_1", "fast_1_5", "compile_failure_share", "gate_failure_share")})
 PY

@@ -189,7 +189,7 @@ int ApplyLandlock(int abi, const LandlockPath* paths, size_t count, uint32_t* ap
   return 0;
 }
 
-std::vector<sock_filter> SeccompFilter(bool kill_on_network) {
+std::vector<sock_filter> SeccompFilter(bool kill_on_network, bool single_process) {
 #if defined(__x86_64__)
   constexpr uint32_t kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
@@ -216,6 +216,12 @@ std::vector<sock_filter> SeccompFilter(bool kill_on_network) {
                       __NR_userfaultfd, __NR_keyctl, __NR_add_key, __NR_request_key}) {
     f.Jump(BPF_JMP | BPF_JEQ | BPF_K, nr, "eperm");
   }
+  if (single_process) {
+#if defined(__NR_fork)
+    for (uint32_t nr : {__NR_fork, __NR_vfork}) f.Jump(BPF_JMP | BPF_JEQ | BPF_K, nr, "eperm");
+#endif
+    for (uint32_t nr : {__NR_setsid, __NR_setpgid}) f.Jump(BPF_JMP | BPF_JEQ | BPF_K, nr, "eperm");
+  }
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   f.Label("socket");
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(0));
@@ -227,6 +233,7 @@ std::vector<sock_filter> SeccompFilter(bool kill_on_network) {
   f.Label("clone");
   f.Statement(BPF_LD | BPF_W | BPF_ABS, ArgumentLow(0));
   f.Jump(BPF_JMP | BPF_JSET | BPF_K, kNamespaceFlags, "eperm");
+  if (single_process) f.Jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, "eperm", /*when_false=*/true);
   f.Statement(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   f.Label("network");
   f.Statement(BPF_RET | BPF_K, kill_on_network ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EACCES);

@@ -64,7 +64,9 @@ int ApplyLandlock(int abi, const LandlockPath* paths, size_t count, uint32_t* ap
 // calls of another architecture (i386, x32) fail with EACCES. With
 // `kill_on_network` a socket of any family but AF_UNIX kills the process
 // (SIGSYS) instead (glibc itself tries nscd's UNIX socket: that stays EACCES).
-std::vector<sock_filter> SeccompFilter(bool kill_on_network);
+// With `single_process` fork, vfork, a clone without CLONE_THREAD, setsid
+// and setpgid fail with EPERM (Options::single_process).
+std::vector<sock_filter> SeccompFilter(bool kill_on_network, bool single_process = false);
 
 // child: installs `filter` (no_new_privs must be set).
 int InstallSeccomp(const sock_filter* filter, size_t count);

@@ -241,7 +241,8 @@ Outcome RunSandbox(const Options& options, bool probe) {
   if (landlock_abi == 0 && options.use_namespaces) mounts = internal::MountPoints();
   std::vector<const char*> mount_points;
   for (const std::string& m : mounts) mount_points.push_back(m.c_str());
-  const std::vector<sock_filter> seccomp = internal::SeccompFilter(options.kill_on_network);
+  const std::vector<sock_filter> seccomp =
+      internal::SeccompFilter(options.kill_on_network, options.single_process);
 
   const auto cpu = static_cast<rlim_t>(std::max(1.0, std::ceil(limits.cpu_seconds)));
   internal::Plan plan;
@@ -283,6 +284,7 @@ Outcome RunSandbox(const Options& options, bool probe) {
   if (supervisor == 0) internal::Supervise(plan);
   if (supervisor < 0) return StartFailed(std::move(outcome), std::string("forking: ") + std::strerror(errno));
   setpgid(supervisor, supervisor);  // also here, so a kill right away reaches the group
+  if (options.on_start) options.on_start(supervisor);
   for (Fd* child_end : {&stdin_read, &stdout_write, &stderr_write, &report_write, &control_read})
     child_end->Close();
   for (const Fd* fd : {&stdin_write, &stdout_read, &stderr_read, &report_read}) SetNonBlocking(fd->get());

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,15 @@ struct Options {
   // kernel lab's candidates). UNIX sockets and connect() still fail with
   // EACCES (glibc asks nscd's socket on its own).
   bool kill_on_network = false;
+  // Keeps the program one process: making a process (fork, vfork, a clone
+  // without CLONE_THREAD) or leaving its process group (setsid, setpgid)
+  // fails with EPERM; threads are allowed. A caller that stops the program
+  // (program.h) needs it: nothing the program started runs on while it is
+  // stopped.
+  bool single_process = false;
+  // Called on Run's thread once the sandbox's processes exist, with their
+  // process group (Program::Find, program.h), before the program has run.
+  std::function<void(int process_group)> on_start;
 };
 
 enum class Ending {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "worker/sandbox/sandbox.h"
 #include "worker/trial/lab_config.h"
 #include "worker/trial/lab_exchange.h"
+#include "worker/trial/lab_timing.h"
 #include "worker/trial/op_bench.h"
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
@@ -32,13 +34,12 @@ using json = nlohmann::json;
 
 constexpr int64_t kMaxRunsJson = 8 << 20;   // the runner's case list
 constexpr int64_t kMaxRunsBin = 2LL << 30;  // its tensors
-constexpr int64_t kMaxTimingJson = 1 << 20;
 constexpr size_t kMaxLog = 4096;            // of a compiler's or a runner's output, kept in the verdict
 constexpr int64_t kMaxLibrary = 512 << 20;  // the compiled candidate (the sandbox's largest file)
 // What a runner may leave in its folder: its case list and tensors, and a little more.
-constexpr int64_t kMaxRunnerBytes = kMaxRunsBin + kMaxRunsJson + kMaxTimingJson + (16 << 20);
+constexpr int64_t kMaxRunnerBytes = kMaxRunsBin + kMaxRunsJson + (16 << 20);
 // The folders of the candidate's sandboxed processes, one each, below its own (JudgeCandidate).
-constexpr const char* kSandboxFolders[] = {"compile", "gate", "timing"};
+constexpr const char* kSandboxFolders[] = {"compile", "gate", "timing", "reference"};
 
 std::vector<std::string> Split(const std::string& list) {
   std::vector<std::string> parts;
@@ -260,97 +261,6 @@ std::vector<ops::GateCase> CasesOf(const ops::OpCall& call, const ops::GateOptio
   return ops::GateCases(gate_calls, edges, options);
 }
 
-// The timed rounds as gate cases: each round's inputs and output gradient
-// (DrawTimingInputs), compared like the gate's draws.
-std::vector<ops::GateCase> TimedCases(const ops::OpCall& call, int rounds, uint64_t seed) {
-  const TimingDraws draws = DrawTimingInputs(call, rounds, seed);
-  std::vector<ops::GateCase> cases;
-  for (size_t r = 0; r < draws.rounds.size(); ++r) {
-    ops::GateCase c;
-    c.label = "timed round " + std::to_string(r + 1);
-    c.inputs = draws.rounds[r];
-    c.upstream_seed = draws.upstream_seed;
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
-
-// The same rounds' forward-only calls (no autograd): their outputs alone.
-std::vector<ops::GateCase> ForwardOnly(std::vector<ops::GateCase> cases) {
-  for (ops::GateCase& c : cases) {
-    c.label += ", forward only";
-    c.forward_only = true;
-    c.mode = ops::GateCase::Mode::kNoGrad;
-  }
-  return cases;
-}
-
-bool Positive(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() && std::isfinite(j[key].get<double>()) && j[key].get<double>() > 0;
-}
-
-// The runner's timing, checked before it is believed: the reference and the
-// candidate each with finite positive medians, the speed-up inside its own
-// interval and near the ratio of the medians, and no more time claimed than
-// the runner's process was alive.
-json CheckedTiming(const json& timing, const std::string& variant, const std::string& reference, int rounds,
-                   double wall_seconds, std::string& problem) {
-  const json* mine = nullptr;
-  const json* ref = nullptr;
-  if (timing.is_object() && timing.contains("variants") && timing["variants"].is_array()) {
-    for (const json& v : timing["variants"]) {
-      if (!v.is_object() || !v.contains("variant") || !v["variant"].is_string()) continue;
-      if (v["variant"] == variant) mine = &v;
-      if (v["variant"] == reference) ref = &v;
-    }
-  }
-  if (mine == nullptr || ref == nullptr) {
-    problem = "its timing file does not time both the candidate and the reference";
-    return nullptr;
-  }
-  for (const json* v : {mine, ref}) {
-    for (const char* key : {"forward_ms", "forward_backward_ms"}) {
-      if (!v->contains(key) || !(*v)[key].is_object() || !Positive((*v)[key], "median")) {
-        problem = std::string("its timing file has no positive ") + key;
-        return nullptr;
-      }
-    }
-  }
-  const json& speedup = (*mine)["speedup"];
-  if (!speedup.is_object() || !Positive(speedup, "median") || !Positive(speedup, "low") ||
-      !Positive(speedup, "high") || !speedup.contains("rounds") || speedup["rounds"] != rounds) {
-    problem = "its timing file's speed-up is not a positive interval over " + std::to_string(rounds) + " rounds";
-    return nullptr;
-  }
-  const double median = speedup["median"].get<double>(), low = speedup["low"].get<double>(),
-               high = speedup["high"].get<double>();
-  const double ref_ms = (*ref)["forward_backward_ms"]["median"].get<double>();
-  const double mine_ms = (*mine)["forward_backward_ms"]["median"].get<double>();
-  const double ratio = ref_ms / mine_ms;
-  if (low > median || median > high || ratio > 3 * median || ratio < median / 3) {
-    problem = "its timing file's speed-up does not agree with its own medians";
-    return nullptr;
-  }
-  const double claimed_ms = rounds * (ref_ms + mine_ms + (*ref)["forward_ms"]["median"].get<double>() +
-                                      (*mine)["forward_ms"]["median"].get<double>());
-  if (claimed_ms / 2 > wall_seconds * 1000) {  // the medians of the rounds: at least half of their sum
-    problem = "its timing file claims more time than its process ran";
-    return nullptr;
-  }
-  json out = {{"speedup", speedup},
-              {"forward_ms", (*mine)["forward_ms"]},
-              {"forward_backward_ms", (*mine)["forward_backward_ms"]},
-              {"reference_forward_ms", (*ref)["forward_ms"]},
-              {"reference_forward_backward_ms", (*ref)["forward_backward_ms"]},
-              {"speedup_forward", mine->value("speedup_forward", json())},
-              {"shapes", timing.value("shapes", json())}};
-  for (const char* key : {"peak_mb", "bandwidth_share", "achieved_gb_s", "bytes_moved_mb"}) {
-    if (mine->contains(key) && (*mine)[key].is_number()) out[key] = (*mine)[key];
-  }
-  if (ref->contains("peak_mb") && (*ref)["peak_mb"].is_number()) out["reference_peak_mb"] = (*ref)["peak_mb"];
-  return out;
-}
-
 json ExampleCandidate(const std::string& op) {
   if (op == "bev_pool") {
     return "#include \"worker/trial/plugin.h\"\n\n"
@@ -500,26 +410,44 @@ json JudgeCandidate(const CandidateOptions& o) {
 
   // The calls the candidate is judged at (the judge never loads it).
   std::vector<ops::OpCall> calls;
+  DeviceInfo dev;
   try {
-    calls = CallsOf(RecordSpecOpCalls(spec).calls, o.op);
+    const SpecOpCalls recorded = RecordSpecOpCalls(spec);
+    calls = CallsOf(recorded.calls, o.op);
+    dev = recorded.dev;
   } catch (const std::exception& e) {
     return finish("refused", std::string("the spec's model cannot be run: ") + e.what());
   }
   if (calls.empty()) return finish("refused", "the spec's model makes no " + o.op + " call");
   const std::string self = o.self.empty() ? fs::read_symlink("/proc/self/exe").string() : o.self;
-  const auto runner = [&](const std::string& out, bool time) {
-    std::vector<std::string> argv{self,  "--op-candidate-run", library.string(), "--op", o.op, "--spec",
-                                  (workdir / "spec.json").string(), "--out", (workdir / out).string(),
-                                  "--draws", std::to_string(o.draws), "--seed", std::to_string(seed),
-                                  "--rounds", std::to_string(o.rounds)};
-    if (time) argv.push_back("--time");
+  // A runner's sandbox: the gate's cases, or (`serve`) timed calls of the candidate or, with `reference`, of
+  // the op's reference (a runner that never loads the candidate).
+  // A timing runner is given only the output gradient's seed: nothing of the timed inputs' (lab_timing.h).
+  const uint64_t upstream_seed = FreshSeed();
+  const auto runner_options = [&](const std::string& out, bool serve, bool reference) {
+    std::vector<std::string> argv{self,
+                                  "--op-candidate-run",
+                                  library.string(),
+                                  "--op",
+                                  o.op,
+                                  "--spec",
+                                  (workdir / "spec.json").string(),
+                                  "--out",
+                                  (workdir / out).string(),
+                                  "--draws",
+                                  std::to_string(o.draws),
+                                  "--seed",
+                                  std::to_string(serve ? upstream_seed : seed)};
+    if (serve) argv.push_back("--serve-timing");
+    if (reference) argv.push_back("--reference");
     sandbox::Options options = SandboxFor(argv, workdir / out, o.run_seconds, o.memory_mb);
+    options.single_process = true;  // a runner makes no process; a stopped one has nothing running on
     options.read_only.insert(options.read_only.end(),
                              {library.string(), (workdir / "spec.json").string(), fs::path(self).parent_path().string()});
     for (const std::string& plugin : spec.runtime.plugins) {  // the spec's own, which its model may use
       if (fs::is_regular_file(plugin)) options.read_only.push_back(fs::absolute(plugin).string());
     }
-    return sandbox::Run(options);
+    return options;
   };
   // The per-file bound (RLIMIT_FSIZE) is no bound on a folder's sum.
   const auto overfilled = [&](const std::string& out, const std::string& phase) {
@@ -530,7 +458,7 @@ json JudgeCandidate(const CandidateOptions& o) {
   };
 
   // The gate: the runner's outputs, compared here.
-  const sandbox::Outcome gated = runner("gate", false);
+  const sandbox::Outcome gated = sandbox::Run(runner_options("gate", false, false));
   if (!gated.ok()) {
     const auto [outcome, reason] = RunnerFailure(gated, "running the gate's cases");
     verdict["runner_log"] = Tail(gated.stderr_text, kMaxLog);
@@ -572,46 +500,42 @@ json JudgeCandidate(const CandidateOptions& o) {
   verdict["gate"] = gate;
   if (!passed) return finish("incorrect", failure);
 
-  // Timed only once correct.
-  const sandbox::Outcome timed = runner("timing", true);
-  if (!timed.ok()) {
-    const auto [outcome, reason] = RunnerFailure(timed, "timing");
-    return finish(outcome, reason);
+  // Timed only once correct, on the judge's clock (lab_timing.h): the reference in a runner that never loads
+  // the candidate.
+  ops::OpCall call = calls.front();
+  call.variant = variant;
+  lab::ClockedTiming clocked =
+      lab::ClockTiming(call, variant, dev, runner_options("reference", true, true),
+                       runner_options("timing", true, false), o.rounds, upstream_seed);
+  if (!clocked.judge_problem.empty()) {  // not the candidate's doing: no verdict
+    throw std::runtime_error("timing the reference: " + clocked.judge_problem);
   }
-  if (const std::string problem = overfilled("timing", "timing"); !problem.empty()) return finish("refused", problem);
-  json timing;
-  try {
-    timing = ParseBoundedJson(lab::ReadBoundedFile((workdir / "timing" / "timing.json").string(), kMaxTimingJson),
-                              kMaxTimingJson);
-  } catch (const std::exception& e) {
-    return finish("refused", std::string("its timing cannot be read: ") + e.what());
+  if (!clocked.timed_out.empty()) {
+    std::ostringstream limit;
+    limit << o.run_seconds;
+    return finish("timed_out", "timing: " + clocked.timed_out + " (--run-timeout " + limit.str() + " s)");
   }
-  std::string problem;
-  const json checked = CheckedTiming(timing, variant, ops::OpRegistry().At(o.op).reference, o.rounds,
-                                     timed.wall_seconds, problem);
-  if (checked.is_null()) return finish("refused", problem);
+  if (!clocked.problem.empty()) return finish("refused", "timing: " + clocked.problem);
+  if (clocked.timing.is_null()) {
+    if (!clocked.candidate.ok()) {
+      const auto [outcome, reason] = RunnerFailure(clocked.candidate, "timing");
+      return finish(outcome, reason);
+    }
+    return finish("refused", "timing: its runner ended before the rounds did");
+  }
+  if (const std::string problem = overfilled("timing", "timing"); !problem.empty())
+    return finish("refused", problem);
   // What it returned while timed must be right too.
-  {
-    ops::OpCall call = calls.front();
-    call.variant = variant;
-    const std::vector<ops::GateCase> timed_cases = TimedCases(call, o.rounds, seed);  // drawn once
-    const std::vector<ops::GateCase> both[] = {timed_cases, ForwardOnly(timed_cases)};
-    std::vector<std::vector<ops::CaseRun>> kept;
-    std::string named;
-    try {
-      const std::vector<size_t> inputs(both[0].size(), call.inputs.size());
-      kept = ReadRuns(workdir / "timing", {inputs, inputs}, named);
-    } catch (const std::exception& e) {
-      return finish("refused", std::string("its timed results cannot be read: ") + e.what());
-    }
-    const ops::GateOptions options = GateOptionsFor(o.draws, seed, 0);
-    for (size_t k = 0; k < 2; ++k) {  // forward and backward, then the forward-only calls
-      const ops::VariantCheck check = ops::CompareRuns(call, {call}, both[k], kept[k], options);
-      verdict[k == 0 ? "timed_check" : "timed_forward_check"] = check.ToJson();
-      if (!check.passed) return finish("incorrect", "while timed: " + check.problem + " (" + check.where + ")");
-    }
+  const ops::GateOptions options = GateOptionsFor(o.draws, seed, 0);
+  const std::pair<const char*, ops::VariantCheck> checks[] = {
+      {"timed_check", ops::CompareRuns(call, {call}, clocked.cases, clocked.runs, options)},
+      {"timed_forward_check",
+       ops::CompareRuns(call, {call}, clocked.forward_cases, clocked.forward_runs, options)}};
+  for (const auto& [key, check] : checks) {
+    verdict[key] = check.ToJson();
+    if (!check.passed) return finish("incorrect", "while timed: " + check.problem + " (" + check.where + ")");
   }
-  verdict["timing"] = checked;
+  verdict["timing"] = clocked.timing;
   return finish("timed", "");
 }
 
@@ -625,35 +549,33 @@ int RunCandidate(const CandidateRunOptions& o, std::ostream& err) {
       return 2;
     }
     const ops::Op& op = ops::OpRegistry().At(o.op);
-    const std::vector<std::string> before = op.variants();
-    try {
-      LoadPlugins({o.plugin});
-    } catch (const PluginError& e) {  // e.g. a name the spec's own plugins registered already
-      err << e.what() << "\n";
-      return kExitNotAVariant;
+    // The judge's FIFOs, opened before the candidate is loaded (lab_timing.h).
+    std::optional<lab::TimedCallServer> server;
+    if (o.serve) server.emplace(o.out);
+    std::string variant = op.reference;
+    if (!o.reference) {
+      const std::vector<std::string> before = op.variants();
+      try {
+        LoadPlugins({o.plugin});
+      } catch (const PluginError& e) {  // e.g. a name the spec's own plugins registered already
+        err << e.what() << "\n";
+        return kExitNotAVariant;
+      }
+      std::vector<std::string> added;
+      for (const std::string& name : op.variants()) {
+        if (std::find(before.begin(), before.end(), name) == before.end()) added.push_back(name);
+      }
+      if (added.size() != 1) {
+        err << "the candidate registers " << added.size() << " variants of " << o.op
+            << " (it must register one)\n";
+        return kExitNotAVariant;
+      }
+      variant = added.front();
     }
-    std::vector<std::string> added;
-    for (const std::string& name : op.variants()) {
-      if (std::find(before.begin(), before.end(), name) == before.end()) added.push_back(name);
-    }
-    if (added.size() != 1) {
-      err << "the candidate registers " << added.size() << " variants of " << o.op << " (it must register one)\n";
-      return kExitNotAVariant;
-    }
-    const std::string& variant = added.front();
-    const fs::path out(o.out);
-    if (o.time) {
+    if (server) {
       ops::OpCall call = calls.front();
       call.variant = variant;
-      OpBenchOptions bench;
-      bench.rounds = o.rounds;
-      std::vector<ops::CaseRun> kept, kept_forward;
-      bench.kept = &kept;
-      bench.kept_forward = &kept_forward;
-      const json timing =
-          TimeVariants(call, {variant}, recorded.dev, MeasureCopyBandwidth(recorded.dev), bench, o.seed);
-      WriteText(out / "timing.json", Dump(timing));
-      WriteRuns(out, variant, {kept, kept_forward});
+      server->Serve(call, variant, recorded.dev, o.seed);
     } else {
       std::vector<std::vector<ops::CaseRun>> all;
       for (size_t c = 0; c < calls.size(); ++c) {
@@ -661,7 +583,7 @@ int RunCandidate(const CandidateRunOptions& o, std::ostream& err) {
         const std::vector<ops::GateCase> cases = CasesOf(calls[c], GateOptionsFor(o.draws, o.seed, c), gate_calls);
         all.push_back(ops::RunCasesHere(variant, gate_calls, cases));
       }
-      WriteRuns(out, variant, all);
+      WriteRuns(fs::path(o.out), variant, all);
     }
   } catch (const c10::Error& e) {
     err << e.what_without_backtrace() << "\n";

@@ -5,15 +5,18 @@
 // the source in a sandbox (worker/sandbox/sandbox.h), runs the correctness
 // gate's cases in a second sandboxed process that loads the compiled plugin
 // (the runner), compares every output and gradient with the op's reference
-// itself, and only then times the candidate against the reference in a third
-// one. The candidate never runs in the judge's process, and nothing it writes
-// decides its verdict: the runner's files are read with bounds and compared
-// by the judge, which never loads the plugin.
+// itself, and only then times the candidate against the reference on its own
+// clock, in two more sandboxed runners (lab_timing.h: the candidate's, and the
+// reference's, which never loads it). The candidate never runs in the judge's
+// process, and nothing it writes decides its verdict: the runners' files and
+// memory are read with bounds and compared by the judge, which never loads
+// the plugin; no time a runner writes is read.
 //
 // The runner (`frontier-trial --op-candidate-run PLUGIN`, started by the
 // judge inside the sandbox) builds the spec's model and records its op calls
 // before it loads the plugin, finds the one variant the plugin registered,
-// runs the gate's cases (or the timing) and writes its results to its folder.
+// and runs the gate's cases (writing their results to its folder) or serves
+// the judge's timed calls (--serve-timing; --reference: never loading it).
 #pragma once
 
 #include <cstdint>
@@ -60,11 +63,11 @@ struct CandidateRunOptions {
   std::string plugin;     // the compiled candidate
   std::string op;
   std::string spec_path;
-  std::string out;        // its folder: runs.json + runs.bin, or timing.json
+  std::string out;  // its folder: runs.json + runs.bin, or the judge's FIFOs (serve)
   int draws = 3;
   uint64_t seed = 1;
-  bool time = false;      // time the candidate instead of running the gate's cases
-  int rounds = 15;
+  bool serve = false;      // serve the judge's timed calls (lab_timing.h) instead of running the gate's cases
+  bool reference = false;  // never load the plugin: the op's reference (the judge's reference runner)
 };
 
 // Exit status of the runner when the plugin does not load as a plugin (its

@@ -132,6 +132,15 @@ std::vector<torch::Tensor> ReadTensors(const std::string& path, int64_t max_byte
   return tensors;
 }
 
+int DtypeCodeOf(c10::ScalarType type) { return CodeOf(type); }
+
+c10::ScalarType DtypeOfCode(int64_t code) {
+  for (const DtypeCode& d : kDtypes) {
+    if (d.code == code) return d.type;
+  }
+  throw std::runtime_error("lab exchange: unknown dtype code " + std::to_string(code));
+}
+
 std::string ReadBoundedFile(const std::string& path, int64_t max_bytes) {
   std::optional<std::string> text = ReadRegularFile(path, max_bytes);
   if (!text) throw std::runtime_error(path + ": cannot be read (not there, or not a regular file)");

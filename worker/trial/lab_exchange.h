@@ -20,6 +20,12 @@ void WriteTensors(const std::string& path, const std::vector<torch::Tensor>& ten
 // WriteTensors writes. Throws std::runtime_error naming what is wrong.
 std::vector<torch::Tensor> ReadTensors(const std::string& path, int64_t max_bytes, size_t count);
 
+// The dtypes the exchange carries, by code (the files above, and the judge's
+// clocked rounds, lab_timing.h): DtypeCodeOf throws for another dtype,
+// DtypeOfCode for an unknown code.
+int DtypeCodeOf(c10::ScalarType type);
+c10::ScalarType DtypeOfCode(int64_t code);
+
 // The text of `path`, at most `max_bytes` (more: std::runtime_error).
 std::string ReadBoundedFile(const std::string& path, int64_t max_bytes);
 

@@ -28,19 +28,6 @@ double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-json Ms(const SeriesStats& s) { return {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"n", s.n}}; }
-
-// The median of `ratios` with a distribution-free 95% interval: the order
-// statistics at n/2 -+ 1.96 sqrt(n)/2 (the binomial interval of the median).
-json MedianInterval(std::vector<double> ratios) {
-  std::sort(ratios.begin(), ratios.end());
-  const int n = static_cast<int>(ratios.size());
-  const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
-  const int lo = std::max(0, static_cast<int>(std::floor(n / 2.0 - half)));
-  const int hi = std::min(n - 1, static_cast<int>(std::ceil(n / 2.0 + half)) - 1);
-  return {{"median", Summarize(ratios).median}, {"low", ratios[lo]}, {"high", ratios[hi]}, {"rounds", n}};
-}
-
 // One timed call: forward, or forward + backward with `upstream`, between
 // synchronized points. Returns milliseconds; with `kept`, what the call gave
 // (copied after the clock stopped).
@@ -69,21 +56,6 @@ double TimeCall(const ops::OpCall& call, const std::string& variant, const std::
     }
   }
   return ms;
-}
-
-// MiB allocated at the peak of one forward+backward call beyond its inputs
-// and upstream gradient (CPU only: the CPU allocator's bytes).
-double PeakMb(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
-              const torch::Tensor& upstream) {
-  std::vector<torch::Tensor> leaves;
-  for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(t.is_floating_point()));
-  const torch::Tensor grad = upstream.to(inputs.at(0).scalar_type());
-  const int64_t start = ResetCpuAllocatedPeak();
-  {
-    const torch::Tensor out = call.run(variant, leaves);
-    out.backward(grad);
-  }
-  return static_cast<double>(CountedCpuBytes().peak - start) / (1 << 20);
 }
 
 // Every variant of the call's op, checked by the gate (correct ones timed).
@@ -115,6 +87,32 @@ json BenchCall(const ops::OpCall& call, const DeviceInfo& dev, double copy_bytes
 }
 
 }  // namespace
+
+json MsSummary(const SeriesStats& s) {
+  return {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"n", s.n}};
+}
+
+json MedianInterval(std::vector<double> ratios) {
+  std::sort(ratios.begin(), ratios.end());
+  const int n = static_cast<int>(ratios.size());
+  const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
+  const int lo = std::max(0, static_cast<int>(std::floor(n / 2.0 - half)));
+  const int hi = std::min(n - 1, static_cast<int>(std::ceil(n / 2.0 + half)) - 1);
+  return {{"median", Summarize(ratios).median}, {"low", ratios[lo]}, {"high", ratios[hi]}, {"rounds", n}};
+}
+
+double PeakMb(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
+              const torch::Tensor& upstream) {
+  std::vector<torch::Tensor> leaves;
+  for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(t.is_floating_point()));
+  const torch::Tensor grad = upstream.to(inputs.at(0).scalar_type());
+  const int64_t start = ResetCpuAllocatedPeak();
+  {
+    const torch::Tensor out = call.run(variant, leaves);
+    out.backward(grad);
+  }
+  return static_cast<double>(CountedCpuBytes().peak - start) / (1 << 20);
+}
 
 std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::function<void()>& forward,
                                        const std::string& precision, const DeviceInfo& dev) {
@@ -178,7 +176,7 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
   json out = json::array();
   for (const std::string& variant : timed) {
     const SeriesStats f = Summarize(fwd[variant]), t = Summarize(total[variant]);
-    json v = {{"variant", variant}, {"forward_ms", Ms(f)}, {"forward_backward_ms", Ms(t)}};
+    json v = {{"variant", variant}, {"forward_ms", MsSummary(f)}, {"forward_backward_ms", MsSummary(t)}};
     std::vector<double> ratios, forward_ratios;
     for (size_t r = 0; r < total[variant].size(); ++r) {
       ratios.push_back(total[op.reference][r] / total[variant][r]);

@@ -11,6 +11,7 @@
 
 #include "search_spaces/trial_spec.h"
 #include "worker/trial/measure/device.h"
+#include "worker/trial/measure/step_stats.h"
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
 
@@ -40,6 +41,19 @@ struct TimingDraws {
   uint64_t upstream_seed = 0;
 };
 TimingDraws DrawTimingInputs(const ops::OpCall& call, int rounds, uint64_t seed);
+
+// The median of per-round `ratios` with a distribution-free 95% interval:
+// the order statistics at n/2 -+ 1.96 sqrt(n)/2 (the binomial interval of
+// the median). {"median", "low", "high", "rounds"}.
+nlohmann::json MedianInterval(std::vector<double> ratios);
+// Milliseconds' summary: {"median", "p10", "p90", "n"}.
+nlohmann::json MsSummary(const SeriesStats& s);
+
+// MiB allocated at the peak of one forward+backward call of `variant` beyond
+// its inputs and upstream gradient (CPU only: the counting CPU allocator's
+// bytes, InstallCountingCpuAllocator).
+double PeakMb(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
+              const torch::Tensor& upstream);
 
 // Builds the spec's model (loading its plugins), records one forward pass in
 // the spec's precision, then per recorded op call: checks every variant

@@ -191,7 +191,8 @@ void AddLabFlags(CLI::App& app, LabCommand& lab) {
   app.add_option("--op", lab.op, help::kOp)->option_text("OP");
   app.add_option("--workdir", lab.workdir, help::kWorkdir)->option_text("DIR");
   app.add_option("--out", lab.out)->option_text("DIR")->group("");
-  app.add_flag("--time", lab.time)->group("");
+  app.add_flag("--serve-timing", lab.serve)->group("");
+  app.add_flag("--reference", lab.reference)->group("");
   app.add_option("--draws", lab.draws, help::kDraws)->option_text("N")->check(CLI::Range(1, 100));
   app.add_option("--seed", lab.seed, help::kSeed)->option_text("N");
   app.add_option("--run-timeout", lab.run_seconds, help::kRunTimeout)->option_text("S")->check(CLI::PositiveNumber);
@@ -233,8 +234,8 @@ int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int round
     run.out = lab.out;
     run.draws = lab.draws;
     run.seed = lab.seed;
-    run.time = lab.time;
-    run.rounds = rounds;
+    run.serve = lab.serve;
+    run.reference = lab.reference;
     return RunCandidate(run, err);
   }
   if (lab.workdir.empty()) {
@@ -250,7 +251,12 @@ int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int round
   judge.seed = lab.seed;
   judge.rounds = rounds;
   judge.run_seconds = lab.run_seconds;
-  out << JudgeCandidate(judge).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  try {
+    out << JudgeCandidate(judge).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  } catch (const std::exception& e) {  // the judge's own failure (never the candidate's): no verdict
+    err << "frontier-trial: the judge failed: " << e.what() << "\n";
+    return kExitFailed;
+  }
   return kExitCompleted;
 }
 

@@ -79,7 +79,8 @@ struct LabCommand {
   std::string op, workdir, out;
   int draws = 3;
   uint64_t seed = 0;
-  bool time = false;
+  bool serve = false;        // the runner serves the judge's timed calls (lab_timing.h)
+  bool reference = false;    // ... of the op's reference, never loading the plugin
   double run_seconds = 120;  // --run-timeout: each sandboxed run's wall-time limit
   bool active() const { return !candidate.empty() || !candidate_run.empty() || !contract.empty(); }
 };

@@ -1,6 +1,6 @@
 // Games the forward speed-up: right in the gate (its calls without autograd
 // included) and in every timed forward+backward, but when its process was
-// started to time it (frontier-trial ... --time), a call without autograd
+// started to time it (frontier-trial ... --serve-timing), a call without autograd
 // (the timed forward-only calls) returns zeros at once. The forward-only
 // calls are compared too: incorrect, "while timed", "forward only".
 #include <fstream>
@@ -14,7 +14,7 @@ namespace {
 bool BeingTimed() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return argv.find(std::string("--time\0", 7)) != std::string::npos;
+  return argv.find(std::string("--serve-timing\0", 15)) != std::string::npos;
 }
 
 torch::Tensor ForwardCheat(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {

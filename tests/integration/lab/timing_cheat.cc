@@ -1,5 +1,5 @@
 // Games the timing: right while the gate's cases run, but when its process
-// was started to time it (frontier-trial ... --time) it returns zeros at once.
+// was started to time it (frontier-trial ... --serve-timing) it returns zeros at once.
 // Every timed round's result is compared too: incorrect, "while timed".
 #include <fstream>
 #include <iterator>
@@ -12,7 +12,7 @@ namespace {
 bool BeingTimed() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return argv.find(std::string("--time\0", 7)) != std::string::npos;
+  return argv.find(std::string("--serve-timing\0", 15)) != std::string::npos;
 }
 
 torch::Tensor Cheat(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {

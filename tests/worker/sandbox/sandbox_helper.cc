@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -114,6 +116,27 @@ int main(int argc, char** argv) {
     WriteAll(2, data);
     WriteAll(1, std::string(data.size(), 'o'));
     return 0;
+  }
+  if (mode == "processes") {  // what making a process, leaving its group and making a thread gave
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    if (child > 0) waitpid(child, nullptr, 0);
+    std::printf("fork: %s\n", child < 0 ? std::strerror(errno) : "ok");
+    std::printf("setsid: %s\n", setsid() < 0 ? std::strerror(errno) : "ok");
+    bool ran = false;
+    std::thread([&] { ran = true; }).join();
+    std::printf("thread: %s\n", ran ? "ok" : "did not run");
+    return 0;
+  }
+  if (mode == "count") {  // writes its counter's address to `address`, then counts forever
+    static volatile unsigned long counter = 0;
+    const std::string address = std::to_string(reinterpret_cast<unsigned long>(&counter));
+    const int fd = open("address.tmp", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return Fail("open");
+    WriteAll(fd, address);
+    close(fd);
+    rename("address.tmp", "address");
+    for (;;) counter = counter + 1;
   }
   if (mode == "fds") {  // its open descriptors, e.g. "0 1 2"
     DIR* dir = opendir("/proc/self/fd");

@@ -1,5 +1,7 @@
 #include "worker/sandbox/sandbox.h"
 
+#include "worker/sandbox/program.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -461,6 +463,63 @@ TEST_F(SandboxTest, HasADevShmOfItsOwn) {
   EXPECT_TRUE(outcome.ok()) << outcome.Reason() << outcome.stderr_text;
   EXPECT_EQ(outcome.stdout_text, "[1, 2]\n");
   EXPECT_FALSE(fs::exists("/dev/shm/" + name));
+}
+
+TEST_F(SandboxTest, SingleProcessRefusesProcessesNotThreads) {
+  Options options = Helper({"processes"});
+  const Outcome free = sandbox::Run(options);
+  ASSERT_TRUE(free.ok()) << free.Reason() << free.stderr_text;
+  EXPECT_THAT(free.stdout_text, HasSubstr("fork: ok"));
+  options.single_process = true;
+  const Outcome single = sandbox::Run(options);
+  ASSERT_TRUE(single.ok()) << single.Reason() << single.stderr_text;
+  EXPECT_THAT(single.stdout_text, HasSubstr("fork: Operation not permitted"));
+  EXPECT_THAT(single.stdout_text, HasSubstr("setsid: Operation not permitted"));
+  EXPECT_THAT(single.stdout_text, HasSubstr("thread: ok"));
+}
+
+// The judge's clock (lab_timing.h) stops a runner and reads and writes its memory.
+TEST_F(SandboxTest, ProgramIsFoundStoppedReadWrittenAndContinued) {
+  Options options = Helper({"count"});
+  options.single_process = true;
+  std::atomic<int> group{0};
+  options.on_start = [&](int g) { group = g; };
+  Outcome outcome;
+  std::thread run([&] { outcome = sandbox::Run(options); });
+  const fs::path address_file = folder_.path() / "address";
+  for (int i = 0; i < 1000 && !fs::exists(address_file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(fs::exists(address_file));
+  ASSERT_GT(group.load(), 0);
+  const sandbox::Program program = sandbox::Program::Find(group);
+  EXPECT_NE(program.pid(), group.load());  // the program, not the supervisor leading the group
+  const uint64_t address = std::stoull(Slurp(address_file));
+  const auto counter = [&] {
+    unsigned long value = 0;
+    program.Read(address, &value, sizeof value);
+    return value;
+  };
+  program.Stop(5);
+  const unsigned long stopped = counter();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(counter(), stopped);  // stopped: it counts no further
+  const unsigned long zero = 0;
+  program.Write(address, &zero, sizeof zero);
+  EXPECT_EQ(counter(), 0u);
+  program.Continue();
+  bool counted = false;
+  for (int i = 0; i < 500 && !counted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    counted = counter() > 0;
+  }
+  EXPECT_TRUE(counted);
+  EXPECT_THROW(program.Read(8, nullptr, 8),
+               std::runtime_error);  // an address it does not map: named, not a crash
+  kill(program.pid(), SIGKILL);
+  run.join();
+  EXPECT_EQ(outcome.ending, Ending::kSignaled);
+  EXPECT_EQ(outcome.signal, SIGKILL);
+  EXPECT_THROW(sandbox::Program::Find(group), std::runtime_error);  // gone
 }
 
 }  // namespace
