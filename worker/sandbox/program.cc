@@ -32,9 +32,9 @@ std::vector<int> NumericEntries(const std::string& folder) {
   return ids;
 }
 
-// The fields of a /proc stat file after the command name (which may hold
-// spaces and parentheses): state, ppid, pgrp, ... Empty when it is gone.
-std::vector<std::string> StatFields(const std::string& path) {
+// The first `count` fields of a /proc stat file after the command name (which
+// may hold spaces and parentheses): state, ppid, pgrp, ... Empty when it is gone.
+std::vector<std::string> StatFields(const std::string& path, size_t count = 3) {
   std::ifstream in(path);
   std::string line;
   if (!std::getline(in, line)) return {};
@@ -42,7 +42,7 @@ std::vector<std::string> StatFields(const std::string& path) {
   if (close == std::string::npos) return {};
   std::vector<std::string> fields;
   std::string field;
-  for (size_t i = close + 1; i < line.size() && fields.size() < 3; ++i) {
+  for (size_t i = close + 1; i < line.size() && fields.size() < count; ++i) {
     if (line[i] == ' ') {
       if (!field.empty()) fields.push_back(std::move(field));
       field.clear();
@@ -50,7 +50,7 @@ std::vector<std::string> StatFields(const std::string& path) {
       field += line[i];
     }
   }
-  if (!field.empty() && fields.size() < 3) fields.push_back(field);
+  if (!field.empty() && fields.size() < count) fields.push_back(field);
   return fields;
 }
 
@@ -119,6 +119,12 @@ void Program::Stop(double timeout_seconds) const {
 }
 
 void Program::Continue() const { kill(pid_, SIGCONT); }
+
+int64_t Program::MinorFaults() const {
+  // minflt is stat's 10th field, the 8th after the command name.
+  const std::vector<std::string> f = StatFields("/proc/" + std::to_string(pid_) + "/stat", 8);
+  return f.size() == 8 ? std::stoll(f[7]) : -1;
+}
 
 void Program::Read(uint64_t address, void* into, size_t bytes) const {
   Transfer(pid_, address, into, bytes, process_vm_readv, "reading");

@@ -25,6 +25,8 @@ class Program {
   // throws std::runtime_error when that takes longer than `timeout_seconds`.
   void Stop(double timeout_seconds) const;
   void Continue() const;  // SIGCONT
+  // Its minor page faults so far (/proc/PID/stat, all its threads); -1 when it is gone.
+  int64_t MinorFaults() const;
   // Its memory (process_vm_readv / process_vm_writev), meant for while it is
   // stopped. Throws std::runtime_error naming the address when the kernel
   // refuses: an address it does not map, a program that made itself
