@@ -48,7 +48,11 @@ void ForEachBlock(const Tensor& like, int64_t bh, int64_t L, int64_t S, int buff
     heads = std::clamp<int64_t>(kBlockScores / std::max<int64_t>(L * S, 1), 1, per_thread);
   }
   const int64_t groups = (bh + heads - 1) / heads;
+  // Inference mode is thread-local too: a caller's inference tensors (the output of a call made in
+  // InferenceMode) may be written in place only where it is on, so the pool's threads take the caller's.
+  const bool inference = c10::InferenceMode::is_enabled();
   at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+    const c10::InferenceMode inference_mode(inference);
     const torch::NoGradGuard no_grad;  // grad mode is thread-local: the pool's threads have it on
     const Tensor scratch = at::empty({buffers, heads * rows * S}, like.options());
     for (int64_t g = begin; g < end; ++g) {
