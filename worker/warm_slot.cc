@@ -21,6 +21,8 @@ using nlohmann::json;
 // bound keeps a broken peer from making the server allocate without end.
 constexpr size_t kMaxMessageBytes = size_t{1} << 20;
 constexpr int kMaxFds = 4;
+constexpr int kMaxCalibrationThreads = 4096;
+constexpr size_t kMaxCalibrationDtypes = 8;
 
 // Signals a trial starts with at their default disposition, whatever its parent did with them.
 constexpr int kDefaultSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM,
@@ -99,14 +101,19 @@ rlimit AddressSpaceLimit(int64_t bytes) {
 bool SendWarmTrialRequest(int socket, const WarmTrialRequest& request, const WarmTrialFds& fds, std::string* error) {
   json environment = json::array();
   for (const auto& [name, value] : request.environment) environment.push_back({name, value});
-  const json message = {{"spec", request.spec_path},
-                        {"progress_every", request.progress_every},
-                        {"artifact_dir", request.artifact_dir},
-                        {"environment", environment},
-                        {"cpus", request.cpus},
-                        {"address_space_bytes", request.address_space_bytes},
-                        {"reaper", request.reaper},
-                        {"cgroup", fds.cgroup_procs_fd >= 0}};
+  json message = {{"spec", request.spec_path},
+                  {"progress_every", request.progress_every},
+                  {"artifact_dir", request.artifact_dir},
+                  {"environment", environment},
+                  {"cpus", request.cpus},
+                  {"address_space_bytes", request.address_space_bytes},
+                  {"reaper", request.reaper},
+                  {"cgroup", fds.cgroup_procs_fd >= 0}};
+  if (request.calibration) {
+    message["calibration"] = {{"device", request.calibration->device},
+                              {"threads", request.calibration->threads},
+                              {"dtypes", request.calibration->dtypes}};
+  }
   const int sent[kMaxFds] = {fds.stdout_fd, fds.stderr_fd, fds.status_fd, fds.cgroup_procs_fd};
   if (SendMessage(socket, message.dump(), sent, fds.cgroup_procs_fd >= 0 ? 4 : 3)) return true;
   *error = std::string("cannot send the trial to the warm slot: ") + std::strerror(errno);
@@ -159,6 +166,19 @@ bool ReceiveWarmTrialRequest(int socket, WarmTrialRequest* request, WarmTrialFds
     request->cpus = j.at("cpus").get<std::vector<int>>();
     request->address_space_bytes = j.at("address_space_bytes").get<int64_t>();
     request->reaper = j.at("reaper").get<pid_t>();
+    request->calibration.reset();
+    if (const auto calibration = j.find("calibration"); calibration != j.end()) {
+      CalibrationRequest c{calibration->at("device").get<std::string>(),
+                           calibration->at("threads").get<int>(),
+                           calibration->at("dtypes").get<std::vector<std::string>>()};
+      if (c.device != "cpu" && c.device != "cuda")
+        return refuse("a calibration of an unknown device: " + c.device);
+      if (c.threads < 0 || c.threads > kMaxCalibrationThreads)
+        return refuse("a calibration's threads out of range");
+      if (c.dtypes.empty() || c.dtypes.size() > kMaxCalibrationDtypes)
+        return refuse("a calibration's dtypes out of range");
+      request->calibration = std::move(c);
+    }
   } catch (const json::exception& e) {
     return refuse(std::string("a malformed request: ") + e.what());
   }

@@ -25,6 +25,14 @@
 
 namespace frontier {
 
+// A peak calibration instead of a trial: what `frontier-trial --calibrate
+// --device D --dtypes LIST [--threads N]` measures (docs/worker.md#calibrated-peaks).
+struct CalibrationRequest {
+  std::string device = "cpu";  // cpu | cuda
+  int threads = 0;             // CPU intra-op threads; 0: every usable core
+  std::vector<std::string> dtypes;
+};
+
 // What the worker asks a warm slot to run: frontier-trial's flags and the
 // child's environment, CPUs and memory limit.
 struct WarmTrialRequest {
@@ -35,6 +43,7 @@ struct WarmTrialRequest {
   std::vector<int> cpus;                                         // empty: the server's
   int64_t address_space_bytes = 0;                               // RLIMIT_AS; 0: none
   pid_t reaper = 0;  // the worker: the child waits until it is the worker's, then runs
+  std::optional<CalibrationRequest> calibration;  // set: the child calibrates instead of running spec_path
 };
 
 // The descriptors that travel with a request: the child's standard output and

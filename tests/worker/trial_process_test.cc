@@ -320,6 +320,44 @@ TEST(WarmSlotTest, TrialsForkFromOneServerAndACrashStaysInItsTrial) {
   std::filesystem::remove_all(dir);
 }
 
+// A calibration (the worker's peaks, at start and at another thread count)
+// forks from the warm slot's server too: its command line is the server's, its
+// line has the peak; the trial after it forks from the same server.
+TEST(WarmSlotTest, CalibrationsForkFromTheServerToo) {
+  const char* binary = std::getenv("FRONTIER_TRIAL_BINARY");
+  if (binary == nullptr) GTEST_SKIP() << "set FRONTIER_TRIAL_BINARY to run frontier-trial for real";
+  ProcessTrialLauncher launcher(binary, /*warm_slots=*/true);
+  TrialCommand calibrate;
+  calibrate.calibration = CalibrationRequest{"cpu", 1, {"fp32"}};
+  std::string error;
+  std::unique_ptr<TrialProcess> process = launcher.Start(calibrate, &error);
+  ASSERT_NE(process, nullptr) << error;
+  const std::map<pid_t, std::string> started = Children();
+  ASSERT_EQ(started.size(), 2u) << "the server and the calibration";
+  for (const auto& [pid, command] : started) EXPECT_THAT(command, ::testing::HasSubstr("--serve")) << pid;
+  nlohmann::json line;
+  std::string text;
+  while (process->ReadLine(milliseconds(60000), &text) == TrialProcess::ReadStatus::kLine) {
+    line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+  ASSERT_EQ(process->Wait(milliseconds(10000))->Describe(), "exit code 0") << process->StderrTail();
+  EXPECT_EQ(line["event"], "calibration") << line.dump();
+  EXPECT_EQ(line["threads"], 1) << line.dump();
+  EXPECT_GT(line["peaks"]["fp32"].get<double>(), 1e9) << line.dump();
+  const std::map<pid_t, std::string> servers = Children();
+  ASSERT_EQ(servers.size(), 1u) << "the server waits for the next";
+
+  TrialCommand unknown_dtype = calibrate;  // refused by the calibration itself, in its child
+  unknown_dtype.calibration->dtypes = {"fp7"};
+  process = launcher.Start(unknown_dtype, &error);
+  ASSERT_NE(process, nullptr) << error;
+  while (process->ReadLine(milliseconds(60000), &text) == TrialProcess::ReadStatus::kLine) {
+  }
+  EXPECT_EQ(process->Wait(milliseconds(10000))->Describe(), "exit code 64");
+  EXPECT_THAT(process->StderrTail(), ::testing::HasSubstr("fp7"));
+  EXPECT_EQ(Children(), servers) << "the same server";
+}
+
 // A line over the bound, even one that never ends, stops the trial with a
 // failed result naming the line; the worker holds at most the bound.
 TEST(TrialOutputBoundsTest, AHugeLineEndsTheTrialWithAReason) {

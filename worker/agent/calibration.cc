@@ -58,14 +58,8 @@ json PeakEnvironment(const json& line, const std::string& device, const std::str
 
 std::optional<json> Agent::MeasurePeaks(const std::vector<std::string>& dtypes, int threads,
                                         const std::vector<int>& cpus, std::string* error) {
-  std::string list;
-  for (const std::string& dtype : dtypes) list += (list.empty() ? "" : ",") + dtype;
   TrialCommand command;
-  command.trial_arguments = {"--calibrate", "--device", options_.device, "--dtypes", list};
-  if (options_.device == "cpu" && threads > 0) {
-    command.trial_arguments.push_back("--threads");
-    command.trial_arguments.push_back(std::to_string(threads));
-  }
+  command.calibration = CalibrationRequest{options_.device, options_.device == "cpu" ? threads : 0, dtypes};
   command.cpus = cpus;
   if (options_.device == "cuda") {
     command.environment.emplace_back("CUDA_VISIBLE_DEVICES",

@@ -534,7 +534,8 @@ ProcessTrialLauncher::ProcessTrialLauncher(std::string trial_binary, bool warm_s
 ProcessTrialLauncher::~ProcessTrialLauncher() = default;
 
 std::unique_ptr<TrialProcess> ProcessTrialLauncher::Start(const TrialCommand& command, std::string* error) {
-  // Only frontier-trial's own trials run in the warm slot: a wrapper, a program or other flags need an exec.
+  // Only frontier-trial's own trials and calibrations run in the warm slot: a wrapper, a program or other
+  // flags need an exec.
   if (!warm_ || !command.wrapper.empty() || !command.program.empty() || !command.trial_arguments.empty() ||
       !command.workdir.empty() || command.stdin_fd >= 0 || command.exec) {
     return StartCold(command, error);
@@ -570,6 +571,14 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
   } else if (!command.trial_arguments.empty()) {
     args.push_back(trial_binary_);
     args.insert(args.end(), command.trial_arguments.begin(), command.trial_arguments.end());
+  } else if (const std::optional<CalibrationRequest>& c = command.calibration) {
+    std::string dtypes;
+    for (const std::string& dtype : c->dtypes) dtypes += (dtypes.empty() ? "" : ",") + dtype;
+    args = {trial_binary_, "--calibrate", "--device", c->device, "--dtypes", dtypes};
+    if (c->threads > 0) {
+      args.push_back("--threads");
+      args.push_back(std::to_string(c->threads));
+    }
   } else {
     for (std::string arg : {trial_binary_, std::string("--spec"), command.spec_path,
                             std::string("--progress-every"), std::to_string(command.progress_every)}) {
@@ -607,9 +616,14 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
   int fork_error = 0;
   if (warm) {
     ReapOrphans();
-    WarmTrialRequest request{command.spec_path, command.progress_every, command.artifact_dir, command.environment,
-                             command.cpus,      set_rlimit ? bytes : 0,
-                             parent};
+    WarmTrialRequest request{command.spec_path,
+                             command.progress_every,
+                             command.artifact_dir,
+                             command.environment,
+                             command.cpus,
+                             set_rlimit ? bytes : 0,
+                             parent,
+                             command.calibration};
     std::string warm_error;
     const std::optional<pid_t> adopted = warm_->Fork(request, {out[1], err[1], status[1], procs_fd}, &warm_error);
     if (!adopted) {

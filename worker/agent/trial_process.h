@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "worker/warm_slot.h"
+
 namespace frontier {
 
 // What to run: `[wrapper...] <trial binary> --spec <spec_path> --progress-every
@@ -34,8 +36,8 @@ struct TrialCommand {
   // flags (the spec reaches it through FRONTIER_TRIAL_SPEC); empty: frontier-trial.
   std::vector<std::string> program;
   std::string workdir;  // the child's working directory; empty: the worker's
-  // frontier-trial's arguments instead of `--spec ...` (e.g. {"--calibrate",
-  // ...}); empty: a trial as above.
+  // frontier-trial's arguments instead of `--spec ...` (e.g. {"--serve"});
+  // empty: a trial as above.
   std::vector<std::string> trial_arguments;
   // The CPUs the child runs on, set in the child before exec
   // (sched_setaffinity); empty: the worker's own.
@@ -58,6 +60,9 @@ struct TrialCommand {
   // trial's ranks (their FRONTIER_RANK... in /proc/PID/environ, where tools
   // and e2e.ranks_run find a rank; a warm child's environment is set after fork).
   bool exec = false;
+  // A peak calibration instead of a trial (`--calibrate ...`), which a warm
+  // slot runs too; nullopt: a trial as above.
+  std::optional<CalibrationRequest> calibration;
 };
 
 // How a child process ended.

@@ -69,8 +69,8 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
 namespace {
 
 // A warm slot's trial, in the child the server's intermediate process forked: waits to be adopted by the
-// worker, sets itself up as an exec'd trial would be (SetUpTrialChild), then runs the trial in this fresh
-// copy of the server, which has loaded LibTorch and run nothing.
+// worker, sets itself up as an exec'd trial would be (SetUpTrialChild), then runs the trial (or the
+// calibration) in this fresh copy of the server, which has loaded LibTorch and run nothing.
 [[noreturn]] void RunWarmTrial(const WarmTrialRequest& request, const WarmTrialFds& fds) {
   for (int waited = 0; getppid() != request.reaper && waited < 5000; ++waited) usleep(1000);
   const cpu_set_t cpus = CpuSetOf(request.cpus);
@@ -88,11 +88,16 @@ namespace {
     if (fd > STDERR_FILENO) close(fd);  // the status pipe's end of file: started
   }
   for (const auto& [name, value] : request.environment) setenv(name.c_str(), value.c_str(), 1);
-  TrialOptions options;
-  options.progress_every = request.progress_every;
-  if (!request.artifact_dir.empty()) options.artifact_dir = request.artifact_dir;
-  if (const char* peaks = std::getenv("FRONTIER_PEAK_FLOPS")) options.peak_flops_json = peaks;
-  const int code = RunTrialSpec(request.spec_path, options, std::cin, std::cout, std::cerr);
+  int code;
+  if (const std::optional<CalibrationRequest>& c = request.calibration) {
+    code = RunCalibration(CalibrateOptions{c->device, c->threads, c->dtypes}, std::cout, std::cerr);
+  } else {
+    TrialOptions options;
+    options.progress_every = request.progress_every;
+    if (!request.artifact_dir.empty()) options.artifact_dir = request.artifact_dir;
+    if (const char* peaks = std::getenv("FRONTIER_PEAK_FLOPS")) options.peak_flops_json = peaks;
+    code = RunTrialSpec(request.spec_path, options, std::cin, std::cout, std::cerr);
+  }
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
@@ -120,7 +125,7 @@ int ServeTrials(std::ostream& err) {
     // that names them), so that the trial finds them in memory instead of reading them beside its own
     // steps; bounded in size (KeepIdxFile), so well within the worker's wait for the reply.
     try {
-      KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
+      if (!request.calibration) KeepTaskDatasetFiles(LoadTrialSpecFile(request.spec_path).task);
     } catch (const std::exception&) {
       // the trial reads its spec itself and names the problem
     }
