@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const frontier::ProfileRecording recording = frontier::RecordingFromJson(document, limits);
     const frontier::ProfileSummary summary = frontier::SummarizeProfile(recording);
-    summary.trace.dump();
+    if (!summary.trace.empty()) (void)nlohmann::json::parse(summary.trace);  // written as text: must parse
     frontier::LabOpCalls(recording).dump();
     frontier::BottleneckVerdict({{"data_wait_fraction", 0.01}, {"profile", summary.profile}}).dump();
   } catch (const std::runtime_error&) {

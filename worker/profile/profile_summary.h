@@ -63,7 +63,7 @@ struct ProfileRecording {
 struct ProfileSummary {
   nlohmann::json profile;    // the result's "profile" object (docs/profiling.md)
   nlohmann::json operators;  // operators.json: {trial_id, steps, operators: every row}
-  nlohmann::json trace;      // trace.json: a Chrome trace (Perfetto opens it); null without recorded steps
+  std::string trace;  // trace.json's text: a Chrome trace (Perfetto opens it); empty without recorded steps
 };
 
 ProfileSummary SummarizeProfile(const ProfileRecording& recording);

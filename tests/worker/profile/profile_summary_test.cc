@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -69,7 +70,36 @@ TEST(ProfileSummaryTest, SharesOfTheWallBasisByNesting) {
   EXPECT_EQ(p["bytes_from_recorded_tensors"], 0.0);  // estimated from shapes, and said so
   EXPECT_TRUE(p["bytes_per_step_by_dtype"].contains("unrecorded (fp32 assumed)"));
   EXPECT_EQ(s.operators["steps"], json::parse("[5]"));
-  EXPECT_EQ(s.trace["traceEvents"][0]["args"]["name"], "command trial ");
+  EXPECT_EQ(json::parse(s.trace)["traceEvents"][0]["args"]["name"], "command trial ");
+}
+
+// trace.json is written as text (profile_summary.cc, Trace): it parses, and
+// its bytes are nlohmann's canonical dump of what it holds (sorted keys, the
+// same numbers), with every optional field of a call, two threads, and names
+// that need escaping.
+TEST(ProfileSummaryTest, TheTraceTextIsCanonicalJson) {
+  ProfileRecording r = WallRecording();
+  r.basis = TimeBasis::kCuda;
+  r.trial_id = "t\"1";
+  r.calls[2].cuda_us = 650.125;
+  r.calls[2].cpu_us = 12.5;
+  r.calls[2].bytes = 1 << 20;
+  r.calls[2].dtype = "BFloat16";
+  r.calls[3].thread = 7;
+  r.calls[3].name = "user \"scope\"\n\u00e9";
+  const std::string trace = SummarizeProfile(r).trace;
+  const json parsed = json::parse(trace);
+  EXPECT_EQ(parsed.dump(), trace);
+  ASSERT_EQ(parsed["traceEvents"].size(), 1u + 2u + 1u + 5u) << "process, 2 threads, 1 step, 5 calls";
+  const json& addmm = parsed["traceEvents"][6];
+  EXPECT_EQ(addmm["name"], "aten::addmm");
+  EXPECT_EQ(addmm["args"]["cuda_us"], 650.125);
+  EXPECT_EQ(addmm["args"]["input_dims"], json::parse("[[256], [64, 512], [512, 256]]"));
+  const auto scope = std::find_if(parsed["traceEvents"].begin(), parsed["traceEvents"].end(),
+                                  [](const json& e) { return e["name"] == "user \"scope\"\n\u00e9"; });
+  ASSERT_NE(scope, parsed["traceEvents"].end());
+  EXPECT_EQ((*scope)["tid"], 1) << "the second thread";
+  EXPECT_EQ(parsed["otherData"]["trial_id"], "t\"1");
 }
 
 TEST(ProfileSummaryTest, ThreadCpuBasisIgnoresTimeWaitingForACore) {
