@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   frontier::TrialOptions options;
   CLI::App app("frontier-trial: runs one trial and prints JSON lines", "frontier-trial");
   app.footer(help::kExitStatus);
-  frontier::CalibrateOptions calibrate;
+  frontier::CalibrationRequest calibrate;
   frontier::LabCommand lab;
   frontier::AddLabFlags(app, lab);
   bool calibrating = false, op_bench = false, serving = false;

@@ -25,12 +25,13 @@
 
 namespace frontier {
 
-// A peak calibration instead of a trial: what `frontier-trial --calibrate
-// --device D --dtypes LIST [--threads N]` measures (docs/worker.md#calibrated-peaks).
+// A peak calibration: what `frontier-trial --calibrate --device D --dtypes
+// LIST [--threads N]` measures, exec'd or in a warm slot instead of a trial
+// (docs/worker.md#calibrated-peaks).
 struct CalibrationRequest {
-  std::string device = "cpu";  // cpu | cuda
-  int threads = 0;             // CPU intra-op threads; 0: every usable core
-  std::vector<std::string> dtypes;
+  std::string device = "cpu";                       // cpu | cuda (CUDA device 0 of what is visible)
+  int threads = 0;                                  // CPU intra-op threads; 0: every usable core
+  std::vector<std::string> dtypes{"fp32", "bf16"};  // frontier-trial --calibrate's default
 };
 
 // What the worker asks a warm slot to run: frontier-trial's flags and the

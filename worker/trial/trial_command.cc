@@ -90,7 +90,7 @@ namespace {
   for (const auto& [name, value] : request.environment) setenv(name.c_str(), value.c_str(), 1);
   int code;
   if (const std::optional<CalibrationRequest>& c = request.calibration) {
-    code = RunCalibration(CalibrateOptions{c->device, c->threads, c->dtypes}, std::cout, std::cerr);
+    code = RunCalibration(*c, std::cout, std::cerr);
   } else {
     TrialOptions options;
     options.progress_every = request.progress_every;
@@ -265,7 +265,7 @@ int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int round
   return kExitCompleted;
 }
 
-int RunCalibration(const CalibrateOptions& options, std::ostream& out, std::ostream& err) {
+int RunCalibration(const CalibrationRequest& options, std::ostream& out, std::ostream& err) {
   if (options.device != "cpu" && options.device != "cuda") {
     err << "frontier-trial: --device takes cpu or cuda, not '" << options.device << "'\n";
     return kExitUsage;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "worker/trial/trainer.h"
+#include "worker/warm_slot.h"
 
 namespace CLI {
 class App;
@@ -92,17 +93,11 @@ void AddLabFlags(CLI::App& app, LabCommand& lab);
 int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int rounds, std::ostream& out,
                   std::ostream& err);
 
-// frontier-trial --calibrate: the worker's peak measurement at its start.
-struct CalibrateOptions {
-  std::string device = "cpu";                    // cpu | cuda (CUDA device 0 of what is visible)
-  int threads = 0;                               // CPU intra-op threads; 0: every usable core
-  std::vector<std::string> dtypes{"fp32", "bf16"};
-};
-
 // Prints the calibration line (device.h Calibrate) to `out`: GEMMs of
 // 512..2048 on the CPU, 512..8192 on CUDA, at least 3 repetitions and 0.5 s
 // per size. Returns 0, or kExitUsage with the problem on `err` (an unknown
-// device or dtype).
-int RunCalibration(const CalibrateOptions& options, std::ostream& out, std::ostream& err);
+// device or dtype). The request is frontier-trial --calibrate's flags, or a
+// warm slot's calibration (worker/warm_slot.h).
+int RunCalibration(const CalibrationRequest& options, std::ostream& out, std::ostream& err);
 
 }  // namespace frontier
