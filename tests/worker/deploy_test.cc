@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "search_spaces/trial_spec.h"
 #include "worker/trial/deploy.h"
@@ -247,6 +248,50 @@ TEST(DeployTest, LatencyOfASleepOfKnownLength) {
   EXPECT_LT(s.median, 0.030);  // a loaded machine oversleeps, but not past the warm-up's 40 ms
   EXPECT_GE(s.min, 0.004);  // no timed pass shorter than its sleep
   EXPECT_GE(s.p99, s.median);
+}
+
+// Passes already run (a final evaluation's) come first: the first `warmup` of
+// them are the warm-up, and only the repetitions they leave are run and timed.
+TEST(DeployTest, LatencyRunsOnlyThePassesEarlierOnesLeave) {
+  LatencyPlan plan;
+  plan.warmup = 2;
+  plan.repetitions = 10;
+  int calls = 0;
+  const auto pass = [&] { ++calls; };
+  // 2 warm-up passes (9 s, never in the figures) and 4 timed ones (0.5 s): 6 more passes, all fast.
+  SeriesStats s = TimeRepeatedly(pass, plan, {9, 9, 0.5, 0.5, 0.5, 0.5});
+  EXPECT_EQ(calls, 6);
+  EXPECT_EQ(s.n, 10);
+  EXPECT_EQ(s.max, 0.5);
+  EXPECT_LT(s.min, 0.5);
+  EXPECT_EQ(TimedFromEarlier(plan, 6), 4u);
+
+  // More than enough: the first 10 after the warm-up, no pass of its own (the 7 s pass is the 13th).
+  calls = 0;
+  std::vector<double> many(14, 0.25);
+  many[0] = many[1] = 9;
+  many[12] = 7;
+  s = TimeRepeatedly(pass, plan, many);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(s.n, 10);
+  EXPECT_EQ(s.max, 0.25);
+  EXPECT_EQ(TimedFromEarlier(plan, 14), 10u);
+
+  // Fewer than the warm-up: the rest of the warm-up, then every repetition.
+  calls = 0;
+  s = TimeRepeatedly(pass, plan, {9});
+  EXPECT_EQ(calls, 11);
+  EXPECT_EQ(s.n, 10);
+  EXPECT_LT(s.max, 9);
+  EXPECT_EQ(TimedFromEarlier(plan, 2), 0u);
+
+  // The budget: 30 earlier timed passes that spent 6 s (over 5 s) are enough for a slow model.
+  calls = 0;
+  plan.repetitions = 100;
+  std::vector<double> slow(32, 0.2);
+  s = TimeRepeatedly(pass, plan, slow);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(s.n, kMinLatencyRepetitions);
 }
 
 }  // namespace

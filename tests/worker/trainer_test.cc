@@ -197,10 +197,12 @@ TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
   EXPECT_EQ(eight["latency"]["precision"], "bf16");
   EXPECT_EQ(eight["latency"]["memory_format"], "channels_last");
 
-  EXPECT_EQ(l["batch"]["input"], "repeated training images") << "2 evaluation passes are too few for 33";
+  EXPECT_EQ(l["batch"]["input"], "repeated training images") << "2 evaluation passes are warm-up only";
+  EXPECT_EQ(l["batch"]["from_evaluation"], 0);
 
   // The final evaluation's full batches (7 of 250 validation and 7 of 250 test images at 32) are the
-  // timed passes when there are enough of them: 3 + 10 are, 3 + 12 are not (partial batches are not timed).
+  // timed passes when there are enough of them: 3 + 10 are; of 3 + 12, 11 are and the 12th is the
+  // latency's own (partial batches are not timed).
   const auto fashion = [](int repetitions) {
     return RunCollecting(Spec([&](json& j) {
              j["task"] = {{"dataset", "fashion-mnist"}, {"batch_size", 32},   {"steps", 4},
@@ -213,12 +215,15 @@ TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
   ASSERT_EQ(timed["status"], "completed") << timed.dump();
   EXPECT_EQ(timed["latency"]["batch"]["input"], "the final evaluation's passes (validation, then test images)");
   EXPECT_EQ(timed["latency"]["batch"]["n"], 10);
+  EXPECT_EQ(timed["latency"]["batch"]["from_evaluation"], 10);
   EXPECT_EQ(timed["latency"]["batch"]["median_ms"], timed["latency_ms"]);
   EXPECT_EQ(timed["latency"]["batch_1"]["input"], "repeated training images");
-  const json repeated = fashion(12);
-  ASSERT_EQ(repeated["status"], "completed") << repeated.dump();
-  EXPECT_EQ(repeated["latency"]["batch"]["input"], "repeated training images");
-  EXPECT_EQ(repeated["latency"]["batch"]["n"], 12);
+  const json topped_up = fashion(12);
+  ASSERT_EQ(topped_up["status"], "completed") << topped_up.dump();
+  EXPECT_EQ(topped_up["latency"]["batch"]["input"],
+            "the final evaluation's passes (validation, then test images), then repeated training images");
+  EXPECT_EQ(topped_up["latency"]["batch"]["n"], 12);
+  EXPECT_EQ(topped_up["latency"]["batch"]["from_evaluation"], 11);
 
   const json off = RunCollecting(Spec([](json& j) { j["latency"] = {{"repetitions", 0}}; })).result;
   ASSERT_EQ(off["status"], "completed") << off.dump();

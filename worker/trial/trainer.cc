@@ -583,7 +583,7 @@ class TrialRun {
     LatencyPlan plan;
     plan.warmup = spec.warmup;
     plan.repetitions = spec.repetitions;
-    const auto measure = [&](int b) {
+    const auto measure = [&](int b, const std::vector<double>& earlier) {
       const torch::Tensor x = InferenceInput(b);
       return TimeRepeatedly(
           [&] {
@@ -593,22 +593,20 @@ class TrialRun {
             }
             Synchronize(dev_);
           },
-          plan);
+          plan, earlier);
     };
     // The final evaluation ran the same eval-mode forward at the training batch on the validation and
-    // test images: its passes (after plan.warmup of them) are the latency there, with no passes of its own.
-    const size_t passes = static_cast<size_t>(plan.warmup) + static_cast<size_t>(plan.repetitions);
-    const bool from_evaluation = batch == task_spec_.batch_size && batch > 1 && final_forward_s_.size() >= passes;
+    // test images: its passes come first (the first plan.warmup of them are the warm-up), and passes of
+    // the latency's own run only for the repetitions they leave.
+    const bool at_training_batch = batch == task_spec_.batch_size && batch > 1;
+    const std::vector<double> earlier = at_training_batch ? final_forward_s_ : std::vector<double>{};
+    const size_t from_evaluation = TimedFromEarlier(plan, earlier.size());
     net_->eval();
     SeriesStats one, many;
     {
       torch::NoGradGuard no_grad;  // not InferenceMode: its tensors must not reach the profiled steps
-      one = measure(1);
-      if (from_evaluation) {
-        many = Summarize({final_forward_s_.begin() + plan.warmup, final_forward_s_.begin() + passes});
-      } else {
-        many = batch == 1 ? one : measure(batch);
-      }
+      one = measure(1, {});
+      many = batch == 1 ? one : measure(batch, earlier);
     }
     net_->train();
     result_["latency_ms"] = many.median * 1e3;
@@ -623,8 +621,12 @@ class TrialRun {
                           {"batch_1", LatencyJson(1, one, plan.warmup)},
                           {"batch", LatencyJson(batch, many, plan.warmup)}};
     result_["latency"]["batch_1"]["input"] = "repeated training images";
-    result_["latency"]["batch"]["input"] =
-        from_evaluation ? "the final evaluation's passes (validation, then test images)" : "repeated training images";
+    const char* evaluation = "the final evaluation's passes (validation, then test images)";
+    result_["latency"]["batch"]["input"] = from_evaluation == 0 ? std::string("repeated training images")
+                                           : from_evaluation == static_cast<size_t>(many.n)
+                                               ? std::string(evaluation)
+                                               : std::string(evaluation) + ", then repeated training images";
+    result_["latency"]["batch"]["from_evaluation"] = from_evaluation;
   }
 
   // The network as it would ship, in each of the deploy section's formats (deploy.h), on the trial's

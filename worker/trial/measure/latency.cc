@@ -2,23 +2,37 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <vector>
 
 namespace frontier {
 
-SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan) {
+size_t TimedFromEarlier(const LatencyPlan& plan, size_t earlier) {
+  const size_t warmup = static_cast<size_t>(std::max(0, plan.warmup));
+  const size_t wanted = static_cast<size_t>(std::max(0, plan.repetitions));
+  return earlier > warmup ? std::min(earlier - warmup, wanted) : 0;
+}
+
+SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan,
+                           const std::vector<double>& earlier) {
   using Clock = std::chrono::steady_clock;
-  for (int i = 0; i < plan.warmup; ++i) pass();
-  std::vector<double> times;
-  times.reserve(std::max(0, plan.repetitions));
-  double spent = 0;
-  while (static_cast<int>(times.size()) < plan.repetitions) {
+  const size_t warmup = static_cast<size_t>(std::max(0, plan.warmup));
+  for (size_t i = earlier.size(); i < warmup; ++i) pass();
+  const auto first = earlier.begin() + static_cast<std::ptrdiff_t>(std::min(earlier.size(), warmup));
+  std::vector<double> times(first,
+                            first + static_cast<std::ptrdiff_t>(TimedFromEarlier(plan, earlier.size())));
+  times.reserve(std::max(times.size(), static_cast<size_t>(std::max(0, plan.repetitions))));
+  double spent = std::accumulate(times.begin(), times.end(), 0.0);
+  const auto done = [&] {
+    const int n = static_cast<int>(times.size());
+    return n >= plan.repetitions || (n >= kMinLatencyRepetitions && spent >= plan.budget_s);
+  };
+  while (!done()) {
     const auto t0 = Clock::now();
     pass();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     times.push_back(seconds);
     spent += seconds;
-    if (static_cast<int>(times.size()) >= kMinLatencyRepetitions && spent >= plan.budget_s) break;
   }
   return Summarize(std::move(times));
 }

@@ -4,7 +4,9 @@
 // and the statistics. Torch-free.
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,7 +29,16 @@ inline constexpr int kMinLatencyRepetitions = 30;
 // until plan.repetitions passes are timed, or kMinLatencyRepetitions are and
 // plan.budget_s is spent. `pass` must return only when the device is done
 // (synchronized). The summary has n, median, p99 (and the rest of SeriesStats).
-SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan);
+//
+// `earlier`: the times of passes already run the same way, in order (a final
+// evaluation's, at the same batch). They come first: the first plan.warmup of
+// them are the warm-up, the rest are timed passes, and `pass` runs only for
+// what they leave to do (nothing when they are enough).
+SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan,
+                           const std::vector<double>& earlier = {});
+
+// How many of `earlier` passes TimeRepeatedly(pass, plan, earlier) times.
+size_t TimedFromEarlier(const LatencyPlan& plan, size_t earlier);
 
 // {batch_size, n, warmup, median_ms, p99_ms, p10_ms, mean_ms, min_ms, max_ms, cv}.
 nlohmann::json LatencyJson(int batch_size, const SeriesStats& seconds, int warmup);

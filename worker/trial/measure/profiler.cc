@@ -38,6 +38,11 @@ double ThreadCpuUs() {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+}  // namespace
+
+// Named, not anonymous: StepProfiler::Impl holds a CallRecorder.
+namespace profiled_calls {
+
 // What the legacy profiler does not record about a call: the CPU time of the
 // thread running it at its start and end, the bytes of its tensor inputs and
 // outputs by their real element size, and its input shapes.
@@ -79,6 +84,14 @@ struct CallRecorder {
     return shapes;
   }
 };
+
+}  // namespace profiled_calls
+
+namespace {
+
+using profiled_calls::CallRecord;
+using profiled_calls::CallRecorder;
+
 std::atomic<CallRecorder*> g_recorder{nullptr};
 
 // One call in progress: lives from its start to its end only. Its input
