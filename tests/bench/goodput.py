@@ -16,6 +16,10 @@ With --profile-seeds first,all each run is made twice: the space as it is
 {seeds: all}` appended (every seed profiled, as before 2026-12-06), side by
 side on the same machine.
 
+With --test-sizes full,1 each run is also made with `task.test_size: 1`
+inserted in the space (a test split of one image: the evaluation is the
+validation split's alone), side by side: what the test split costs.
+
 With --optuna it also runs the short space's configs as Optuna trials in one
 Python process (Debian's python3-optuna and python3-torch: the network of
 tests/bench/reference_model.py, Fashion-MNIST read once, the same steps, batch,
@@ -24,8 +28,8 @@ ratio of wall time to summed step time: what an in-process loop with no
 start-up, isolation or measurement costs against Frontier's trials.
 
 usage: /usr/bin/python3 tests/bench/goodput.py [--build DIR] [--spaces quickstart,short]
-                                               [--workers 1,2] [--profile-seeds first,all] [--optuna]
-                                               [--json FILE]
+                                               [--workers 1,2] [--profile-seeds first,all]
+                                               [--test-sizes full,1] [--optuna] [--json FILE]
 """
 import argparse
 import gzip
@@ -47,17 +51,22 @@ START_UP = ["start", "data", "model", "flops", "other"]
 MEASUREMENT = ["gate", "eval", "latency", "profile"]
 
 
-def run_frontier(build, space, workers, profile_seeds="first"):
-    """`frontier run` in a scratch folder: (wall seconds, the report's JSON). With profile_seeds "all" the
-    space runs from a copy there with `profile: {seeds: all}` appended (the spaces have no profile section and
-    no paths relative to their folder)."""
+def run_frontier(build, space, workers, profile_seeds="first", test_size="full"):
+    """`frontier run` in a scratch folder: (wall seconds, the report's JSON). With profile_seeds "all" or a
+    test_size other than "full" the space runs from a copy there, with `profile: {seeds: all}` appended or
+    `test_size` inserted in its task (the spaces have no profile section, no test_size and no paths
+    relative to their folder)."""
     with tempfile.TemporaryDirectory(prefix="goodput-") as runs:
-        if profile_seeds == "all":
+        if profile_seeds == "all" or test_size != "full":
             with open(space) as f:
                 text = f.read()
+            if profile_seeds == "all":
+                text += "\nprofile: {steps: 3, seeds: all}\n"
+            if test_size != "full":
+                text = text.replace("\ntask:\n", f"\ntask:\n  test_size: {int(test_size)}\n", 1)
             space = os.path.join(runs, "space.yaml")
             with open(space, "w") as f:
-                f.write(text + "\nprofile: {steps: 3, seeds: all}\n")
+                f.write(text)
         start = time.monotonic()
         done = subprocess.run([os.path.join(build, "server/frontier"), "run", space, "--workers", str(workers),
                                "--runs-dir", runs, "-o", "json", "--metrics-listen", "0"],
@@ -89,13 +98,14 @@ def trial_start_ups(db):
     return out
 
 
-def frontier_row(name, workers, wall, report, start_ups, profile_seeds):
+def frontier_row(name, workers, wall, report, start_ups, profile_seeds, test_size):
     goodput = report.get("goodput")
     if not goodput:
         sys.exit(f"{name}: the report has no goodput (are the results from this build's frontier-trial?)")
     trials = goodput["trials"]
     steps_s = sum(c["cost"]["train_s"] for c in report["configs"])  # summed step time, warm-up included
-    row = {"space": name, "workers": workers, "profile_seeds": profile_seeds, "trials": trials, "wall_s": wall,
+    row = {"space": name, "workers": workers, "profile_seeds": profile_seeds, "test_size": test_size,
+           "trials": trials, "wall_s": wall,
            "device_s": goodput["device_s"],
            "measured_train_s": goodput["train_s"], "goodput": goodput["share"],
            "training_share": steps_s / goodput["device_s"],
@@ -183,21 +193,27 @@ def main():
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--profile-seeds", default="first",
                     help="first, all or first,all: which seeds of a configuration are profiled, each a run")
+    ap.add_argument("--test-sizes", default="full",
+                    help="full, 1 or full,1: the space's test split as it is, or of one image, each a run")
     ap.add_argument("--optuna", action="store_true", help="also the short space as in-process Optuna trials")
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args()
     profile_seeds = args.profile_seeds.split(",")
     if any(seeds not in ("first", "all") for seeds in profile_seeds):
         sys.exit(f"--profile-seeds: expected first, all or first,all, got {args.profile_seeds!r}")
+    test_sizes = args.test_sizes.split(",")
+    if any(size != "full" and not size.isdigit() for size in test_sizes):
+        sys.exit(f"--test-sizes: expected full or a number of images, got {args.test_sizes!r}")
 
     rows = []
     for name in args.spaces.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
-            for seeds in profile_seeds:
-                wall, report, start_ups = run_frontier(args.build, SPACES[name], workers, seeds)
-                rows.append(frontier_row(name, workers, wall, report, start_ups, seeds))
+            for seeds, test_size in ((s, t) for s in profile_seeds for t in test_sizes):
+                wall, report, start_ups = run_frontier(args.build, SPACES[name], workers, seeds, test_size)
+                rows.append(frontier_row(name, workers, wall, report, start_ups, seeds, test_size))
                 r = rows[-1]
-                print(f"{name:10s} workers {workers}, profiled seeds {seeds}: {r['trials']} trials in {wall:.1f} s "
+                print(f"{name:10s} workers {workers}, profiled seeds {seeds}, test split {test_size}: "
+                      f"{r['trials']} trials in {wall:.1f} s "
                       f"wall, {r['device_s']:.1f} device-s; goodput {r['goodput']:.3f}; fixed cost "
                       f"{r['fixed_cost_s']:.2f} s a trial; wall x workers / summed step time "
                       f"{r['wall_per_step_s']:.2f}")
