@@ -292,6 +292,15 @@ TEST(DeployTest, LatencyRunsOnlyThePassesEarlierOnesLeave) {
   s = TimeRepeatedly(pass, plan, slow);
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(s.n, kMinLatencyRepetitions);
+
+  // What was timed, of an evaluation of 4 validation passes then test passes (warm-up 2, 10 wanted).
+  plan.repetitions = 10;
+  const std::string evaluation = "the final evaluation's passes ";
+  EXPECT_EQ(EvaluationPassesInput(plan, 14, 4, 10), evaluation + "(validation, then test images)");
+  EXPECT_EQ(EvaluationPassesInput(plan, 6, 6, 10),
+            evaluation + "(validation images), then repeated training images");
+  EXPECT_EQ(EvaluationPassesInput(plan, 14, 2, 10), evaluation + "(test images)");
+  EXPECT_EQ(EvaluationPassesInput(plan, 2, 2, 10), "repeated training images");
 }
 
 }  // namespace

@@ -203,13 +203,18 @@ TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
   // The final evaluation's full batches (7 of 250 validation and 7 of 250 test images at 32) are the
   // timed passes when there are enough of them: 3 + 10 are; of 3 + 12, 11 are and the 12th is the
   // latency's own (partial batches are not timed).
-  const auto fashion = [](int repetitions) {
+  const auto fashion = [](int repetitions, int test_size = 250) {
     return RunCollecting(Spec([&](json& j) {
-             j["task"] = {{"dataset", "fashion-mnist"}, {"batch_size", 32},   {"steps", 4},
-                          {"eval_every", 0},            {"warmup_steps", 1}, {"val_size", 250},
-                          {"test_size", 250}};
+             j["task"] = {{"dataset", "fashion-mnist"},
+                          {"batch_size", 32},
+                          {"steps", 4},
+                          {"eval_every", 0},
+                          {"warmup_steps", 1},
+                          {"val_size", 250},
+                          {"test_size", test_size}};
              j["latency"] = {{"repetitions", repetitions}, {"warmup", 3}};
-           })).result;
+           }))
+        .result;
   };
   const json timed = fashion(10);
   ASSERT_EQ(timed["status"], "completed") << timed.dump();
@@ -224,6 +229,13 @@ TEST(TrainerTest, LatencyAtBatchOneAndTheTrainingBatch) {
             "the final evaluation's passes (validation, then test images), then repeated training images");
   EXPECT_EQ(topped_up["latency"]["batch"]["n"], 12);
   EXPECT_EQ(topped_up["latency"]["batch"]["from_evaluation"], 11);
+  // A test split of one image has no full batch: the validation's 7 passes, then 6 of the latency's own.
+  const json validation_only = fashion(10, 1);
+  ASSERT_EQ(validation_only["status"], "completed") << validation_only.dump();
+  EXPECT_EQ(validation_only["latency"]["batch"]["input"],
+            "the final evaluation's passes (validation images), then repeated training images");
+  EXPECT_EQ(validation_only["latency"]["batch"]["from_evaluation"], 4);
+  EXPECT_EQ(validation_only["latency"]["batch"]["n"], 10);
 
   const json off = RunCollecting(Spec([](json& j) { j["latency"] = {{"repetitions", 0}}; })).result;
   ASSERT_EQ(off["status"], "completed") << off.dump();

@@ -357,6 +357,7 @@ class TrialRun {
     auto since = PhaseTimes::Clock::now();
     if (status_ == "completed") {
       if (!evaluated_) last_eval_ = EvaluateOn(data_.val, /*final=*/true);
+      final_val_passes_ = final_forward_s_.size();
       const EvalResult test = EvaluateOn(data_.test, /*final=*/true);
       const std::string quality = task_->quality();
       result_["val_loss"] = last_eval_.loss;
@@ -621,11 +622,8 @@ class TrialRun {
                           {"batch_1", LatencyJson(1, one, plan.warmup)},
                           {"batch", LatencyJson(batch, many, plan.warmup)}};
     result_["latency"]["batch_1"]["input"] = "repeated training images";
-    const char* evaluation = "the final evaluation's passes (validation, then test images)";
-    result_["latency"]["batch"]["input"] = from_evaluation == 0 ? std::string("repeated training images")
-                                           : from_evaluation == static_cast<size_t>(many.n)
-                                               ? std::string(evaluation)
-                                               : std::string(evaluation) + ", then repeated training images";
+    result_["latency"]["batch"]["input"] =
+        EvaluationPassesInput(plan, earlier.size(), final_val_passes_, many.n);
     result_["latency"]["batch"]["from_evaluation"] = from_evaluation;
   }
 
@@ -730,6 +728,7 @@ class TrialRun {
   EvalResult last_eval_;
   bool evaluated_ = false;
   std::vector<double> final_forward_s_;  // the final evaluation's full-batch forward passes, seconds
+  size_t final_val_passes_ = 0;          // how many of them were the validation split's (the first ones)
   std::optional<double> time_to_target_;
   std::optional<int> steps_to_target_;
   std::optional<double> loss_scale_;

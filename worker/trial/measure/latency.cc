@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace frontier {
@@ -11,6 +12,20 @@ size_t TimedFromEarlier(const LatencyPlan& plan, size_t earlier) {
   const size_t warmup = static_cast<size_t>(std::max(0, plan.warmup));
   const size_t wanted = static_cast<size_t>(std::max(0, plan.repetitions));
   return earlier > warmup ? std::min(earlier - warmup, wanted) : 0;
+}
+
+std::string EvaluationPassesInput(const LatencyPlan& plan, size_t earlier, size_t validation, int timed) {
+  const size_t from_evaluation = TimedFromEarlier(plan, earlier);
+  if (from_evaluation == 0) return "repeated training images";
+  const size_t first =
+      std::min(earlier, static_cast<size_t>(std::max(0, plan.warmup)));  // the first timed one
+  const bool on_validation = first<validation, on_test = first + from_evaluation> validation;
+  std::string input = std::string("the final evaluation's passes (") + (on_validation && on_test
+                                                                            ? "validation, then test images)"
+                                                                        : on_validation ? "validation images)"
+                                                                                        : "test images)");
+  if (from_evaluation < static_cast<size_t>(std::max(0, timed))) input += ", then repeated training images";
+  return input;
 }
 
 SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,15 @@ SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan&
 
 // How many of `earlier` passes TimeRepeatedly(pass, plan, earlier) times.
 size_t TimedFromEarlier(const LatencyPlan& plan, size_t earlier);
+
+// What TimeRepeatedly(pass, plan, earlier) timed, `timed` passes in all, when
+// `earlier` were a final evaluation's passes, its first `validation` ones on
+// the validation images and the rest on the test images, and `pass` ran on
+// repeated training images: "the final evaluation's passes (validation, then
+// test images)", "... (validation images)" or "... (test images)", each
+// followed by ", then repeated training images" when `pass` was timed too,
+// or "repeated training images".
+std::string EvaluationPassesInput(const LatencyPlan& plan, size_t earlier, size_t validation, int timed);
 
 // {batch_size, n, warmup, median_ms, p99_ms, p10_ms, mean_ms, min_ms, max_ms, cv}.
 nlohmann::json LatencyJson(int batch_size, const SeriesStats& seconds, int warmup);
