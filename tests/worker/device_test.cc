@@ -207,5 +207,36 @@ TEST(MemoryTrackerTest, TheSameTrainingStepHasTheSamePeakEveryTime) {
   EXPECT_GE(peaks[0], peaks[1]);  // the first round may also allocate the gradients
 }
 
+// While a CpuBlockReuse lives, a freed block comes back for the next allocation of its size (the profiled
+// steps: docs/profiling.md), and the counts stay the tensors'; after it, blocks are freed as before.
+TEST(MemoryTrackerTest, BlocksAreReusedBySizeWhileAReuseLives) {
+  MemoryTracker memory(DeviceInfo{});
+  memory.Start();  // installs the counter
+  const int64_t held = CountedCpuBytes().current;
+  void* first = nullptr;
+  {
+    CpuBlockReuse reuse;
+    {
+      const torch::Tensor a = torch::empty({3 << 18}, torch::kFloat);  // 3 MiB
+      first = a.data_ptr();
+    }
+    EXPECT_EQ(CountedCpuBytes().current, held) << "a kept block is not a tensor's";
+    const torch::Tensor other_size = torch::empty({1 << 18}, torch::kFloat);
+    EXPECT_NE(other_size.data_ptr(), first);
+    const torch::Tensor same_size = torch::empty({3 << 18}, torch::kFloat);
+    EXPECT_EQ(same_size.data_ptr(), first);
+    EXPECT_EQ(CountedCpuBytes().current, held + (int64_t{4} << 20));
+    EXPECT_EQ(CpuBlockReuse::KeptBytes(), 0);
+    // Up to kMaxReusedBytes are kept: of two blocks of 600 MiB (never touched) freed together, one.
+    {
+      const torch::Tensor b = torch::empty({int64_t{600} << 20}, torch::kByte);
+      const torch::Tensor c = torch::empty({int64_t{600} << 20}, torch::kByte);
+    }
+    EXPECT_EQ(CpuBlockReuse::KeptBytes(), int64_t{600} << 20);
+  }
+  EXPECT_EQ(CountedCpuBytes().current, held);
+  EXPECT_EQ(CpuBlockReuse::KeptBytes(), 0) << "freed when the reuse ended";
+}
+
 }  // namespace
 }  // namespace frontier

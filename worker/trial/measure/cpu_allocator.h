@@ -33,4 +33,23 @@ CpuAllocatedBytes CountedCpuBytes();
 // Sets the peak to the bytes held now; returns them.
 int64_t ResetCpuAllocatedPeak();
 
+// While one lives, a block a tensor frees through the counter is kept, by its
+// size, and the next allocation of that size takes it back, as CUDA's caching
+// allocator does (up to kMaxReusedBytes kept; the counts are the tensors', as
+// without it). The profiled steps run under one (docs/profiling.md): a step
+// allocates the sizes the step before it freed, so its tensors take memory
+// that is already resident, while the profiler's own small allocations, kept
+// for the whole window, would otherwise split the heap's free blocks and send
+// each step's tensors to fresh pages. Its end frees the kept blocks. Nothing
+// is kept when the counter is not installed.
+class CpuBlockReuse {
+ public:
+  static constexpr int64_t kMaxReusedBytes = int64_t{1} << 30;  // the host allocator's trim threshold
+  CpuBlockReuse();
+  ~CpuBlockReuse();
+  CpuBlockReuse(const CpuBlockReuse&) = delete;
+  CpuBlockReuse& operator=(const CpuBlockReuse&) = delete;
+  static int64_t KeptBytes();  // held in kept blocks now
+};
+
 }  // namespace frontier

@@ -22,8 +22,9 @@
 #include <torch/version.h>
 
 #include "worker/host.h"
-#include "worker/trial/measure/flop_counter.h"
 #include "worker/profile/profile_summary.h"
+#include "worker/trial/measure/cpu_allocator.h"
+#include "worker/trial/measure/flop_counter.h"
 
 namespace frontier {
 namespace {
@@ -198,6 +199,7 @@ struct StepProfiler::Impl {
   std::vector<int> recorded_steps;
   double step_start_us = 0, step_cpu_start_us = 0;
   CallRecorder recorder;  // CPU times and bytes per call (tool libtorch)
+  std::optional<CpuBlockReuse> block_reuse;  // while recording (cpu_allocator.h)
   std::optional<at::CallbackHandle> recorder_handle;
   std::unique_ptr<FlopCounter> flops;  // counts the current profiled step
   std::map<std::string, int64_t> flops_by_op;
@@ -236,6 +238,7 @@ struct StepProfiler::Impl {
       return;
     }
     if (spec.tool != "libtorch") return;
+    block_reuse.emplace();
     // Added after the legacy profiler's callback, so the handle it gives a call is set when ours ends.
     recorder.Reserve();
     g_recorder.store(&recorder);
@@ -258,6 +261,7 @@ struct StepProfiler::Impl {
     } catch (const std::exception& e) {
       Fail(std::string("cannot stop the LibTorch profiler: ") + e.what());
     }
+    block_reuse.reset();
   }
 
   void Before(int step) {
