@@ -17,13 +17,13 @@ size_t TimedFromEarlier(const LatencyPlan& plan, size_t earlier) {
 std::string EvaluationPassesInput(const LatencyPlan& plan, size_t earlier, size_t validation, int timed) {
   const size_t from_evaluation = TimedFromEarlier(plan, earlier);
   if (from_evaluation == 0) return "repeated training images";
-  const size_t first =
-      std::min(earlier, static_cast<size_t>(std::max(0, plan.warmup)));  // the first timed one
-  const bool on_validation = first<validation, on_test = first + from_evaluation> validation;
-  std::string input = std::string("the final evaluation's passes (") + (on_validation && on_test
-                                                                            ? "validation, then test images)"
-                                                                        : on_validation ? "validation images)"
-                                                                                        : "test images)");
+  // The timed passes of the evaluation: earlier[first, first + from_evaluation), validation then test.
+  const size_t first = std::min(earlier, static_cast<size_t>(std::max(0, plan.warmup)));
+  const bool on_validation = first < validation;
+  const bool on_test = first + from_evaluation > validation;
+  const char* split = "test images";
+  if (on_validation) split = on_test ? "validation, then test images" : "validation images";
+  std::string input = std::string("the final evaluation's passes (") + split + ")";
   if (from_evaluation < static_cast<size_t>(std::max(0, timed))) input += ", then repeated training images";
   return input;
 }
