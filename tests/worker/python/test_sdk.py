@@ -508,6 +508,7 @@ class Latency(unittest.TestCase):
         self.assertEqual(sorted(native["latency"]["batch"]), sorted(sdk["latency"]["batch"]))
         self.assertEqual(native["latency"]["batch"]["batch_size"], 128)
         self.assertEqual(native["latency"]["batch"]["n"], 20)
+        self.assertEqual(sdk["latency"]["batch"]["from_evaluation"], 0)
 
     def test_no_latency_without_the_call(self):
         p = run_script("""
