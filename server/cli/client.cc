@@ -9,10 +9,21 @@
 #include "server/cli/cli.h"
 
 namespace frontier {
+namespace {
+
+// The CLI reads whole answers from its own coordinator: a report or a trial list of 100,000
+// trials is tens of megabytes, past gRPC's default 4 MiB for a received message.
+grpc::ChannelArguments LargeAnswers() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(1 << 30);
+  return args;
+}
+
+}  // namespace
 
 Client::Client(const std::string& address, const ClientSecurity& security)
     : address_(address),
-      channel_(MakeClientChannel(address, security)),
+      channel_(MakeClientChannel(address, security, LargeAnswers())),
       stub_(v1::ExperimentService::NewStub(channel_)) {}
 
 std::unique_ptr<grpc::ClientContext> Client::Context(int seconds) {

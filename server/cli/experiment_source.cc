@@ -76,7 +76,10 @@ class Stored final : public ExperimentSource {
   Status ListTrials(const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out) override {
     return Guarded("ListTrials", [&] {
       if (!store_->GetExperiment(req.experiment_id())) return NotFound(req.experiment_id());
-      for (const TrialRow& t : store_->ListTrials(req.experiment_id())) FillTrial(t, out->add_trials(), true);
+      const std::string& id = req.experiment_id();
+      for (const TrialRow& t : req.without_specs() ? store_->ListTrialOutcomes(id) : store_->ListTrials(id)) {
+        FillTrial(t, out->add_trials(), true);
+      }
       return Status::OK;
     });
   }

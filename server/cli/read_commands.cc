@@ -44,6 +44,7 @@ int ListExperiments(ExperimentSource& source, int limit, const std::string& outp
 int ListTrials(ExperimentSource& source, const std::string& id, const std::string& output) {
   v1::ListTrialsRequest req;
   req.set_experiment_id(id);
+  req.set_without_specs(true);  // none is printed
   v1::ListTrialsResponse resp;
   const grpc::Status s = source.ListTrials(req, &resp);
   if (!s.ok()) return source.Failure(s, "trials of " + id);

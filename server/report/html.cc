@@ -152,6 +152,52 @@ std::string EffectHeader(const Report& report, const std::string& metric) {
   return "<th>" + EscapeHtml((quality ? "\u0394 " : "change of ") + metric) + " [95% CI]</th>";
 }
 
+// The configs the page draws one by one (a point, a table row, a step-time bar, a cost row): every
+// one up to kPageConfigs; beyond, the baseline, every config on the front and the others evenly
+// spaced in the report's order, kPageConfigs in all, and the page says so. Statistics, the front,
+// the effects and the totals are always over every config.
+constexpr size_t kPageConfigs = 1000;
+
+struct DrawnConfigs {
+  std::vector<bool> drawn;  // per config of the report; empty: every config
+  size_t count = 0;
+  std::string note;         // what was drawn, when not every config
+  bool Drawn(size_t i) const { return drawn.empty() || drawn[i]; }
+};
+
+DrawnConfigs DrawnOf(const Report& report) {
+  DrawnConfigs out;
+  const size_t n = report.configs.size();
+  out.count = n;
+  if (n <= kPageConfigs) return out;
+  out.drawn.assign(n, false);
+  size_t kept = 0, front = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const ConfigSummary& c = report.configs[i];
+    if (c.is_baseline || c.on_front) {
+      out.drawn[i] = true;
+      ++kept;
+      front += c.on_front;
+    }
+  }
+  const size_t others = n - kept, room = kPageConfigs > kept ? kPageConfigs - kept : 0;
+  const size_t stride = room == 0 ? others + 1 : (others + room - 1) / room;
+  for (size_t i = 0, other = 0; i < n; ++i) {
+    if (out.drawn[i]) continue;
+    if (other++ % stride == 0 && kept < kPageConfigs) {
+      out.drawn[i] = true;
+      ++kept;
+    }
+  }
+  out.count = kept;
+  out.note = Printf("This page draws %zu of the %zu configs one by one (points, rows, bars): the baseline, the "
+                    "%zu on the Pareto front and one in %zu of the others (evenly spaced in the report's order), so that it "
+                    "stays readable. The statistics, the front, the effects and the totals are over every "
+                    "config; every config's row: frontier report %s --output csv.",
+                    kept, n, front, stride, report.experiment_id.c_str());
+  return out;
+}
+
 std::string ConfigCell(const ConfigSummary& c) {
   return "<td class=\"label\"><details><summary title=\"" + EscapeHtml(c.config_key) + "\">" +
          EscapeHtml(c.label) + "</summary><code>" + EscapeHtml(c.config.dump()) + "</code></details></td>";
@@ -249,7 +295,7 @@ std::string ScreeningSection(const ScreeningSummary& screening) {
   return html + "</tbody>\n</table>\n</section>\n";
 }
 
-std::string CostSection(const Report& report) {
+std::string CostSection(const Report& report, const DrawnConfigs& drawn) {
   const CostTotals totals = TotalCost(report);
   std::string html =
       "<section id=\"cost\" class=\"view\">\n<h2>What the search cost</h2>\n"
@@ -265,8 +311,13 @@ std::string CostSection(const Report& report) {
                   "class=\"num\">%.1f</td>",
                   s.trials_run, s.device_s, s.train_s, s.profile_s, s.other_s, s.stopped_s, s.failed_s);
   };
-  for (const ConfigSummary& c : report.configs) {
-    html += "<tr>" + ConfigCell(c) + cells(c.cost) + "</tr>\n";
+  for (size_t i = 0; i < report.configs.size(); ++i) {
+    if (drawn.Drawn(i)) html += "<tr>" + ConfigCell(report.configs[i]) + cells(report.configs[i].cost) + "</tr>\n";
+  }
+  if (!drawn.note.empty()) {
+    html += Printf("<tr class=\"sampled\"><td colspan=\"8\">%zu of %zu configs drawn (see the top of the page); "
+                   "the total is over every config</td></tr>\n",
+                   drawn.count, report.configs.size());
   }
   html += "<tr class=\"total\"><td>total</td>" + cells(totals.total) + "</tr>\n</tbody>\n</table>\n<ul class=\"notes\">\n";
   html += "<li>" +
@@ -391,8 +442,10 @@ std::string OnboardSection(const Report& report, const OnboardView& view) {
 }  // namespace
 
 std::string RenderHtml(const Report& report) {
+  const DrawnConfigs drawn = DrawnOf(report);
   std::vector<PlotPoint> points;
   for (size_t i = 0; i < report.configs.size(); ++i) {
+    if (!drawn.Drawn(i)) continue;
     const ConfigSummary& c = report.configs[i];
     auto x = c.metrics.find("throughput");
     auto y = c.metrics.find(report.parity.metric);
@@ -412,19 +465,25 @@ std::string RenderHtml(const Report& report) {
                      DescribeObjectives(report.objectives) +
                      "; constraints: " + DescribeConstraints(report.constraints)) +
           "</p>\n";
+  if (!drawn.note.empty()) html += "<p class=\"meta sampled\">" + EscapeHtml(drawn.note) + "</p>\n";
   html += "<section id=\"front\" class=\"view\">\n<h2>Throughput against " + EscapeHtml(report.parity.metric) +
           "</h2>\n<figure>\n" + RenderSvg(report, points) + "<figcaption>" +
           EscapeHtml("Mean throughput versus mean " + report.parity.metric +
                      " per config, with 95% intervals of both means. The front and the baseline are labelled; "
-                     "hover a point for every metric, its interval and its parity verdict.") +
+                     "hover a point for every metric, its interval and its parity verdict." +
+                     (drawn.note.empty() ? "" : Printf(" %zu of the %zu configs drawn (see above).", drawn.count,
+                                                       report.configs.size()))) +
           "</figcaption>\n</figure>\n</section>\n";
 
   const TextTable table = BuildTextTable(report, true);
-  html += "<section id=\"configs\" class=\"view\">\n<h2>Every config</h2>\n<div class=\"scroll\"><table "
-          "class=\"configs\">\n<thead><tr>";
+  html += "<section id=\"configs\" class=\"view\">\n<h2>" +
+          (drawn.note.empty() ? std::string("Every config")
+                              : Printf("%zu of %zu configs (see above)", drawn.count, report.configs.size())) +
+          "</h2>\n<div class=\"scroll\"><table class=\"configs\">\n<thead><tr>";
   for (const std::string& cell : table.header) html += "<th>" + EscapeHtml(cell) + "</th>";
   html += "</tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < table.rows.size(); ++i) {
+    if (!drawn.Drawn(i)) continue;
     const ConfigSummary& c = report.configs[i];
     const char* row_class = c.is_baseline ? " class=\"baseline\""
                             : !c.feasible ? " class=\"infeasible\""
@@ -458,7 +517,7 @@ std::string RenderHtml(const Report& report) {
           "</p>\n" + (curves.empty() ? "<p class=\"empty\">no evaluations recorded.</p>\n" : "<figure>" + curves + "</figure>\n") +
           "</section>\n";
   html += AblationSection(report);
-  const std::string steps = RenderStepTimes(report);
+  const std::string steps = RenderStepTimes(report, drawn.drawn);
   html += "<section id=\"step-time\" class=\"view\">\n<h2>Step time distribution</h2>\n<p class=\"explain\">Each "
           "config's p10, median and p90 step time (means over its seeds), fastest first.</p>\n" +
           (steps.empty() ? "<p class=\"empty\">no step times recorded.</p>\n" : "<figure>" + steps + "</figure>\n") +
@@ -471,7 +530,7 @@ std::string RenderHtml(const Report& report) {
                          "the profiled seeds).</p>\n<figure>" + bars + "</figure>\n";
   html += BottleneckSection(report) + "</section>\n";
   if (report.screening) html += ScreeningSection(*report.screening);
-  html += CostSection(report);
+  html += CostSection(report, drawn);
   if (!report.artifacts.empty()) html += ArtifactsSection(report);
   html += "</body>\n</html>\n";
   return html;

@@ -116,11 +116,9 @@ ConfigLabeler::ConfigLabeler(const SearchSpace& space) {
   }
   std::map<std::string, int> listed;
   for (const ReportDimension& dim : dimensions_) {
-    std::vector<std::string> texts;
-    for (const json& choice : dim.choices) texts.push_back(ChoiceText(choice));
-    std::sort(texts.begin(), texts.end());
-    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
-    for (const std::string& text : texts) ++listed[text];
+    std::map<std::string, int>& texts = choice_texts_.emplace_back();
+    for (const json& choice : dim.choices) ++texts[ChoiceText(choice)];
+    for (const auto& [text, n] : texts) ++listed[text];
   }
   for (const auto& [text, n] : listed) {
     if (n > 1) ambiguous_.push_back(text);
@@ -128,13 +126,13 @@ ConfigLabeler::ConfigLabeler(const SearchSpace& space) {
 }
 
 std::string ConfigLabeler::Text(const std::string& name, const json& choice) const {
-  for (const ReportDimension& dim : dimensions_) {
+  for (size_t d = 0; d < dimensions_.size(); ++d) {
+    const ReportDimension& dim = dimensions_[d];
     if (dim.name != name) continue;
     std::string text = ChoiceText(choice);
     // Two choices of the dimension with the same kind: say what else differs.
-    const int same = static_cast<int>(std::count_if(dim.choices.begin(), dim.choices.end(),
-                                                    [&](const json& c) { return ChoiceText(c) == text; }));
-    if (same > 1 && choice.is_object()) {
+    const auto same = choice_texts_[d].find(text);
+    if (same != choice_texts_[d].end() && same->second > 1 && choice.is_object()) {
       std::string detail;
       for (const auto& [key, value] : choice.items()) {
         if (key != "kind") detail += (detail.empty() ? "" : ",") + key + "=" + ChoiceText(value);

@@ -3,6 +3,7 @@
 // names configs this way; the CSV and JSON keep the full config key too.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ class ConfigLabeler {
   std::string Text(const std::string& name, const nlohmann::json& choice) const;
   std::vector<ReportDimension> dimensions_;
   std::vector<std::string> ambiguous_;  // choice texts that more than one dimension lists
+  // Per dimension (dimensions_' order): how many of its choices have each text, counted once here
+  // rather than for every config labelled (a space may list thousands of choices).
+  std::vector<std::map<std::string, int>> choice_texts_;
 };
 
 // The changes' texts joined by " · "; "baseline" when there is none.

@@ -484,13 +484,14 @@ std::string RenderLearningCurves(const Report& report) {
   return svg;
 }
 
-std::string RenderStepTimes(const Report& report) {
+std::string RenderStepTimes(const Report& report, const std::vector<bool>& drawn) {
   struct Row {
     const ConfigSummary* c;
     double p10, median, p90;
   };
   std::vector<Row> rows;
   for (const ConfigSummary& c : report.configs) {
+    if (!drawn.empty() && !drawn[&c - report.configs.data()]) continue;
     auto p10 = c.metrics.find("step_time_ms.p10"), median = c.metrics.find("step_time_ms"),
          p90 = c.metrics.find("step_time_ms.p90");
     if (p10 == c.metrics.end() || median == c.metrics.end() || p90 == c.metrics.end()) continue;

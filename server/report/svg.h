@@ -45,8 +45,9 @@ std::string RenderOnboardSvg(const Report& report, const OnboardView& view);
 std::string RenderLearningCurves(const Report& report);
 
 // Per config with step times, p10 to p90 as a bar and the median as a tick
-// (<g class="step-time" data-config>), sorted by median.
-std::string RenderStepTimes(const Report& report);
+// (<g class="step-time" data-config>), sorted by median; with `drawn` (one
+// flag per config of the report) only the configs it flags.
+std::string RenderStepTimes(const Report& report, const std::vector<bool>& drawn = {});
 
 // Per profiled config, the share of profiled time by operator class as one
 // stacked bar (<rect class="share" data-class>); "" when no config was profiled.

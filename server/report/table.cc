@@ -350,7 +350,7 @@ std::vector<std::string> ReportNotes(const Report& report) {
   return notes;
 }
 
-std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible) {
+std::vector<size_t> TextTableWidths(const TextTable& table, size_t max_width, size_t flexible) {
   std::vector<size_t> widths;
   for (const std::string& cell : table.header) widths.push_back(DisplayWidth(cell));
   for (const auto& row : table.rows) {
@@ -362,6 +362,11 @@ std::string RenderTextTable(const TextTable& table, size_t max_width, size_t fle
     const size_t room = max_width > others ? max_width - others : 0;
     widths[flexible] = std::min(widths[flexible], std::max<size_t>(room, 12));
   }
+  return widths;
+}
+
+std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible) {
+  const std::vector<size_t> widths = TextTableWidths(table, max_width, flexible);
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -389,9 +394,9 @@ std::string RenderTable(const Report& report, const TableOptions& options) {
   out += RenderTextTable(table, max_width, 1);
   // Labels the narrow table had to shorten, in full.
   std::string shortened;
-  const std::string rendered = out;
+  const size_t label_width = TextTableWidths(table, max_width, 1)[1];
   for (const ConfigSummary& c : report.configs) {
-    if (max_width > 0 && rendered.find(c.label) == std::string::npos) {
+    if (max_width > 0 && DisplayWidth(c.label) > label_width) {
       shortened += Printf("%4zu  %s\n", static_cast<size_t>(&c - report.configs.data()) + 1, c.label.c_str());
     }
   }

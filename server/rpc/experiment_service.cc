@@ -200,7 +200,10 @@ Status ExperimentServiceImpl::ListTrials(grpc::ServerContext* ctx, const v1::Lis
   if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
   return Guarded("ListTrials", [&] {
     if (!store_.GetExperiment(req->experiment_id())) return NotFound(req->experiment_id());
-    for (const TrialRow& t : store_.ListTrials(req->experiment_id())) FillTrial(t, resp->add_trials(), true);
+    const std::string& id = req->experiment_id();
+    for (const TrialRow& t : req->without_specs() ? store_.ListTrialOutcomes(id) : store_.ListTrials(id)) {
+      FillTrial(t, resp->add_trials(), true);
+    }
     return Status::OK;
   });
 }

@@ -13,9 +13,11 @@
 #include "worker/trial/data/dataset.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/measure/step_stats.h"
+#include "tests/bench/bench_main.h"
 #include "worker/trial/model/model.h"
 
-int main(int argc, char** argv) {
+namespace {
+int Main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: bare_loop SPEC.json\n";
     return 64;
@@ -68,4 +70,9 @@ int main(int argc, char** argv) {
             << ", \"peak_rss_mb\": " << frontier::MemoryTracker::PeakResidentBytes() / 1048576.0 << "}"
             << std::endl;
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return frontier::bench::GuardedMain("bare_loop", [&] { return Main(argc, argv); });
 }

@@ -33,6 +33,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/bench/bench_main.h"
 #include "worker/trial/data/bev_scene.h"
 #include "worker/trial/measure/device.h"
 #include "worker/trial/ops/bev_pool.h"
@@ -173,17 +174,18 @@ nlohmann::json Run(const Preset& p, int rounds, int reps, torch::ScalarType dtyp
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int Main(int argc, char** argv) {
   int threads = 2, rounds = 5, reps = 3;
   std::string preset = "all", dtype_name = "float";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--threads") {
-      threads = std::stoi(argv[i + 1]);
+      threads = static_cast<int>(frontier::bench::IntFlag(flag, argv[i + 1]));
     } else if (flag == "--rounds") {
-      rounds = std::stoi(argv[i + 1]);
+      rounds = static_cast<int>(frontier::bench::IntFlag(flag, argv[i + 1]));
     } else if (flag == "--reps") {
-      reps = std::stoi(argv[i + 1]);
+      reps = static_cast<int>(frontier::bench::IntFlag(flag, argv[i + 1]));
     } else if (flag == "--preset") {
       preset = argv[i + 1];
     } else if (flag == "--dtype") {
@@ -208,4 +210,9 @@ int main(int argc, char** argv) {
     std::cout << Run(p, rounds, reps, dtype, copy).dump() << std::endl;
   }
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return frontier::bench::GuardedMain("bev_pool_bench", [&] { return Main(argc, argv); });
 }

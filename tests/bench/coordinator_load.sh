@@ -5,8 +5,12 @@
 #    trials leased+completed per second, p50/p99 RPC latency;
 #  - the same simulated work through Optuna's RDB storage on the same
 #    PostgreSQL (ask/tell loops in N processes);
-#  - the report query (GetReport) at 100,000 stored trials and the
-#    coordinator's resident memory then.
+#  - the read queries at 100,000 completed trials (REPORT_TRIALS), on each
+#    store: the Pareto query, the report as a table and as JSON, `frontier
+#    trials` as CSV and the HTML page, each one CLI command's wall time, and
+#    the coordinator's peak resident memory; then, on PostgreSQL, Optuna's
+#    study load and best-trials query over a study of as many trials on the
+#    same server (tests/bench/optuna_report.py).
 # DURABILITY="fast durable" runs the load and Optuna sections once per mode on
 # the same PostgreSQL, restarted between (tests/bench/pg_durability.sh): fast
 # is fsync=off, durable is fsync=on and synchronous_commit=on.
@@ -40,6 +44,7 @@ fresh_pg() { pg_query "DROP DATABASE IF EXISTS $1" > /dev/null; /usr/bin/psql -q
 # PG_OPTIONS: more PostgreSQL settings (-c name=value ...), e.g. shared_preload_libraries=pg_stat_statements
 # with PG_STATEMENTS=PREFIX: the load runs' costliest statements into PREFIX.WORKERS.
 # KEEP_LOG=FILE: the coordinator's log into FILE and PostgreSQL's into FILE.pg.
+# REPORT_TRIALS: the completed trials of the report section (default 100000).
 sections="${SECTIONS:-load optuna report}"
 stores="${STORES:-sqlite postgresql}"; worker_counts="${WORKERS:-16 64 256}"
 # The load and Optuna sections at one durability of PostgreSQL (SQLite runs as always).
@@ -81,10 +86,11 @@ for mode in $durabilities; do
 done
 
 if [[ " $sections " == *" report "* ]]; then
-echo "== report query at 100,000 stored trials"
+report_trials="${REPORT_TRIALS:-100000}"
+echo "== the read queries at $report_trials completed trials (wall time of each CLI command against the coordinator)"
 for store in $stores; do
   if [[ $store == sqlite ]]; then url="$work/big.db"; else url=$(fresh_pg big); fi
-  fill=$("$build/tests/bench/load_generator" --fill-store "$url" --trials 100000)
+  fill=$("$build/tests/bench/load_generator" --fill-store "$url" --trials "$report_trials")
   exp=$(echo "$fill" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["experiment"])')
   # Finish every trial with a synthetic result in one statement.
   if [[ $store == sqlite ]]; then
@@ -110,15 +116,32 @@ PY
   fi
   start_server "$url"
   [[ -n "${PERF_REPORT:-}" ]] && { perf record -F 499 -g -p "$server_pid" -o "$PERF_REPORT" > /dev/null 2>&1 & perf_pid=$!; sleep 0.5; }
-  t0=$(date +%s.%N)
+  # timed LABEL OUT ARGS...: one CLI command against the coordinator, its output into OUT; appends
+  # "LABEL S s" to $times.
+  times=""
+  timed() {
+    local label=$1 out=$2; shift 2
+    local t0; t0=$(date +%s.%N)
+    "$build/server/frontier" "$@" --server "$addr" > "$out" || { echo "$label failed: frontier $*"; exit 1; }
+    times+="${times:+, }$label $(/usr/bin/python3 -c "print(round($(date +%s.%N) - $t0, 3))") s"
+  }
   # The Pareto query: statistics over every config, front, hypervolume, parity; the front as JSON.
-  "$build/server/frontier" pareto "$exp" --server "$addr" --output json > "$work/report.json"
-  t1=$(date +%s.%N)
-  "$build/server/frontier" pareto "$exp" --server "$addr" --output json > /dev/null
-  t2=$(date +%s.%N)
+  timed pareto "$work/pareto.json" pareto "$exp" --output json
+  timed "pareto again" /dev/null pareto "$exp" --output json
+  timed report "$work/report.txt" report "$exp"
+  timed "report json" "$work/report.json" report "$exp" --output json
+  timed "trials csv" "$work/trials.csv" trials "$exp" --output csv
+  timed html /dev/null report "$exp" --html "$work/report.html"
   rss=$(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")
   [[ -n "${PERF_REPORT:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
   stop_server; [[ -z "${SHOW_LOG:-}" ]] || grep "report " "$work/server.log" || true
-  echo "$store: Pareto/report query at 100,000 trials $(/usr/bin/python3 -c "print(round($t1 - $t0, 3))") s (again $(/usr/bin/python3 -c "print(round($t2 - $t1, 3))") s); coordinator peak RSS ${rss} MiB"
+  rows=$(($(wc -l < "$work/trials.csv") - 1))
+  (( rows == report_trials )) || { echo "frontier trials listed $rows trials, not $report_trials"; exit 1; }
+  echo "$store: $times; coordinator peak RSS ${rss} MiB; the page $(($(wc -c < "$work/report.html") / 1024)) KiB," \
+       "the table $(wc -l < "$work/report.txt") lines, the CSV $rows rows"
+  if [[ $store == postgresql ]]; then
+    optuna_url=$(fresh_pg optunabig)
+    echo "optuna on the same PostgreSQL: $(/usr/bin/python3 "$root/tests/bench/optuna_report.py" "${optuna_url/postgresql:/postgresql+psycopg2:}" "$report_trials")"
+  fi
 done
 fi

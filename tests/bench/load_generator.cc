@@ -59,22 +59,38 @@
 #include "search_spaces/search_space.h"
 #include "server/store/open_store.h"
 #include "server/store/store.h"
+#include "tests/bench/bench_main.h"
 
 namespace {
 
 namespace v1 = frontier::v1;
 using Clock = std::chrono::steady_clock;
 
-// A space of `configs` configurations (width_mult values) at one seed.
+// A space of `configs` configurations at one seed: width_mult values, and
+// where `configs` has a divisor (the largest up to its square root) that many
+// learning rates, the grid being their product: no dimension lists more
+// choices than a user's space may (kMaxSpaceNodes values in all,
+// search_spaces/search_space.h), so 100,000 trials are a 271 x 369 grid and
+// the baseline.
 std::string SpaceYaml(int configs, int max_attempts = 3) {
+  int rates = 1;
+  for (int d = 2; static_cast<long long>(d) * d <= configs; ++d) {
+    if (configs % d == 0) rates = d;
+  }
   std::ostringstream os;
   os << "name: load\ntask: {dataset: synthetic, input: {channels: 1, height: 8, width: 8, classes: 2}, "
         "batch_size: 4, steps: 2, warmup_steps: 0, eval_every: 0}\n"
         "baseline:\n  arch: {stem: {kind: conv3x3, width: 8, stride: 1}, stages: [{block: basic, width: 8, "
         "depth: 1}]}\n"
         "space:\n  width_mult: [";
-  for (int i = 0; i < configs; ++i) os << (i ? ", " : "") << 1.0 + 0.0005 * (i + 1);
-  os << "]\nobjectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]\n"
+  for (int i = 0; i < configs / rates; ++i) os << (i ? ", " : "") << 1.0 + 0.0005 * (i + 1);
+  os << "]\n";
+  if (rates > 1) {
+    os << "  task.optimizer.lr: [";
+    for (int i = 0; i < rates; ++i) os << (i ? ", " : "") << 0.01 * (1.0 + 0.001 * (i + 1));
+    os << "]\n";
+  }
+  os << "objectives: [{metric: val_accuracy, goal: maximize}, {metric: throughput, goal: maximize}]\n"
         "repeats: 1\nstrategy: {name: grid}\nmax_attempts: "
      << max_attempts << "\n";
   return os.str();
@@ -102,18 +118,22 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 int FillStore(const std::string& url, int trials) {
+  if (trials < 2) throw std::invalid_argument("--trials: the store holds the baseline and at least one more trial");
   auto store = frontier::OpenStore(url);
   frontier::ExperimentRecord e;
   e.name = "load";
   e.space_yaml = SpaceYaml(trials - 1);
   e.source_name = "load.yaml";
-  e.goals_json =
-      frontier::GoalsJson(frontier::ParseSearchSpace(e.space_yaml, e.source_name)).dump();  // as Submit does
+  const frontier::SearchSpace space = frontier::ParseSearchSpace(e.space_yaml, e.source_name);
+  e.goals_json = frontier::GoalsJson(space).dump();  // as Submit does
+  // The baseline, then the grid's configurations, keyed as Submit keys them.
+  std::vector<frontier::Config> configs = frontier::EnumerateGrid(space);
+  configs.insert(configs.begin(), frontier::Config::object());
   std::vector<frontier::TrialRow> rows;
-  for (int i = 0; i < trials; ++i) {
+  for (const frontier::Config& config : configs) {
     frontier::TrialRow t;
-    t.config_json = i == 0 ? "{}" : nlohmann::json{{"width_mult", 1.0 + 0.0005 * i}}.dump();
-    t.is_baseline = i == 0;
+    t.config_json = frontier::ConfigKey(config);
+    t.is_baseline = rows.empty();
     t.seed = 1;
     t.steps = 2;
     t.spec_json = "{}";
@@ -428,12 +448,14 @@ class SimulatedWorker {
   v1::CompleteTrialRequest complete_;
   v1::CompleteTrialResponse completed_;
 };
-}  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   for (int i = 1; i + 1 < argc; i += 2) flags[argv[i]] = argv[i + 1];
-  const int trials = std::stoi(flags.count("--trials") ? flags["--trials"] : "2000");
+  const auto int_flag = [&](const std::string& flag, const char* otherwise) {
+    return static_cast<int>(frontier::bench::IntFlag(flag, flags.count(flag) ? flags[flag] : otherwise));
+  };
+  const int trials = int_flag("--trials", "2000");
   if (flags.count("--fill-store")) return FillStore(flags["--fill-store"], trials);
   if (!flags.count("--server")) {
     std::cerr << "usage: load_generator --server HOST:PORT --workers N --trials T [--lease-next 0] [--cpu-of "
@@ -444,11 +466,11 @@ int main(int argc, char** argv) {
     return 64;
   }
   const std::string server = flags["--server"];
-  const int workers = std::stoi(flags.count("--workers") ? flags["--workers"] : "16");
-  const int work_ms = std::stoi(flags.count("--work-ms") ? flags["--work-ms"] : "0");
+  const int workers = int_flag("--workers", "16");
+  const int work_ms = int_flag("--work-ms", "0");
   // --lease-next 0: a LeaseTrial call per trial, as workers before CompleteTrial.lease_next did.
   const bool lease_next = !flags.count("--lease-next") || flags["--lease-next"] != "0";
-  if (flags.count("--submit")) return Submit(server, std::stoi(flags["--submit"]));
+  if (flags.count("--submit")) return Submit(server, int_flag("--submit", ""));
   if (flags.count("--soak-worker")) return SoakWorker(server, flags["--soak-worker"], work_ms);
   auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
   auto users = v1::ExperimentService::NewStub(channel);
@@ -516,4 +538,9 @@ int main(int argc, char** argv) {
   }
   std::cout << out.dump() << std::endl;
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return frontier::bench::GuardedMain("load_generator", [&] { return Main(argc, argv); });
 }

@@ -27,6 +27,7 @@
 #include "server/search/genome.h"
 #include "server/search/nsga2.h"
 #include "server/search/tpe.h"
+#include "tests/bench/bench_main.h"
 
 namespace frontier {
 namespace {
@@ -156,7 +157,9 @@ int Main(int argc, char** argv) {
       "                      [--tpe-startup N] [--tpe-candidates N] [--only ALGORITHM]\n";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    const size_t value = std::strtoul(argv[i + 1], nullptr, 10);
+    const long long parsed = bench::IntFlag(flag, argv[i + 1]);
+    if (parsed < 0) throw std::invalid_argument(flag + ": " + argv[i + 1] + " is negative");
+    const size_t value = static_cast<size_t>(parsed);
     if (flag == "--seeds") {
       seeds = value;
     } else if (flag == "--evaluations") {
@@ -220,4 +223,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace frontier
 
-int main(int argc, char** argv) { return frontier::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return frontier::bench::GuardedMain("strategy_bench", [&] { return frontier::Main(argc, argv); });
+}

@@ -166,7 +166,9 @@ def main():
                 cells = table.get((problem, encoding, algorithm))
                 if not cells:
                     continue
-                shown = " | ".join(f"{statistics.mean(cells[b]):.4f} ± {statistics.stdev(cells[b]):.4f}"
+                # One seed has no spread: its sd is "-".
+                shown = " | ".join(f"{statistics.mean(cells[b]):.4f} ± "
+                                   + (f"{statistics.stdev(cells[b]):.4f}" if len(cells[b]) > 1 else "-")
                                    for b in budgets)
                 print(f"| {problem} | {encoding} | {algorithm} | {shown} |")
 

@@ -68,6 +68,7 @@
 #include "server/search/screen.h"
 #include "server/search/strategy.h"
 #include "server/store/sqlite_store.h"
+#include "tests/bench/bench_main.h"
 
 namespace frontier {
 namespace {
@@ -777,10 +778,5 @@ int Main(int argc, char** argv) {
 }  // namespace frontier
 
 int main(int argc, char** argv) {
-  try {
-    return frontier::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "strategy_replay: " << e.what() << "\n";
-    return 1;
-  }
+  return frontier::bench::GuardedMain("strategy_replay", [&] { return frontier::Main(argc, argv); });
 }

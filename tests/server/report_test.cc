@@ -744,6 +744,41 @@ TEST(ReportOutputTest, EmptyReportRenders) {
   EXPECT_NE(RenderTable(report).find("0 configs"), std::string::npos);
 }
 
+// Past 1,000 configs the page draws the baseline, every front config and an even sample of the
+// others, and says so; the text table and the statistics keep every config.
+TEST(ReportOutputTest, HtmlOfManyConfigsDrawsTheBaselineTheFrontAndASampleAndSaysSo) {
+  std::vector<TrialRecord> trials;
+  for (int i = 0; i <= 2500; ++i) {
+    TrialRecord t;
+    t.config = i == 0 ? json::object() : json{{"w", i}};
+    t.config_key = t.config.dump();
+    t.trial_id = "t" + std::to_string(i);
+    t.is_baseline = i == 0;
+    t.seed = 1;
+    t.state = "completed";
+    t.result = Result(0.8 + (i * 37 % 101) / 1000.0, 100 + (i * 53 % 89), 100);
+    trials.push_back(std::move(t));
+  }
+  const Report report = BuildReport("exp-big", TestSpace(), trials);
+  ASSERT_EQ(report.configs.size(), 2501u);
+  const std::string html = RenderHtml(report);
+  const size_t circles = Count(html, "<circle class=\"config\"");
+  EXPECT_LE(circles, 1000u);
+  EXPECT_GE(circles, 500u);  // every k-th of the others: at least half the room whatever k rounds to
+  EXPECT_NE(html.find("This page draws " + std::to_string(circles) + " of the 2501 configs"), std::string::npos);
+  EXPECT_EQ(Count(html, "<circle class=\"baseline\""), 1u);
+  int front = 0;
+  for (const ConfigSummary& c : report.configs) {
+    if (!c.on_front) continue;
+    ++front;
+    EXPECT_NE(html.find("data-config=\"" + EscapeHtml(c.config_key) + "\""), std::string::npos) << c.config_key;
+  }
+  EXPECT_GT(front, 0);
+  EXPECT_EQ(Count(html, "<tr data-row=") + Count(html, "<tr class=\"baseline\" data-row="), circles);
+  EXPECT_NE(RenderTable(report).find("2501 configs"), std::string::npos);
+  EXPECT_EQ(RenderHtml(BuildReport("exp-1", TestSpace(), TestTrials())).find("This page draws"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace frontier
 
