@@ -117,27 +117,30 @@ PY
   start_server "$url"
   [[ -n "${PERF_REPORT:-}" ]] && { perf record -F 499 -g -p "$server_pid" -o "$PERF_REPORT" > /dev/null 2>&1 & perf_pid=$!; sleep 0.5; }
   # timed LABEL OUT ARGS...: one CLI command against the coordinator, its output into OUT; appends
-  # "LABEL S s" to $times.
+  # "LABEL S s (RSS MiB)" to $times: the wall time and the coordinator's peak resident memory during
+  # the command (the peak is reset before it: clear_refs 5; memory glibc kept from an earlier query
+  # counts, so the largest answer, the JSON report, goes last).
   times=""
   timed() {
     local label=$1 out=$2; shift 2
+    echo 5 > "/proc/$server_pid/clear_refs"
     local t0; t0=$(date +%s.%N)
     "$build/server/frontier" "$@" --server "$addr" > "$out" || { echo "$label failed: frontier $*"; exit 1; }
-    times+="${times:+, }$label $(/usr/bin/python3 -c "print(round($(date +%s.%N) - $t0, 3))") s"
+    local s; s=$(/usr/bin/python3 -c "print(round($(date +%s.%N) - $t0, 3))")
+    times+="${times:+, }$label $s s ($(awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$server_pid/status") MiB)"
   }
   # The Pareto query: statistics over every config, front, hypervolume, parity; the front as JSON.
   timed pareto "$work/pareto.json" pareto "$exp" --output json
   timed "pareto again" /dev/null pareto "$exp" --output json
-  timed report "$work/report.txt" report "$exp"
-  timed "report json" "$work/report.json" report "$exp" --output json
+  timed "report table" "$work/report.txt" report "$exp"
   timed "trials csv" "$work/trials.csv" trials "$exp" --output csv
-  timed html /dev/null report "$exp" --html "$work/report.html"
-  rss=$(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")
+  timed "html page" /dev/null report "$exp" --html "$work/report.html"
+  timed "report json" "$work/report.json" report "$exp" --output json
   [[ -n "${PERF_REPORT:-}" ]] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
   stop_server; [[ -z "${SHOW_LOG:-}" ]] || grep "report " "$work/server.log" || true
   rows=$(($(wc -l < "$work/trials.csv") - 1))
   (( rows == report_trials )) || { echo "frontier trials listed $rows trials, not $report_trials"; exit 1; }
-  echo "$store: $times; coordinator peak RSS ${rss} MiB; the page $(($(wc -c < "$work/report.html") / 1024)) KiB," \
+  echo "$store: $times; the page $(($(wc -c < "$work/report.html") / 1024)) KiB," \
        "the table $(wc -l < "$work/report.txt") lines, the CSV $rows rows"
   if [[ $store == postgresql ]]; then
     optuna_url=$(fresh_pg optunabig)
