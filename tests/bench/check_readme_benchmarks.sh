@@ -32,7 +32,8 @@ run coordinator_load coordinator_load.sh load_generator optuna_load.py optuna_re
   bash tests/bench/coordinator_load.sh "$build" 40
 grep -q "^postgresql: pareto" "$work/coordinator_load.log" && grep -q "^optuna on the same PostgreSQL" "$work/coordinator_load.log" ||
   { echo "FAILED: coordinator_load printed no report line"; cat "$work/coordinator_load.log"; exit 1; }
-# A refused input is an error with its message, never an uncaught exception (exit 134).
+# A refused input is an error with its message and exit 1, never an uncaught exception (exit 134,
+# or a Python traceback): tests/bench/bench_main.h and bench_main.py.
 set +e
 "$build/tests/bench/load_generator" --fill-store "$work/x.db" --trials ten > "$work/refused.log" 2>&1
 status=$?
@@ -41,6 +42,14 @@ if [[ $status != 1 ]] || ! grep -q "load_generator: --trials: 'ten' is not an in
   echo "FAILED: load_generator --trials ten: exit $status"; cat "$work/refused.log"; exit 1
 fi
 echo "ok load_generator refuses --trials ten: $(cat "$work/refused.log")"
+set +e
+$py tests/bench/runner_overhead.py --spec "$work/no-such-spec.json" > "$work/refused.log" 2>&1
+status=$?
+set -e
+if [[ $status != 1 ]] || ! grep -q "^runner_overhead.py: FileNotFoundError: .*no-such-spec.json" "$work/refused.log"; then
+  echo "FAILED: runner_overhead.py --spec MISSING: exit $status"; cat "$work/refused.log"; exit 1
+fi
+echo "ok runner_overhead.py refuses a missing spec: $(cat "$work/refused.log")"
 
 run chaos_soak chaos_soak.sh -- env TRIALS=40 WORK_MS=5 SEED=7 bash tests/bench/chaos_soak.sh "$build" 4 2
 run runner_overhead runner_overhead.py bare_loop reference_model.py -- \
