@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "proposers"), os.path.join(HERE, "..", "..", "proposers", "optuna")]
 
 import strategy_bench as sb  # noqa: E402
+import bench_main  # noqa: E402  (tests/bench/bench_main.py: the tool's error exit)
 
 
 def levels(encoding):
@@ -143,4 +144,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    bench_main.run(main)

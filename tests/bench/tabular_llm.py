@@ -63,6 +63,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "proposers"))
 from llm_standin import StandIn  # noqa: E402  (the tests' stand-in chat server)
 from tabular_optuna import config_key  # noqa: E402  (the table's configuration keys, one rule)
+import bench_main  # noqa: E402  (tests/bench/bench_main.py: the tool's error exit)
 NAMES = {"own": "llm proposer + scripted model (its own front)",
          "marked": "llm proposer + scripted model (the prompt's front marks)"}
 
@@ -553,4 +554,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    bench_main.run(main)
