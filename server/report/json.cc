@@ -1,4 +1,6 @@
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -104,9 +106,51 @@ json ScreeningToJson(const std::optional<ScreeningSummary>& screening) {
           {"device_s", screening->device_s}, {"dropped", screening->dropped()}, {"configs", configs}};
 }
 
-}  // namespace
+json ConfigToJson(const ConfigSummary& c) {
+  json metrics = json::object();
+  for (const auto& [name, s] : c.metrics) metrics[name] = SummaryToJson(s);
+  json curve = json::array();
+  for (const CurvePoint& p : c.curve) {
+    curve.push_back({{"train_time_s", p.train_time_s}, {"value", p.value}, {"n", p.n}});
+  }
+  return {{"config_key", c.config_key},
+          {"config", c.config},
+          {"label", c.label},
+          {"learning_curve", curve},
+          {"profile_shares", c.profile_shares},
+          {"cost",
+           {{"trials_run", c.cost.trials_run},
+            {"device_s", c.cost.device_s},
+            {"train_s", c.cost.train_s},
+            {"profile_s", c.cost.profile_s},
+            {"other_s", c.cost.other_s},
+            {"stopped_s", c.cost.stopped_s},
+            {"failed_s", c.cost.failed_s}}},
+          {"is_baseline", c.is_baseline},
+          {"seeds_completed", c.seeds_completed},
+          {"trials_total", c.trials_total},
+          {"trials_failed", c.trials_failed},
+          {"trials_stopped", c.trials_stopped},
+          {"metrics", metrics},
+          {"feasible", c.feasible},
+          {"infeasible_reason", c.infeasible_reason},
+          {"on_front", c.on_front},
+          {"speedup", IntervalToJson(c.speedup)},
+          {"quality_delta", IntervalToJson(c.quality_delta)},
+          {"parity", c.parity},
+          {"parity_test", c.parity_test},
+          {"proposer", c.proposer},
+          {"fallback", IsFallbackProposer(c.proposer)},
+          {"rationale", c.rationale},
+          {"failure", c.failure},
+          {"ranks", c.ranks},
+          {"scaling_efficiency", OptionalToJson(c.scaling_efficiency)},
+          {"bottleneck",
+           {{"verdicts", c.bottleneck_verdicts}, {"summary", c.bottleneck_summary}, {"profiles", c.profiles}}}};
+}
 
-nlohmann::json ReportToJson(const Report& report) {
+// Everything but the configs ("configs" holds `configs`).
+json ReportFrame(const Report& report, json configs) {
   json objectives = json::array();
   for (const Objective& o : report.objectives) {
     objectives.push_back({{"metric", o.metric}, {"goal", o.maximize ? "maximize" : "minimize"}});
@@ -115,51 +159,6 @@ nlohmann::json ReportToJson(const Report& report) {
   for (const Constraint& c : report.constraints) {
     constraints.push_back(
         {{"metric", c.metric}, {"min", OptionalToJson(c.min)}, {"max", OptionalToJson(c.max)}});
-  }
-  json configs = json::array();
-  for (const ConfigSummary& c : report.configs) {
-    json metrics = json::object();
-    for (const auto& [name, s] : c.metrics) metrics[name] = SummaryToJson(s);
-    json curve = json::array();
-    for (const CurvePoint& p : c.curve) {
-      curve.push_back({{"train_time_s", p.train_time_s}, {"value", p.value}, {"n", p.n}});
-    }
-    configs.push_back({{"config_key", c.config_key},
-                       {"config", c.config},
-                       {"label", c.label},
-                       {"learning_curve", curve},
-                       {"profile_shares", c.profile_shares},
-                       {"cost",
-                        {{"trials_run", c.cost.trials_run},
-                         {"device_s", c.cost.device_s},
-                         {"train_s", c.cost.train_s},
-                         {"profile_s", c.cost.profile_s},
-                         {"other_s", c.cost.other_s},
-                         {"stopped_s", c.cost.stopped_s},
-                         {"failed_s", c.cost.failed_s}}},
-                       {"is_baseline", c.is_baseline},
-                       {"seeds_completed", c.seeds_completed},
-                       {"trials_total", c.trials_total},
-                       {"trials_failed", c.trials_failed},
-                       {"trials_stopped", c.trials_stopped},
-                       {"metrics", metrics},
-                       {"feasible", c.feasible},
-                       {"infeasible_reason", c.infeasible_reason},
-                       {"on_front", c.on_front},
-                       {"speedup", IntervalToJson(c.speedup)},
-                       {"quality_delta", IntervalToJson(c.quality_delta)},
-                       {"parity", c.parity},
-                       {"parity_test", c.parity_test},
-                       {"proposer", c.proposer},
-                       {"fallback", IsFallbackProposer(c.proposer)},
-                       {"rationale", c.rationale},
-                       {"failure", c.failure},
-                       {"ranks", c.ranks},
-                       {"scaling_efficiency", OptionalToJson(c.scaling_efficiency)},
-                       {"bottleneck",
-                        {{"verdicts", c.bottleneck_verdicts},
-                         {"summary", c.bottleneck_summary},
-                         {"profiles", c.profiles}}}});
   }
   json out = {
       {"experiment_id", report.experiment_id},
@@ -189,6 +188,41 @@ nlohmann::json ReportToJson(const Report& report) {
       {"screening", ScreeningToJson(report.screening)},
       {"goodput", GoodputToJson(TotalCost(report))}};
   if (const std::optional<OnboardView> onboard = Onboard(report)) out["onboard"] = OnboardToJson(report, *onboard);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json ReportToJson(const Report& report) {
+  json configs = json::array();
+  for (const ConfigSummary& c : report.configs) configs.push_back(ConfigToJson(c));
+  return ReportFrame(report, std::move(configs));
+}
+
+std::string RenderJson(const Report& report) {
+  // The frame with a marker where the configs go; each config is dumped alone and indented to its
+  // depth (two levels: a JSON string holds no raw newline, so every line break is the layout's).
+  const std::string control(1, '\x01');
+  const std::string marker = "\"\\u0001configs\\u0001\"";  // the marker as dump() escapes it
+  const std::string frame = ReportFrame(report, control + "configs" + control).dump(2);
+  const size_t at = frame.find(marker);
+  if (at == std::string::npos) throw std::logic_error("RenderJson: the configs' marker is missing");
+  std::string out = frame.substr(0, at);
+  if (report.configs.empty()) {
+    out += "[]";
+  } else {
+    out += "[\n";
+    for (size_t i = 0; i < report.configs.size(); ++i) {
+      out += "    ";
+      for (const char ch : ConfigToJson(report.configs[i]).dump(2)) {
+        out += ch;
+        if (ch == '\n') out += "    ";
+      }
+      out += i + 1 < report.configs.size() ? ",\n" : "\n";
+    }
+    out += "  ]";
+  }
+  out.append(frame, at + marker.size(), std::string::npos);
   return out;
 }
 

@@ -293,6 +293,9 @@ std::optional<double> TimeToGoal(const nlohmann::json& result, const std::string
 // The renderers, one file each.
 // Every field of the report; absent intervals and constraint bounds are null.
 nlohmann::json ReportToJson(const Report& report);
+// ReportToJson(report).dump(2), the same bytes, built one config at a time: the whole tree of a
+// report of 100,000 configs took 2 GB and most of its 9 s (docs/report.md#at-100000-trials).
+std::string RenderJson(const Report& report);
 // An aligned plain-text table, one row per config, followed by notes (rules,
 // hypervolume, infeasible configs). By default the columns that matter, the
 // config label cut to fit `width` columns (the full labels listed below);

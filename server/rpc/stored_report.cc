@@ -106,7 +106,7 @@ std::optional<RenderedReport> RenderStoredReport(Store& store, const ReportReque
     if (format == "table") return RenderedReport{RenderComparisonTable(*report, c), "text/plain"};
     return RenderedReport{ComparisonToJson(*report, c).dump(2), "application/json"};
   }
-  if (format.empty() || format == "json") return RenderedReport{ReportToJson(*report).dump(2), "application/json"};
+  if (format.empty() || format == "json") return RenderedReport{RenderJson(*report), "application/json"};
   if (format == "table") return RenderedReport{RenderTable(*report, TableOptions{request.wide}), "text/plain"};
   if (format == "csv") return RenderedReport{RenderCsv(*report), "text/csv"};
   if (request.artifacts != nullptr) {

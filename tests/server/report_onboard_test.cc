@@ -257,6 +257,7 @@ TEST(ReportOnboardTest, StoredTextReadsTheSameDeploySection) {
   const Report from_documents = BuildReport("e", Space(), Trials(true));
   EXPECT_EQ(ReportToJson(from_text), ReportToJson(from_documents));
   EXPECT_TRUE(ReportToJson(from_text).contains("onboard"));
+  EXPECT_EQ(RenderJson(from_text), ReportToJson(from_text).dump(2));  // the coordinator's bytes, onboard too
 }
 
 TEST(ReportOnboardTest, AConstraintOnDeployedLatencyDecidesTheTrainingFront) {

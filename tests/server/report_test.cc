@@ -779,6 +779,20 @@ TEST(ReportOutputTest, HtmlOfManyConfigsDrawsTheBaselineTheFrontAndASampleAndSay
   EXPECT_EQ(RenderHtml(BuildReport("exp-1", TestSpace(), TestTrials())).find("This page draws"), std::string::npos);
 }
 
+// The JSON as the coordinator sends it, built one config at a time, is the whole tree's dump(2),
+// byte for byte: with configs (failures, intervals, nulls), with one, with none.
+TEST(ReportOutputTest, RenderedJsonIsTheTreesDumpByteForByte) {
+  const Report report = BuildReport("exp-1", TestSpace(), TestTrials());
+  ASSERT_GE(report.configs.size(), 3u);
+  EXPECT_EQ(RenderJson(report), ReportToJson(report).dump(2));
+  Report one = report;
+  one.configs.resize(1);
+  EXPECT_EQ(RenderJson(one), ReportToJson(one).dump(2));
+  const Report empty = BuildReport("empty", TestSpace(), {});
+  EXPECT_EQ(RenderJson(empty), ReportToJson(empty).dump(2));
+  EXPECT_NE(RenderJson(empty).find("\"configs\": []"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace frontier
 
