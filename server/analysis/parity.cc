@@ -41,14 +41,25 @@ std::optional<Interval> PairedDifferenceInterval(const std::map<int64_t, double>
   return Interval{s.mean, s.ci_low, s.ci_high, s.n, s.n};
 }
 
+namespace {
+
+// The one-sided bounds of the paired differences' mean at `one_sided_quantile` each.
+std::optional<Interval> PairedBounds(const std::map<int64_t, double>& variant,
+                                     const std::map<int64_t, double>& baseline, double one_sided_quantile) {
+  const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
+  if (!d) return std::nullopt;
+  const MetricSummary s = SummarizeMetric(*d);
+  const double half = MeanHalfWidth(s, one_sided_quantile);
+  return Interval{s.mean, s.mean - half, s.mean + half, s.n, s.n};
+}
+
+}  // namespace
+
 std::string PairedParityVerdict(const std::map<int64_t, double>& variant,
                                 const std::map<int64_t, double>& baseline, double margin,
                                 bool lower_is_better, double one_sided_quantile) {
-  const std::optional<std::vector<double>> d = PairedDifferences(variant, baseline);
-  if (!d) return "inconclusive";
-  const MetricSummary s = SummarizeMetric(*d);
-  const double half = MeanHalfWidth(s, one_sided_quantile);
-  return VerdictFromBounds(Interval{s.mean, s.mean - half, s.mean + half, s.n, s.n}, margin, lower_is_better);
+  const std::optional<Interval> bounds = PairedBounds(variant, baseline, one_sided_quantile);
+  return bounds ? VerdictFromBounds(*bounds, margin, lower_is_better) : "inconclusive";
 }
 
 std::string ParityVerdict(const MetricSummary& variant, const MetricSummary& baseline, double margin,
@@ -72,6 +83,7 @@ QualityComparison CompareQuality(const std::map<int64_t, double>& variant,
       comparison.test = "paired";
       comparison.delta = delta;
       comparison.verdict = PairedParityVerdict(variant, baseline, margin, lower_is_better, one_sided_quantile);
+      comparison.bounds = PairedBounds(variant, baseline, one_sided_quantile);
       return comparison;
     }
   }
@@ -85,6 +97,7 @@ QualityComparison CompareQuality(const std::map<int64_t, double>& variant,
   comparison.test = "welch";
   comparison.delta = DifferenceInterval(v, b);
   comparison.verdict = ParityVerdict(v, b, margin, lower_is_better, one_sided_quantile);
+  if (v.n >= 2 && b.n >= 2) comparison.bounds = WelchInterval(v, b, one_sided_quantile);
   return comparison;
 }
 

@@ -53,6 +53,9 @@ struct QualityComparison {
   std::string verdict = "inconclusive";  // at parity, worse, inconclusive
   std::string test;                      // paired, welch; empty when a side has no value
   std::optional<Interval> delta;         // variant - baseline, two-sided 95%
+  // The one-sided bounds of variant - baseline the verdict was decided on (low and high, each at
+  // `one_sided_quantile`); nullopt when a side had fewer than 2 values (then "inconclusive").
+  std::optional<Interval> bounds;
 };
 QualityComparison CompareQuality(const std::map<int64_t, double>& variant,
                                  const std::map<int64_t, double>& baseline, bool paired, double margin,

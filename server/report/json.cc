@@ -137,6 +137,10 @@ json ConfigToJson(const ConfigSummary& c) {
           {"on_front", c.on_front},
           {"speedup", IntervalToJson(c.speedup)},
           {"quality_delta", IntervalToJson(c.quality_delta)},
+          {"parity_bound", c.parity_bound ? json{{"bound", c.parity_bound->bound},
+                                                 {"direction", c.parity_bound->at_least ? ">=" : "<="},
+                                                 {"quantile", c.parity_bound->quantile}}
+                                          : json(nullptr)},
           {"parity", c.parity},
           {"parity_test", c.parity_test},
           {"proposer", c.proposer},

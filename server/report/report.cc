@@ -143,6 +143,13 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
   config.parity_test = comparison.test;
   config.quality_delta = comparison.delta;
   config.parity = comparison.verdict;
+  if (comparison.bounds) {
+    // The loss side decides "at parity" (and leaves "inconclusive"); the other side "worse".
+    const bool loss_side = comparison.verdict != "worse";
+    const bool low = loss_side != lower;  // the delta's low end: a loss side when higher is better
+    config.parity_bound = ConfigSummary::ParityBound{low ? comparison.bounds->low : comparison.bounds->high, low,
+                                                     SequentialOneSidedQuantile(report.parity.looks)};
+  }
 }
 
 }  // namespace

@@ -114,6 +114,17 @@ struct ConfigSummary {
   bool on_front = false;                  // non-dominated among feasible configs on the objectives (means)
   std::optional<Interval> speedup;        // throughput ratio variant / baseline
   std::optional<Interval> quality_delta;  // parity metric, variant - baseline
+  // The one-sided bound of variant - baseline that decided the parity verdict, at the verdict's
+  // quantile (95%, or split over the looks of adaptive seeds): the delta is at least `bound`
+  // (`at_least`) or at most it. For "at parity" and "inconclusive" the bound on the side of a loss
+  // (the delta's low end, its high end for a lower-is-better metric), for "worse" the other.
+  // nullopt for the baseline and whenever a side had fewer than 2 values.
+  struct ParityBound {
+    double bound = 0;
+    bool at_least = true;
+    double quantile = 0.95;
+  };
+  std::optional<ParityBound> parity_bound;
   std::string parity;  // "baseline", "at parity", "worse", "inconclusive", "stopped early" (every trial
                        // stopped by the strategy) or "no data"
   // How the parity verdict and quality delta were computed: "paired" (the

@@ -50,11 +50,14 @@ std::string FormatSpeedup(const ConfigSummary& config) {
          FormatNumber("%.2f", s.high) + "]";
 }
 
+// The delta and the one-sided bound that decided the parity verdict: "-0.0010 (>=-0.0035)".
 std::string FormatQualityDelta(const ConfigSummary& config) {
   if (!config.quality_delta) return "-";
   const Interval& d = *config.quality_delta;
-  if (config.is_baseline || !HasSpread(d)) return FormatNumber("%+.4f", d.value);
-  return FormatNumber("%+.4f", d.value) + "\u00b1" + FormatNumber("%.4f", (d.high - d.low) / 2);
+  if (config.is_baseline || !config.parity_bound) return FormatNumber("%+.4f", d.value);
+  const ConfigSummary::ParityBound& b = *config.parity_bound;
+  return FormatNumber("%+.4f", d.value) + (b.at_least ? " (\u2265" : " (\u2264") + FormatNumber("%+.4f", b.bound) +
+         ")";
 }
 
 std::string FormatSeeds(const ConfigSummary& config) {

@@ -327,23 +327,19 @@ Comparison CompareConfigs(const Report& report, const ConfigSummary& a, const Co
     }
     out.metrics.push_back(std::move(m));
   }
+  // The report's rule (CompareQuality, alpha split over the looks of adaptive seeds), so that compare
+  // and the report never disagree on a verdict.
   const bool lower = LowerIsBetter(report.parity.metric, report.objectives);
-  std::optional<Interval> paired;
-  if (report.parity.test == "paired") paired = PairedDifferenceInterval(a.parity_by_seed, b.parity_by_seed);
-  const MetricSummary* qa = Find(a, report.parity.metric);
-  const MetricSummary* qb = Find(b, report.parity.metric);
-  out.parity = "inconclusive";
-  if (paired) {
-    out.parity_test = "paired";
-    out.quality_delta = paired;
-    out.parity = PairedParityVerdict(a.parity_by_seed, b.parity_by_seed, report.parity.margin, lower);
-  } else if (qa != nullptr && qb != nullptr) {
-    out.parity_test = "welch";
-    out.quality_delta = DifferenceInterval(*qa, *qb);
-    out.parity = ParityVerdict(*qa, *qb, report.parity.margin, lower);
-  } else {
+  out.one_sided_quantile = SequentialOneSidedQuantile(report.parity.looks);
+  const QualityComparison q = CompareQuality(a.parity_by_seed, b.parity_by_seed, report.parity.test == "paired",
+                                             report.parity.margin, lower, out.one_sided_quantile);
+  if (q.test.empty()) {
     out.parity = "no data";
+    return out;
   }
+  out.parity_test = q.test;
+  out.quality_delta = q.delta;
+  out.parity = q.verdict;
   return out;
 }
 
@@ -555,9 +551,11 @@ std::string RenderComparisonTable(const Report& report, const Comparison& c) {
   std::string out = "experiment " + report.experiment_id + ": A = " + c.a->label + " vs B = " + c.b->label +
                     "\n  A: " + c.a->config_key + "\n  B: " + c.b->config_key + "\n\n";
   out += RenderTextTable(table, 0);
-  out += Printf("\nparity of A against B (%s, margin %g, %s test): %s; delta %s\n", report.parity.metric.c_str(),
-                report.parity.margin, c.parity_test.empty() ? "no" : c.parity_test.c_str(), c.parity.c_str(),
-                IntervalText(c.quality_delta, "%+.4f").c_str());
+  out += Printf("\nparity of A against B (%s, margin %g, %s test, one-sided bounds at %.4g%%%s): %s; delta %s\n",
+                report.parity.metric.c_str(), report.parity.margin,
+                c.parity_test.empty() ? "no" : c.parity_test.c_str(), 100 * c.one_sided_quantile,
+                report.parity.looks > 1 ? Printf(", alpha split over %d looks", report.parity.looks).c_str() : "",
+                c.parity.c_str(), IntervalText(c.quality_delta, "%+.4f").c_str());
   out +=
       "\u00b1: half-width of the 95% interval: Student-t of each mean, Welch for A - B; [low, high] of "
       "A / B: the 95% interval on the log scale, delta method (docs/report.md)\n";

@@ -93,6 +93,7 @@ struct Comparison {
   std::string parity;       // "at parity", "worse", "inconclusive": a against b
   std::string parity_test;  // "paired" or "welch"
   std::optional<Interval> quality_delta;
+  double one_sided_quantile = 0.95;  // of the verdict's bounds: the report's (split over adaptive seeds' looks)
 };
 
 // The config `name` names: "baseline", its row number in the report (1 is

@@ -648,10 +648,10 @@ TEST(ReportOutputTest, TableShowsEveryConfigAndTheFront) {
   EXPECT_NE(table.find("experiment exp-1 (quickstart)"), std::string::npos);
   for (const char* text :
        {"config", "seeds", "val acc", "speed-up [95% CI]", "parity", "front", "baseline", "stem=patchify",
-        "prec=bf16", "block=convnext", "3 (1 failed)", "0 (3 failed)", "2.00x [1.79,2.24]", "-0.0010\u00b1",
+        "prec=bf16", "block=convnext", "3 (1 failed)", "0 (3 failed)", "2.00x [1.79,2.24]", "-0.0010 (\u2265",
         "at parity", "no data", "0.9010\u00b10.0025",
         "infeasible: prec=bf16: peak_memory_mb mean 5000 > max 4096", "hypervolume: 1.99889"}) {
-    EXPECT_NE(table.find(text), std::string::npos) << text;
+    EXPECT_NE(table.find(text), std::string::npos) << text << "\n" << table;
   }
   // Aligned: every column starts at the same display position on every row
   // (the rule line's dashes show where). Positions count code points, as "±" and "Δ" are two bytes.
@@ -777,6 +777,64 @@ TEST(ReportOutputTest, HtmlOfManyConfigsDrawsTheBaselineTheFrontAndASampleAndSay
   EXPECT_EQ(Count(html, "<tr data-row=") + Count(html, "<tr class=\"baseline\" data-row="), circles);
   EXPECT_NE(RenderTable(report).find("2501 configs"), std::string::npos);
   EXPECT_EQ(RenderHtml(BuildReport("exp-1", TestSpace(), TestTrials())).find("This page draws"), std::string::npos);
+}
+
+// The table's delta shows the one-sided bound that decided the verdict: the loss side for "at
+// parity" and "inconclusive", the other for "worse"; for a lower-is-better metric the directions
+// swap. Welch over 3 seeds each, the bound at the 95% one-sided quantile.
+TEST(ReportOutputTest, TheDeltaShowsTheBoundThatDecidedTheVerdict) {
+  SearchSpace space = TestSpace();
+  space.objectives = {{"val_loss", false}, {"throughput", true}};
+  space.parity = {"val_loss", 0.01, "welch"};
+  std::vector<TrialRecord> trials;
+  auto add = [&trials](const std::string& key, int64_t seed, double loss) {
+    TrialRecord t;
+    t.config_key = key;
+    t.config = json::parse(key);
+    t.trial_id = key + std::to_string(seed);
+    t.is_baseline = key == "{}";
+    t.seed = seed;
+    t.state = "completed";
+    t.result = Result(0.9, 100, 100);
+    t.result["val_loss"] = loss;
+    trials.push_back(std::move(t));
+  };
+  for (int seed = 1; seed <= 3; ++seed) {
+    add("{}", seed, 0.100 + 0.001 * seed);
+    add(kPatchify, seed, 0.101 + 0.001 * seed);  // +0.001 loss: at parity within 0.01
+    add(kBf16, seed, 0.200 + 0.001 * seed);      // +0.1 loss: worse
+  }
+  const Report report = BuildReport("exp-loss", space, trials);
+  const std::string table = RenderTable(report, TableOptions{true});
+  for (const ConfigSummary& c : report.configs) {
+    if (c.is_baseline) {
+      EXPECT_FALSE(c.parity_bound);
+      continue;
+    }
+    ASSERT_TRUE(c.parity_bound) << c.label;
+    ASSERT_TRUE(c.quality_delta) << c.label;
+    // Welch's one-sided 95% bounds of variant - baseline: the two-sided interval's half-width
+    // scaled from the 97.5% to the 95% quantile (same df).
+    const MetricSummary v = SummarizeMetric({c.label == "stem=patchify" ? 0.102 : 0.201, c.label == "stem=patchify" ? 0.103 : 0.202,
+                                             c.label == "stem=patchify" ? 0.104 : 0.203});
+    const MetricSummary b = SummarizeMetric({0.101, 0.102, 0.103});
+    const Interval one_sided = WelchInterval(v, b, 0.95);
+    if (c.parity == "at parity") {
+      EXPECT_FALSE(c.parity_bound->at_least);  // lower is better: a loss is a higher delta
+      EXPECT_NEAR(c.parity_bound->bound, one_sided.high, 1e-12);
+      EXPECT_LT(c.parity_bound->bound, 0.01);
+    } else {
+      EXPECT_EQ(c.parity, "worse") << c.label;
+      EXPECT_TRUE(c.parity_bound->at_least);
+      EXPECT_NEAR(c.parity_bound->bound, one_sided.low, 1e-12);
+      EXPECT_GT(c.parity_bound->bound, 0.01);
+    }
+    EXPECT_NEAR(c.parity_bound->quantile, 0.95, 1e-12);
+    EXPECT_NE(table.find(FormatNumber("%+.4f", c.quality_delta->value) + (c.parity_bound->at_least ? " (\u2265" : " (\u2264") +
+                         FormatNumber("%+.4f", c.parity_bound->bound) + ")"),
+              std::string::npos)
+        << c.label << "\n" << table;
+  }
 }
 
 // The JSON as the coordinator sends it, built one config at a time, is the whole tree's dump(2),

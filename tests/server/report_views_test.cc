@@ -502,6 +502,34 @@ TEST(CompareTest, FindsConfigsByRowLabelOrKeyAndJudgesParity) {
   EXPECT_EQ(ComparisonToJson(report, c)["parity"]["verdict"], "at parity");
 }
 
+// With adaptive seeds alpha is split over the looks; compare judges by the report's rule, so the
+// two agree (compare once judged at a plain one-sided 95% and said "at parity" here).
+TEST(CompareTest, JudgesParityByTheReportsRuleWithAdaptiveSeeds) {
+  SearchSpace space = Quickstart();
+  space.parity.looks = 10;  // each bound at 1 - 0.05 / 10 = 99.5%
+  space.parity.test = "welch";  // paired, bf16's differences have no spread: at parity at any quantile
+  const Report report = BuildReport("exp-1", space, QuickstartTrials(space));
+  const ConfigSummary& baseline = FindConfig(report, "baseline");
+  const ConfigSummary& bf16 = FindConfig(report, "bf16");
+  // At one look bf16 is at parity (the test above); at 99.5% its bound, -t(0.995, 2) * 0.0014 = -0.014,
+  // is below -0.01.
+  EXPECT_EQ(bf16.parity, "inconclusive");
+  int compared = 0;
+  for (const ConfigSummary& c : report.configs) {
+    if (c.is_baseline || c.seeds_completed == 0) continue;
+    const Comparison cmp = CompareConfigs(report, c, baseline);
+    EXPECT_EQ(cmp.parity, c.parity) << c.label;
+    EXPECT_EQ(cmp.parity_test, c.parity_test) << c.label;
+    ASSERT_TRUE(cmp.quality_delta && c.quality_delta) << c.label;
+    EXPECT_EQ(cmp.quality_delta->low, c.quality_delta->low) << c.label;
+    ++compared;
+  }
+  EXPECT_GT(compared, 3);
+  const std::string table = RenderComparisonTable(report, CompareConfigs(report, bf16, baseline));
+  EXPECT_NE(table.find("one-sided bounds at 99.5%, alpha split over 10 looks): inconclusive"), std::string::npos)
+      << table;
+}
+
 TEST(StoredReportTest, ReadsAnExperimentStraightFromASqliteStore) {
   const std::string path = ::testing::TempDir() + "/stored_report_test.db";
   std::filesystem::remove(path);
