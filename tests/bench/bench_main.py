@@ -6,7 +6,6 @@ with a traceback.
     if __name__ == "__main__":
         bench_main.run(main)
 """
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,6 @@ def run(main):
         output = (e.stderr or e.output or "").strip() if isinstance(e.stderr or e.output, str) else ""
         sys.exit(f"{tool}: {' '.join(map(str, e.cmd))} failed (exit {e.returncode})" +
                  (f": {output.splitlines()[-1]}" if output else ""))
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, KeyError) as e:  # a JSONDecodeError is a ValueError
         sys.exit(f"{tool}: {type(e).__name__}: {e}")
     sys.exit(status or 0)
