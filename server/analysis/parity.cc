@@ -82,8 +82,8 @@ QualityComparison CompareQuality(const std::map<int64_t, double>& variant,
     if (std::optional<Interval> delta = PairedDifferenceInterval(variant, baseline)) {
       comparison.test = "paired";
       comparison.delta = delta;
-      comparison.verdict = PairedParityVerdict(variant, baseline, margin, lower_is_better, one_sided_quantile);
-      comparison.bounds = PairedBounds(variant, baseline, one_sided_quantile);
+      comparison.bounds = PairedBounds(variant, baseline, one_sided_quantile);  // present with the delta
+      comparison.verdict = VerdictFromBounds(*comparison.bounds, margin, lower_is_better);
       return comparison;
     }
   }
@@ -96,8 +96,10 @@ QualityComparison CompareQuality(const std::map<int64_t, double>& variant,
   const MetricSummary v = summary(variant), b = summary(baseline);
   comparison.test = "welch";
   comparison.delta = DifferenceInterval(v, b);
-  comparison.verdict = ParityVerdict(v, b, margin, lower_is_better, one_sided_quantile);
-  if (v.n >= 2 && b.n >= 2) comparison.bounds = WelchInterval(v, b, one_sided_quantile);
+  if (v.n >= 2 && b.n >= 2) {  // else "inconclusive", as ParityVerdict says
+    comparison.bounds = WelchInterval(v, b, one_sided_quantile);
+    comparison.verdict = VerdictFromBounds(*comparison.bounds, margin, lower_is_better);
+  }
   return comparison;
 }
 

@@ -75,12 +75,7 @@ class Stored final : public ExperimentSource {
   }
   Status ListTrials(const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out) override {
     return Guarded("ListTrials", [&] {
-      if (!store_->GetExperiment(req.experiment_id())) return NotFound(req.experiment_id());
-      const std::string& id = req.experiment_id();
-      for (const TrialRow& t : req.without_specs() ? store_->ListTrialOutcomes(id) : store_->ListTrials(id)) {
-        FillTrial(t, out->add_trials(), true);
-      }
-      return Status::OK;
+      return FillTrialList(*store_, req, out) ? Status::OK : NotFound(req.experiment_id());
     });
   }
   Status GetReport(const v1::GetReportRequest& req, v1::GetReportResponse* out) override {

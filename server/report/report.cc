@@ -136,9 +136,9 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
     config.speedup = SpeedupInterval(*throughput, *baseline_throughput);
   }
   const bool lower = LowerIsBetter(quality, report.objectives);
-  QualityComparison comparison =
-      CompareQuality(config.parity_by_seed, baseline->parity_by_seed, report.parity.test == "paired",
-                     report.parity.margin, lower, SequentialOneSidedQuantile(report.parity.looks));
+  const double quantile = SequentialOneSidedQuantile(report.parity.looks);
+  QualityComparison comparison = CompareQuality(config.parity_by_seed, baseline->parity_by_seed,
+                                                report.parity.test == "paired", report.parity.margin, lower, quantile);
   if (comparison.test.empty()) return;
   config.parity_test = comparison.test;
   config.quality_delta = comparison.delta;
@@ -147,8 +147,8 @@ void CompareWithBaseline(const Report& report, const ConfigSummary* baseline, Co
     // The loss side decides "at parity" (and leaves "inconclusive"); the other side "worse".
     const bool loss_side = comparison.verdict != "worse";
     const bool low = loss_side != lower;  // the delta's low end: a loss side when higher is better
-    config.parity_bound = ConfigSummary::ParityBound{low ? comparison.bounds->low : comparison.bounds->high, low,
-                                                     SequentialOneSidedQuantile(report.parity.looks)};
+    config.parity_bound =
+        ConfigSummary::ParityBound{low ? comparison.bounds->low : comparison.bounds->high, low, quantile};
   }
 }
 

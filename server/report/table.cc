@@ -369,7 +369,10 @@ std::vector<size_t> TextTableWidths(const TextTable& table, size_t max_width, si
 }
 
 std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible) {
-  const std::vector<size_t> widths = TextTableWidths(table, max_width, flexible);
+  return RenderTextTable(table, TextTableWidths(table, max_width, flexible));
+}
+
+std::string RenderTextTable(const TextTable& table, const std::vector<size_t>& widths) {
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -394,10 +397,11 @@ std::string RenderTable(const Report& report, const TableOptions& options) {
   std::string out = "experiment " + report.experiment_id +
                     (report.name.empty() ? "" : " (" + report.name + ")") +
                     Printf(": %zu configs\n\n", report.configs.size());
-  out += RenderTextTable(table, max_width, 1);
+  const std::vector<size_t> widths = TextTableWidths(table, max_width, 1);
+  out += RenderTextTable(table, widths);
   // Labels the narrow table had to shorten, in full.
   std::string shortened;
-  const size_t label_width = TextTableWidths(table, max_width, 1)[1];
+  const size_t label_width = widths[1];
   for (const ConfigSummary& c : report.configs) {
     if (max_width > 0 && DisplayWidth(c.label) > label_width) {
       shortened += Printf("%4zu  %s\n", static_cast<size_t>(&c - report.configs.data()) + 1, c.label.c_str());

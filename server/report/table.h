@@ -25,8 +25,9 @@ TextTable BuildTextTable(const Report& report, bool wide);
 // between columns. With `max_width` > 0 the `flexible` column is cut (with an
 // ellipsis) until the lines fit, but never below 12 columns.
 std::string RenderTextTable(const TextTable& table, size_t max_width, size_t flexible = 0);
-// The columns' widths RenderTextTable lays the table out with.
+// The columns' widths RenderTextTable lays the table out with, and the table laid out with them.
 std::vector<size_t> TextTableWidths(const TextTable& table, size_t max_width, size_t flexible = 0);
+std::string RenderTextTable(const TextTable& table, const std::vector<size_t>& widths);
 
 struct OnboardView;
 // The onboard view (views.h) as rows: one per (config, format) point, its

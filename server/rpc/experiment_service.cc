@@ -199,12 +199,7 @@ Status ExperimentServiceImpl::ListTrials(grpc::ServerContext* ctx, const v1::Lis
                                          v1::ListTrialsResponse* resp) {
   if (Status denied = Authorize(*ctx, security_, Role::kUser); !denied.ok()) return denied;
   return Guarded("ListTrials", [&] {
-    if (!store_.GetExperiment(req->experiment_id())) return NotFound(req->experiment_id());
-    const std::string& id = req->experiment_id();
-    for (const TrialRow& t : req->without_specs() ? store_.ListTrialOutcomes(id) : store_.ListTrials(id)) {
-      FillTrial(t, resp->add_trials(), true);
-    }
-    return Status::OK;
+    return FillTrialList(store_, *req, resp) ? Status::OK : NotFound(req->experiment_id());
   });
 }
 

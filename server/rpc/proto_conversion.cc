@@ -43,6 +43,15 @@ void FillTrial(const TrialRow& t, v1::Trial* out, bool with_spec) {
   if (with_spec) out->set_spec_json(t.spec_json);
 }
 
+bool FillTrialList(Store& store, const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out) {
+  const std::string& id = req.experiment_id();
+  if (!store.GetExperiment(id)) return false;
+  for (const TrialRow& t : req.without_specs() ? store.ListTrialOutcomes(id) : store.ListTrials(id)) {
+    FillTrial(t, out->add_trials(), true);
+  }
+  return true;
+}
+
 void FillExperiment(Store& store, const ExperimentRecord& e, v1::Experiment* out, bool with_yaml) {
   out->set_id(e.id);
   out->set_name(e.name);

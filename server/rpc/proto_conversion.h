@@ -17,6 +17,10 @@ v1::ExperimentState ExperimentStateToProto(const std::string& state);
 
 // Every field of the trial; the spec (kilobytes) only when `with_spec`.
 void FillTrial(const TrialRow& trial, v1::Trial* out, bool with_spec);
+// A ListTrials answer from the store (the service's and the CLI's `--db`): every
+// trial of the request's experiment in creation order, with its spec unless the
+// request says without_specs. False when there is no such experiment. Throws StoreError.
+bool FillTrialList(Store& store, const v1::ListTrialsRequest& req, v1::ListTrialsResponse* out);
 // Every field of the experiment and its trial counts (one CountTrials query);
 // the search-space file only when `with_yaml`. Throws StoreError.
 void FillExperiment(Store& store, const ExperimentRecord& experiment, v1::Experiment* out, bool with_yaml);

@@ -34,22 +34,19 @@ grep -q "^postgresql: pareto" "$work/coordinator_load.log" && grep -q "^optuna o
   { echo "FAILED: coordinator_load printed no report line"; cat "$work/coordinator_load.log"; exit 1; }
 # A refused input is an error with its message and exit 1, never an uncaught exception (exit 134,
 # or a Python traceback): tests/bench/bench_main.h and bench_main.py.
-set +e
-"$build/tests/bench/load_generator" --fill-store "$work/x.db" --trials ten > "$work/refused.log" 2>&1
-status=$?
-set -e
-if [[ $status != 1 ]] || ! grep -q "load_generator: --trials: 'ten' is not an integer" "$work/refused.log"; then
-  echo "FAILED: load_generator --trials ten: exit $status"; cat "$work/refused.log"; exit 1
-fi
-echo "ok load_generator refuses --trials ten: $(cat "$work/refused.log")"
-set +e
-$py tests/bench/runner_overhead.py --spec "$work/no-such-spec.json" > "$work/refused.log" 2>&1
-status=$?
-set -e
-if [[ $status != 1 ]] || ! grep -q "^runner_overhead.py: FileNotFoundError: .*no-such-spec.json" "$work/refused.log"; then
-  echo "FAILED: runner_overhead.py --spec MISSING: exit $status"; cat "$work/refused.log"; exit 1
-fi
-echo "ok runner_overhead.py refuses a missing spec: $(cat "$work/refused.log")"
+# refuses NAME PATTERN COMMAND...: COMMAND exits 1 and its output matches PATTERN (grep -E).
+refuses() {
+  local name=$1 pattern=$2 status=0; shift 2
+  "$@" > "$work/refused.log" 2>&1 || status=$?
+  if [[ $status != 1 ]] || ! grep -qE "$pattern" "$work/refused.log"; then
+    echo "FAILED: $name: exit $status"; cat "$work/refused.log"; exit 1
+  fi
+  echo "ok $name: $(cat "$work/refused.log")"
+}
+refuses "load_generator refuses --trials ten" "^load_generator: --trials: 'ten' is not an integer" \
+  "$build/tests/bench/load_generator" --fill-store "$work/x.db" --trials ten
+refuses "runner_overhead.py refuses a missing spec" "^runner_overhead.py: FileNotFoundError: .*no-such-spec.json" \
+  $py tests/bench/runner_overhead.py --spec "$work/no-such-spec.json"
 
 run chaos_soak chaos_soak.sh -- env TRIALS=40 WORK_MS=5 SEED=7 bash tests/bench/chaos_soak.sh "$build" 4 2
 run runner_overhead runner_overhead.py bare_loop reference_model.py -- \
