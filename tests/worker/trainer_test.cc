@@ -1,4 +1,5 @@
 #include "worker/trial/trainer.h"
+#include "worker/trial/training.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,5 +1,6 @@
 #include "worker/trial/deploy.h"
 
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 
+#include "worker/trial/evaluation.h"
 #include "worker/trial/measure/cpu_allocator.h"
 #include "worker/trial/measure/latency.h"
 #include "worker/trial/model/deploy.h"
@@ -169,6 +171,30 @@ json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const De
   }
   network.train();
   return out;
+}
+
+json MeasureOnboard(const TrialSpec& spec, PreparedModel& m, int64_t forward_flops_per_sample) {
+  const int batch = spec.task.batch_size;
+  const int64_t calibration =
+      std::min<int64_t>(m.data.train.size(), int64_t{spec.deploy.calibration_batches} * batch);
+  RuntimeSpec fp32 = spec.runtime;
+  fp32.precision = "fp32";  // a deployed network runs in its format, never under the training's autocast
+  DeployHooks hooks;
+  hooks.quality_metric = "val_" + m.task->quality();
+  hooks.input = [&](int b) { return m.InferenceInput(b).to(torch::kFloat); };
+  hooks.calibrate = [&] {
+    for (int64_t begin = 0; begin < calibration; begin += batch) {
+      m.net->forward(m.TrainImages(begin, std::min(calibration, begin + batch)).to(torch::kFloat));
+    }
+  };
+  hooks.quality = [&](model::NetworkImpl& network) {
+    return Evaluate(network, m, m.data.val, batch, fp32).quality;
+  };
+  hooks.synchronize = [&] { Synchronize(m.dev); };
+  hooks.forward_flops_per_sample = forward_flops_per_sample;
+  hooks.cpu = !m.dev.is_cuda();
+  hooks.calibration_samples = calibration;
+  return MeasureDeploy(*m.net, spec.deploy, hooks);
 }
 
 }  // namespace frontier

@@ -17,6 +17,7 @@
 
 #include "search_spaces/trial_spec.h"
 #include "worker/trial/model/model.h"
+#include "worker/trial/prepared_model.h"
 
 namespace frontier {
 
@@ -41,5 +42,12 @@ struct DeployHooks {
 // the others are still measured. The network is back in its training layers
 // and training mode afterwards, and LibTorch's thread count as it was.
 nlohmann::json MeasureDeploy(model::NetworkImpl& network, const DeploySpec& spec, const DeployHooks& hooks);
+
+// The deploy phase of a trial: MeasureDeploy of its trained network with the
+// spec's deploy section, on the trial's device, the hooks lent by `m`
+// (validation quality in fp32, never under the training's autocast; int8
+// calibrated on the first calibration_batches x task.batch_size training
+// images). `forward_flops_per_sample`: the trained network's.
+nlohmann::json MeasureOnboard(const TrialSpec& spec, PreparedModel& m, int64_t forward_flops_per_sample);
 
 }  // namespace frontier

@@ -15,8 +15,7 @@
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
-#include "worker/trial/plugin.h"
-#include "worker/trial/tasks/task.h"
+#include "worker/trial/prepared_model.h"
 
 namespace frontier {
 namespace {
@@ -185,9 +184,7 @@ SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec) {
   SpecOpCalls recorded;
   recorded.threads = spec.runtime.threads > 0 ? spec.runtime.threads : DefaultCpuThreads();
   SetCpuThreads(recorded.threads);
-  torch::manual_seed(spec.seed);
-  LoadPlugins(spec.runtime.plugins);
-  recorded.dev = SelectDevice(spec.runtime.device);
+  recorded.dev = PrepareDevice(spec);
   CheckPrecision(spec.runtime.precision, recorded.dev);
   if (spec.command.enabled) {
     // A command trial's model is its own program: the calls are the ones its recorded operators named.
@@ -208,17 +205,9 @@ SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec) {
     }
     return recorded;
   }
-  const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
-  const std::unique_ptr<Task> task = MakeTask(spec.task);
-  const Dataset data = task->LoadData(spec, arch);
-  const std::shared_ptr<model::NetworkImpl> net = task->BuildNetwork(arch, spec.task);
-  net->to(recorded.dev.device);
-  const at::MemoryFormat format =
-      spec.runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-  model::SetMemoryFormat(*net, format);
-  const torch::Tensor batch =
-      Normalize(data, data.train.images.slice(0, 0, spec.task.batch_size), recorded.dev.device, format);
-  recorded.calls = RecordOpCalls(*net, [&] { net->forward(batch); }, spec.runtime.precision, recorded.dev);
+  const PreparedModel m = PrepareModel(spec, recorded.dev);
+  const torch::Tensor batch = m.TrainImages(0, spec.task.batch_size);
+  recorded.calls = RecordOpCalls(*m.net, [&] { m.net->forward(batch); }, spec.runtime.precision, recorded.dev);
   return recorded;
 }
 

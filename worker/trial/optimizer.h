@@ -1,5 +1,5 @@
 // What the trainer steps with: the optimizer a spec names and fp16's dynamic
-// loss scaling (worker/trial/trainer.cc).
+// loss scaling (worker/trial/training.cc).
 #pragma once
 
 #include <memory>

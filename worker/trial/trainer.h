@@ -1,7 +1,8 @@
 // Runs one trial: builds the task and its model from the spec, trains it for
 // the budget, measures it as docs/worker.md (Measurement) defines, and
 // reports JSON events (docs/trial-output.md). Task-specific work (data, head,
-// loss, quality) is the Task's (worker/trial/tasks/task.h).
+// loss, quality) is the Task's (worker/trial/tasks/task.h); the trial's
+// phases are units of their own (trainer.cc's TrialRun calls them in order).
 #pragma once
 
 #include <functional>
@@ -50,9 +51,5 @@ int ExitCodeFor(const nlohmann::json& result);
 
 // The first line of an exception's message: a LibTorch error without its C++ backtrace.
 std::string FirstLineOf(const std::exception& e);
-
-// Learning rate at `step` (0-based): linear warm-up over schedule.warmup steps,
-// then constant or cosine decay to min_lr at the last step.
-double LearningRateAt(const TaskSpec& task, int step);
 
 }  // namespace frontier

@@ -1,6 +1,6 @@
 // The Task interface: what a trial learns, as the trainer sees it. A task
 // owns its data, the network's head, the loss and the quality metric; the
-// trainer (worker/trial/trainer.cc) runs every task through this interface
+// trainer (worker/trial/trainer.cc, training.cc) runs every task through this interface
 // and knows none of them. Tasks are registered by name with the datasets they
 // serve (TaskRegistry); the trial spec's task.dataset chooses one:
 //   classification  fashion-mnist, synthetic  (tasks/classification.cc)
