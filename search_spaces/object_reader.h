@@ -42,6 +42,13 @@ class ObjectReader {
   void String(const std::string& key, std::string& out);
   // A string that must be one of `choices`; an absent key checks the default.
   void Choice(const std::string& key, std::string& out, const std::vector<std::string>& choices);
+  // A choice of an enum's names (runtime_kinds.h): `out` keeps its value when the key is absent.
+  template <class E>
+  void Enum(const std::string& key, E& out) {
+    std::string name = NameOf(out);
+    Choice(key, name, NamesOf<E>());
+    out = *ParseName<E>(name);
+  }
   // A name from one of frontier-trial's registries (stem, block family,
   // attention kind, op variant): one of the built-ins, or, in a spec that
   // loads plugins, any name (a plugin may register it; frontier-trial fails

@@ -124,13 +124,13 @@ void ParseBevTask(const json& j, BevTaskSpec& b) {
 
 void ParseRuntime(const json& j, RuntimeSpec& rt) {
   ObjectReader r(j, "runtime");
-  r.Choice("precision", rt.precision, {"fp32", "bf16", "fp16"});
-  r.Choice("memory_format", rt.memory_format, {"contiguous", "channels_last"});
+  r.Enum("precision", rt.precision);
+  r.Enum("memory_format", rt.memory_format);
   r.Int("threads", rt.threads, 0, 1024);
   r.String("device", rt.device);
   r.Int("ranks", rt.ranks, 1, 1024);
   r.Int("nodes", rt.nodes, 1, 1024);
-  r.Choice("batch_policy", rt.batch_policy, {"split_global", "fixed_per_rank"});
+  r.Enum("batch_policy", rt.batch_policy);
   r.Double("bucket_cap_mb", rt.bucket_cap_mb, 0.001, 65536);
   r.Bool("overlap", rt.overlap);
   r.Int("spot_checks", rt.spot_checks, 0, 64);
@@ -393,7 +393,7 @@ TrialSpec ParseTrialSpec(const json& j) {
   if (bev_task && !spec.arch.bev.enabled) throw SpecError("arch.bev", "the bev-synthetic dataset needs an arch.bev section");
   if (!bev_task && spec.arch.bev.enabled) throw SpecError("arch.bev", "only the bev-synthetic dataset takes a bev section");
   ResolveArch(spec.arch, spec.task);  // shape-dependent checks
-  if (spec.runtime.ranks > spec.task.batch_size && spec.runtime.batch_policy == "split_global") {
+  if (spec.runtime.ranks > spec.task.batch_size && spec.runtime.batch_policy == BatchPolicy::kSplitGlobal) {
     throw SpecError("runtime.ranks", std::to_string(spec.runtime.ranks) + " ranks cannot split a global batch of " +
                                          std::to_string(spec.task.batch_size) +
                                          " (task.batch_size): every rank needs a row; lower the ranks or use "

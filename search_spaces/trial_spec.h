@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/runtime_kinds.h"
+
 namespace frontier {
 
 // Thrown for any invalid spec. `path()` is the JSON path of the offending field
@@ -198,8 +200,8 @@ struct ArchSpec {
 };
 
 struct RuntimeSpec {
-  std::string precision = "fp32";          // fp32 | bf16 | fp16
-  std::string memory_format = "contiguous";  // contiguous | channels_last
+  Precision precision = Precision::kFp32;
+  MemoryFormat memory_format = MemoryFormat::kContiguous;
   int threads = 0;                         // intra-op threads (per rank); 0 = all cores
   std::string device = "auto";             // auto | cpu | cuda | cuda:N
   // Data parallelism (docs/distributed.md): the trial's rank processes and
@@ -208,7 +210,7 @@ struct RuntimeSpec {
   // buckets' size and whether their all-reduce overlaps backward.
   int ranks = 1;
   int nodes = 1;
-  std::string batch_policy = "split_global";  // split_global | fixed_per_rank
+  BatchPolicy batch_policy = BatchPolicy::kSplitGlobal;
   double bucket_cap_mb = 25;
   bool overlap = true;
   // Shared libraries frontier-trial loads before it builds the model

@@ -64,9 +64,10 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--output,-o", run.output, "report format: table, json or csv")
       ->check(CLI::IsMember(formats))
       ->capture_default_str();
+  const std::map<std::string, DeviceKind> device_kinds{{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}};
   run_cmd->add_option("--device", run.device, "cpu or cuda (cuda: one worker, a slot per GPU)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+      ->transform(CLI::CheckedTransformer(device_kinds))
+      ->default_str(NameOf(run.device));
   run_cmd->add_option("--slots", run.slots, "trials each local worker runs at once (on cuda: one per GPU)")
       ->capture_default_str();
   run_cmd->add_option("--memory-limit-mb", run.memory_limit_mb,

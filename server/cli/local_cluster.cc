@@ -69,6 +69,7 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
   const std::string threads = std::to_string(per_slot);
   const std::string slots = std::to_string(options.slots);
   const std::string memory_limit = std::to_string(options.memory_limit_mb);
+  const std::string device = NameOf(options.device);
   fs::create_directories(log_dir);
   const std::string artifacts = fs::absolute(log_dir / "artifacts").string();  // profiles (docs/profiling.md)
   for (int i = 0; i < count; ++i) {
@@ -97,7 +98,7 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
       if (getppid() != parent) _exit(0);  // it died before the line above
       const char* argv[] = {binary.c_str(),  "--coordinator",     coordinator.c_str(),
                             "--slots",       slots.c_str(),       "--device",
-                            options.device.c_str(), "--threads-per-trial", threads.c_str(),
+                            device.c_str(),       "--threads-per-trial", threads.c_str(),
                             "--name",        name.c_str(),        "--metrics-listen",
                             metrics_listen.c_str(), "--artifact-dir", artifacts.c_str(),
                             "--cpus",        cpus.c_str(),        "--memory-limit-mb",

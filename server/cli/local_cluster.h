@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "search_spaces/runtime_kinds.h"
+
 namespace frontier {
 
 // A program of Frontier's (frontier-worker, frontier-trial): beside this
@@ -20,7 +22,7 @@ std::string SiblingBinary(const std::string& name);
 struct LocalWorkerOptions {
   int count = 1;              // worker processes
   int slots = 1;              // each worker's --slots: trials at once (on cuda: slot i on GPU i)
-  std::string device = "cpu";  // each worker's --device
+  DeviceKind device = DeviceKind::kCpu;  // each worker's --device
   int64_t memory_limit_mb = 0;  // each worker's --memory-limit-mb; 0: none
 };
 

@@ -93,7 +93,7 @@ int Run(const RunOptions& o) {
     std::cerr << "frontier run: --workers and --slots must be at least 1\n";
     return kCliUsage;
   }
-  if (o.device == "cuda" && o.workers != 1) {
+  if (o.device == DeviceKind::kCuda && o.workers != 1) {
     std::cerr << "frontier run: with --device cuda one worker drives the GPUs: give --slots N (one per GPU), "
                  "not --workers\n";
     return kCliUsage;
@@ -125,7 +125,7 @@ int Run(const RunOptions& o) {
     if (const int code = SubmitSpace(client, o, id); code != kCliOk) return code;
   }
   std::cout << "store " << db << ", coordinator " << address << ", " << o.workers << " local workers"
-            << (o.slots > 1 || o.device != "cpu" ? " of " + std::to_string(o.slots) + " " + o.device + " slots" : "")
+            << (o.slots > 1 || o.device != DeviceKind::kCpu ? " of " + std::to_string(o.slots) + " " + NameOf(o.device) + " slots" : "")
             << " (logs in " << (fs::path(o.runs_dir) / id).string() << ")\n";
   if (!coordinator.metrics_url().empty()) {
     std::cout << "metrics: coordinator " << coordinator.metrics_url()

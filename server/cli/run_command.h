@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "search_spaces/runtime_kinds.h"
+
 namespace frontier {
 
 struct RunOptions {
@@ -20,7 +22,7 @@ struct RunOptions {
   std::string html;                            // HTML report; empty: RUNS_DIR/EXP.html
   std::string output = "table";                // the printed report's format: table, json or csv
   std::string metrics_listen = "127.0.0.1:0";  // the embedded coordinator's /metrics; "0": none
-  std::string device = "cpu";                  // the workers' --device: cpu or cuda
+  DeviceKind device = DeviceKind::kCpu;        // the workers' --device
   int slots = 1;                               // each worker's --slots (cuda: one per GPU)
   int64_t memory_limit_mb = 0;                 // each worker's --memory-limit-mb; 0: none
 };

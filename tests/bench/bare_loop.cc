@@ -30,7 +30,7 @@ int Main(int argc, char** argv) {
   torch::manual_seed(spec.seed);
   const frontier::ResolvedArch arch = frontier::ResolveArch(spec.arch, frontier::InputShapeOf(task));
   frontier::model::Classifier net(arch);
-  const bool channels_last = spec.runtime.memory_format == "channels_last";
+  const bool channels_last = spec.runtime.memory_format == frontier::MemoryFormat::kChannelsLast;
   if (channels_last) frontier::model::SetMemoryFormat(*net, at::MemoryFormat::ChannelsLast);
   // The first training batch of the task's data, normalized once.
   torch::Tensor x, y;
@@ -45,7 +45,7 @@ int Main(int argc, char** argv) {
   torch::optim::SGD optimizer(
       net->parameters(),
       torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay));
-  const bool bf16 = spec.runtime.precision == "bf16";
+  const bool bf16 = spec.runtime.precision == frontier::Precision::kBf16;
   std::vector<double> times;
   for (int step = 0; step < task.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -331,11 +331,11 @@ space:
   EXPECT_EQ(spec.arch.stages[0].block, "convnext");
   EXPECT_EQ(spec.arch.stages[1].block, "convnext");
   EXPECT_EQ(spec.arch.stages[1].width, 32);  // untouched fields keep the baseline's values
-  EXPECT_EQ(spec.runtime.precision, "bf16");
+  EXPECT_EQ(spec.runtime.precision, Precision::kBf16);
 
   TrialSpec baseline = MakeTrialSpec(space, Config::object(), 1, "exp-1/0");
   EXPECT_EQ(baseline.arch.stages[0].block, "basic");
-  EXPECT_EQ(baseline.runtime.precision, "fp32");
+  EXPECT_EQ(baseline.runtime.precision, Precision::kFp32);
   EXPECT_DOUBLE_EQ(baseline.task.optimizer.lr, 0.1);
 }
 

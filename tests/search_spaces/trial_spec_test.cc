@@ -34,7 +34,7 @@ TEST(TrialSpecTest, DefaultsFillTheRest) {
   EXPECT_EQ(s.seed, 3);
   EXPECT_EQ(s.task.dataset, "fashion-mnist");
   EXPECT_EQ(s.task.batch_size, 128);
-  EXPECT_EQ(s.runtime.precision, "fp32");
+  EXPECT_EQ(s.runtime.precision, Precision::kFp32);
   ASSERT_EQ(s.arch.stages.size(), 2u);
   EXPECT_EQ(s.arch.stages[1].stride, 2);
 }

@@ -736,7 +736,7 @@ TEST_F(AgentTest, AnEmptyNextLeaseFallsBackToTheLongPoll) {
 
 TEST_F(AgentTest, CudaSlotsGetTheirDeviceAndGpu) {
   AgentOptions options = Options();
-  options.device = "cuda";
+  options.device = DeviceKind::kCuda;
   RunOneTrial(Script("env.sh", "cp \"$2\" " + dir_ +
                                    "/seen-spec.json\n"
                                    "echo \"$CUDA_VISIBLE_DEVICES\" > " +
@@ -751,7 +751,7 @@ TEST_F(AgentTest, CudaSlotsGetTheirDeviceAndGpu) {
 
 TEST_F(AgentTest, CudaSlotsUseTheGpusTheWorkerWasGiven) {
   AgentOptions options = Options();
-  options.device = "cuda";
+  options.device = DeviceKind::kCuda;
   options.visible_devices = {"3", "5"};  // e.g. Slurm gave this worker GPUs 3 and 5
   RunOneTrial(Script("env.sh", "echo \"$CUDA_VISIBLE_DEVICES\" > " + dir_ + "/gpu\necho '" +
                                    std::string(kResultLine) + "'"),
@@ -1098,7 +1098,7 @@ TEST_F(AgentTest, NsysWrapsTheTrialOnCudaWorkers) {
              "exec \"$@\"");
   PathGuard path(dir_ + "/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin"));
   AgentOptions options = Options();
-  options.device = "cuda";
+  options.device = DeviceKind::kCuda;
   options.artifact_dir = dir_ + "/artifacts";
   coordinator_.AddTrial("t1", SpecWithProfileTool("nsys"));
   auto agent = Start(options, trial);
@@ -1130,7 +1130,7 @@ TEST_F(AgentTest, MissingNsysRunsTheTrialUnprofiledAndSaysWhy) {
     GTEST_SKIP() << "nsys is installed";
   PathGuard path("/usr/bin:/bin");
   AgentOptions options = Options();
-  options.device = "cuda";
+  options.device = DeviceKind::kCuda;
   coordinator_.AddTrial("t1", SpecWithProfileTool("nsys"));
   auto agent = Start(options, Script("trial.sh", "echo \"$1\" > " + dir_ + "/argv1\necho '" +
                                                      std::string(kResultLine) + "'"));

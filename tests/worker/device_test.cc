@@ -38,11 +38,11 @@ TEST(TablePeakFlopsTest, KnownBoardsByTheirExactNames) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.name) + " " + c.precision);
-    const auto peak = TablePeakFlops(c.name, c.precision);
+    const auto peak = TablePeakFlops(c.name, *ParseName<Precision>(c.precision));
     ASSERT_TRUE(peak.has_value());
     EXPECT_EQ(peak->flops_per_s, c.peak);
     EXPECT_EQ(peak->source, c.source);
-    EXPECT_EQ(peak->dtype, c.precision);
+    EXPECT_EQ(NameOf(peak->dtype), c.precision);
   }
 }
 
@@ -52,10 +52,10 @@ TEST(TablePeakFlopsTest, VariantsAndUnknownNamesGetNoTablePeak) {
   for (const char* name : {"NVIDIA A10G", "NVIDIA H100 NVL", "NVIDIA H100", "NVIDIA H200 NVL", "H100",
                            "NVIDIA A100", "NVIDIA L40", "NVIDIA GeForce RTX 4090", "cpu: AMD EPYC", ""}) {
     SCOPED_TRACE(name);
-    EXPECT_FALSE(TablePeakFlops(name, "bf16").has_value());
-    EXPECT_FALSE(TablePeakFlops(name, "fp32").has_value());
+    EXPECT_FALSE(TablePeakFlops(name, Precision::kBf16).has_value());
+    EXPECT_FALSE(TablePeakFlops(name, Precision::kFp32).has_value());
   }
-  EXPECT_FALSE(TablePeakFlops("Tesla T4", "bf16").has_value()) << "T4 has no bf16";
+  EXPECT_FALSE(TablePeakFlops("Tesla T4", Precision::kBf16).has_value()) << "T4 has no bf16";
 }
 
 TEST(GivenPeaksTest, ParsesTheWorkersCalibration) {
@@ -103,7 +103,7 @@ TEST(DevicePeakFlopsTest, TheWorkersCalibratedPeakIsTheTrialsPeak) {
   const GivenPeaks given = ParseGivenPeaks(
       R"({"fp32": 1.25e11, "source": "calibrated:cpu-gemm", "measured_at": "2026-12-01T15:00:00Z", "threads": 1,)"
       R"( "device": "cpu"})");
-  const PeakFlops peak = DevicePeakFlops("fp32", cpu, given);
+  const PeakFlops peak = DevicePeakFlops(Precision::kFp32, cpu, given);
   EXPECT_EQ(peak.flops_per_s, 1.25e11);
   EXPECT_EQ(peak.source, "calibrated:cpu-gemm");
   const nlohmann::json j = peak.ToJson();
@@ -116,19 +116,19 @@ TEST(DevicePeakFlopsTest, APeakForAnotherThreadCountOrDtypeIsNotUsedAndTheResult
   at::set_num_threads(1);
   const DeviceInfo cpu = SelectDevice("cpu");
   const GivenPeaks given = ParseGivenPeaks(R"({"fp32": 1e15, "threads": 4, "device": "cpu"})");
-  const PeakFlops peak = DevicePeakFlops("fp32", cpu, given);
+  const PeakFlops peak = DevicePeakFlops(Precision::kFp32, cpu, given);
   EXPECT_EQ(peak.source, "measured:cpu-gemm");
   EXPECT_LT(peak.flops_per_s, 1e15);
   EXPECT_GT(peak.flops_per_s, 0);
   EXPECT_EQ(peak.note, "the worker's calibrated peak is for 4 threads, this trial runs 1");
 
   const GivenPeaks fp32_only = ParseGivenPeaks(R"({"fp32": 1e11, "threads": 1, "device": "cpu"})");
-  EXPECT_EQ(DevicePeakFlops("bf16", cpu, fp32_only).note, "the worker calibrated no bf16 peak");
+  EXPECT_EQ(DevicePeakFlops(Precision::kBf16, cpu, fp32_only).note, "the worker calibrated no bf16 peak");
 }
 
 TEST(CalibrateTest, MeasuresEachDtypeOnTheCpuWithItsThreadCount) {
   const DeviceInfo cpu = SelectDevice("cpu");
-  const nlohmann::json line = Calibrate(cpu, {"fp32", "fp16"}, 1, GemmBudget{0.05, 1024});
+  const nlohmann::json line = Calibrate(cpu, {Precision::kFp32, Precision::kFp16}, 1, GemmBudget{0.05, 1024});
   EXPECT_EQ(line["event"], "calibration");
   EXPECT_EQ(line["device"], "cpu");
   EXPECT_EQ(line["threads"], 1);

@@ -30,11 +30,11 @@ void ExpectTrains(const TrialSpec& spec, const std::string& label) {
   SCOPED_TRACE(label);
   torch::manual_seed(0);
   model::Classifier net(ResolveArch(spec.arch, InputShapeOf(spec.task)));
-  const bool channels_last = spec.runtime.memory_format == "channels_last";
+  const bool channels_last = spec.runtime.memory_format == MemoryFormat::kChannelsLast;
   if (channels_last) model::SetMemoryFormat(*net, at::MemoryFormat::ChannelsLast);
   torch::Tensor x = torch::randn({4, 1, 16, 16});
   if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-  const bool bf16 = spec.runtime.precision == "bf16";
+  const bool bf16 = spec.runtime.precision == Precision::kBf16;
   if (bf16) {
     at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
     at::autocast::set_cpu_enabled(true);

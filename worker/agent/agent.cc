@@ -52,7 +52,7 @@ void PrepareSpec(const AgentOptions& options, json* spec) {
     runtime["threads"] = std::max(1, options.threads_per_trial / RanksOf(*spec));
   }
   const auto device = runtime.find("device");
-  if (device == runtime.end() || *device == "auto") runtime["device"] = options.device;
+  if (device == runtime.end() || *device == "auto") runtime["device"] = NameOf(options.device);
 }
 
 std::string SpecFileName(const std::string& trial_id, int attempt) {
@@ -209,7 +209,7 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
       return;
     }
     json& runtime = spec["runtime"];
-    if (options_.rank_launcher != "srun" && options_.device != "cuda" && runtime.is_object() &&
+    if (options_.rank_launcher != "srun" && options_.device != DeviceKind::kCuda && runtime.is_object() &&
         runtime.value("threads", json(0)) == 0) {
       // Each rank's threads: its share of the slot's cores (the smallest share, one spec for all ranks).
       runtime["threads"] = ThreadsPerRank(cpus, plan.ranks);
@@ -249,7 +249,7 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
                          {"FRONTIER_TRIAL_SPEC", spec_file},
                          {"FRONTIER_TRIAL_ID", lease.trial_id},
                          {"FRONTIER_SEED", spec.value("seed", json(0)).dump()},
-                         {"FRONTIER_DEVICE", options_.device},
+                         {"FRONTIER_DEVICE", NameOf(options_.device)},
                          {"FRONTIER_THREADS", threads.is_number_integer() ? threads.dump() : "0"},
                          {"FRONTIER_ARTIFACT_DIR", artifacts.string()},
                          {"FRONTIER_STOP_FILE", launch.stop_file},
@@ -264,13 +264,13 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
   }
   command.cpus = cpus;
   command.memory_limit_mb = options_.memory_limit_mb;
-  command.address_space_limit = options_.device != "cuda";
+  command.address_space_limit = options_.device != DeviceKind::kCuda;
   if (!cpus.empty()) command.environment.emplace_back("FRONTIER_CPUS", FormatCpuList(cpus));
   if (options_.memory_limit_mb > 0) {
     command.environment.emplace_back("FRONTIER_MEMORY_LIMIT_MB", std::to_string(options_.memory_limit_mb));
   }
   std::remove(launch.stop_file.c_str());
-  if (options_.device == "cuda") {
+  if (options_.device == DeviceKind::kCuda) {
     const size_t i = static_cast<size_t>(slot);
     command.environment.emplace_back("CUDA_VISIBLE_DEVICES", i < options_.visible_devices.size()
                                                                  ? options_.visible_devices[i]
@@ -287,7 +287,7 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
   }
   // A GPU trial claims its GPU (CUDA_VISIBLE_DEVICES is one index), a CPU trial its cores.
   std::vector<int> gpu;
-  if (options_.device == "cuda") {
+  if (options_.device == DeviceKind::kCuda) {
     std::string visible;
     for (const auto& [name, value] : command.environment) {
       if (name == "CUDA_VISIBLE_DEVICES") visible = value;
@@ -298,10 +298,10 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
     }
   }
   const CpuClaim claim(options_.host_lock,
-                       options_.device == "cuda" ? gpu
+                       options_.device == DeviceKind::kCuda ? gpu
                        : cpus.empty()            ? UsableCpus()
                                                  : cpus,
-                       options_.device == "cuda" ? ".gpu" : ".cpu");
+                       options_.device == DeviceKind::kCuda ? ".gpu" : ".cpu");
   // The peaks at the trial's thread count, measured now on its claimed cores if no calibration had them.
   const std::string precision = StringField(runtime, "precision");
   const std::string peaks =
@@ -337,8 +337,8 @@ void Agent::RunTrial(int slot, const Lease& lease, std::optional<Lease>* next) {
   if (!started) SleepUnless(Retry::kUntilDrain, options_.retry_max_backoff);
 }
 
-std::string DetectDeviceName(const std::string& device) {
-  if (device == "cuda") {
+std::string DetectDeviceName(DeviceKind device) {
+  if (device == DeviceKind::kCuda) {
     std::string name;
     if (FILE* pipe = popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", "r")) {
       char buffer[256];

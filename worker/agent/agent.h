@@ -31,6 +31,7 @@
 #include "frontier/v1/frontier.grpc.pb.h"
 #include "proto/auth.h"
 #include "proto/clock.h"
+#include "search_spaces/runtime_kinds.h"
 #include "worker/agent/trial_process.h"
 
 namespace frontier {
@@ -42,7 +43,7 @@ inline constexpr const char* kWorkerVersion = "0.1.0";
 
 struct AgentOptions {
   std::string host;            // label for people in RegisterWorker (--name); the host name by default
-  std::string device = "cpu";  // "cpu" or "cuda"
+  DeviceKind device = DeviceKind::kCpu;
   std::string device_name;     // e.g. "cpu: AMD EPYC 7B13" or "NVIDIA H200" (DetectDeviceName)
   int slots = 1;               // trials run at once (>= 1); on cuda slot i runs on GPU i
   // The GPUs this worker may use, from its own CUDA_VISIBLE_DEVICES (Slurm,
@@ -283,6 +284,6 @@ std::shared_ptr<grpc::Channel> MakeCoordinatorChannel(const std::string& address
 
 // "cpu: <model name from /proc/cpuinfo>" for cpu, the first GPU's name from
 // nvidia-smi for cuda; the bare device when neither is available.
-std::string DetectDeviceName(const std::string& device);
+std::string DetectDeviceName(DeviceKind device);
 
 }  // namespace frontier

@@ -59,9 +59,9 @@ json PeakEnvironment(const json& line, const std::string& device, const std::str
 std::optional<json> Agent::MeasurePeaks(const std::vector<std::string>& dtypes, int threads,
                                         const std::vector<int>& cpus, std::string* error) {
   TrialCommand command;
-  command.calibration = CalibrationRequest{options_.device, options_.device == "cpu" ? threads : 0, dtypes};
+  command.calibration = CalibrationRequest{NameOf(options_.device), options_.device == DeviceKind::kCpu ? threads : 0, dtypes};
   command.cpus = cpus;
-  if (options_.device == "cuda") {
+  if (options_.device == DeviceKind::kCuda) {
     command.environment.emplace_back("CUDA_VISIBLE_DEVICES",
                                      options_.visible_devices.empty() ? "0" : options_.visible_devices[0]);
   }
@@ -100,7 +100,7 @@ void Agent::Calibrate() {
   if (!hold) return;  // drained while waiting
   std::vector<std::string> dtypes = options_.calibration_dtypes;
   if (dtypes.empty())
-    dtypes = options_.device == "cuda" ? std::vector<std::string>{"fp32", "bf16", "fp16"}
+    dtypes = options_.device == DeviceKind::kCuda ? std::vector<std::string>{"fp32", "bf16", "fp16"}
                                        : std::vector<std::string>{"fp32", "bf16"};
   const std::vector<int> cpus = options_.slot_cpus.empty() ? std::vector<int>() : options_.slot_cpus[0];
   const milliseconds started = Now();
@@ -121,19 +121,19 @@ void Agent::Calibrate() {
         fmt::format("{}{} {:.1f} GFLOP/s", summary.empty() ? "" : ", ", dtype,
                     value.is_number() ? value.get<double>() / 1e9 : 0.0);
   }
-  const json env = PeakEnvironment(*line, options_.device, options_.device_name);
+  const json env = PeakEnvironment(*line, NameOf(options_.device), options_.device_name);
   calibration_ = std::move(*line);
   peak_flops_env_ = env.dump();
   {
     std::lock_guard<std::mutex> lock(peaks_mutex_);
     peaks_by_threads_[env["threads"].get<int>()] = env;
   }
-  spdlog::info("calibrated peaks on {} ({} thread(s){}): {} in {} s", options_.device, env["threads"].get<int>(),
+  spdlog::info("calibrated peaks on {} ({} thread(s){}): {} in {} s", NameOf(options_.device), env["threads"].get<int>(),
                cpus.empty() ? "" : ", CPUs " + FormatCpuList(cpus), summary, Seconds(Now() - started));
 }
 
 std::string Agent::PeaksFor(const std::string& precision, int threads, const std::vector<int>& cpus) {
-  if (peak_flops_env_.empty() || options_.device != "cpu" || threads <= 0) return peak_flops_env_;
+  if (peak_flops_env_.empty() || options_.device != DeviceKind::kCpu || threads <= 0) return peak_flops_env_;
   std::lock_guard<std::mutex> lock(peaks_mutex_);  // a second slot at the same count waits for this measurement
   json& peaks = peaks_by_threads_[threads];
   if (!peaks.is_object()) peaks = json::object();
@@ -149,7 +149,7 @@ std::string Agent::PeaksFor(const std::string& precision, int threads, const std
     failed_peaks_.insert({threads, precision});
     return peak_flops_env_;
   }
-  const json env = PeakEnvironment(*line, options_.device, options_.device_name);
+  const json env = PeakEnvironment(*line, NameOf(options_.device), options_.device_name);
   peaks.update(env);
   spdlog::info("calibrated the {} peak at {} thread(s) for trials that run so many: {:.1f} GFLOP/s in {} s", precision,
                threads, env[precision].get<double>() / 1e9, Seconds(Now() - started));

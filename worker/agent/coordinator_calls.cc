@@ -120,7 +120,7 @@ grpc::Status Agent::Call(const char* name, Retry retry, milliseconds deadline, c
 grpc::Status Agent::Register(Retry retry) {
   v1::RegisterWorkerRequest request;
   request.set_host(options_.host);
-  request.set_device(options_.device);
+  request.set_device(NameOf(options_.device));
   request.set_device_name(options_.device_name);
   request.set_device_count(options_.slots);
   request.set_version(kWorkerVersion);
@@ -147,7 +147,7 @@ grpc::Status Agent::Register(Retry retry) {
   worker_id_ = response.worker_id();
   heartbeat_interval_ = interval;
   spdlog::info("registered as {}: {} ({}), {} slot(s); lease timeout {} ms, heartbeat every {} ms",
-               worker_id_, options_.device, options_.device_name, options_.slots, response.lease_timeout_ms(),
+               worker_id_, NameOf(options_.device), options_.device_name, options_.slots, response.lease_timeout_ms(),
                interval.count());
   return status;
 }

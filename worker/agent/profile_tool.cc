@@ -20,9 +20,9 @@ ProfileWrapping WrapForProfileTool(const AgentOptions& options, const json& spec
   if (tool != "nsys" && tool != "ncu") return wrapping;
   const int steps = profile->value("steps", 0);
   wrapping.profile = {{"tool", tool}, {"host", HostName()}, {"worker", options.host}};
-  if (options.device != "cuda") {
+  if (options.device != DeviceKind::kCuda) {
     wrapping.profile["error"] = tool + " profiles CUDA work; worker " + options.host + " runs trials on " +
-                                options.device + ", so the trial ran unprofiled";
+                                NameOf(options.device) + ", so the trial ran unprofiled";
     return wrapping;
   }
   const std::string program = FindOnPath(tool);

@@ -74,7 +74,7 @@ std::unique_ptr<TrialProcess> StartRanks(TrialLauncher& launcher, const AgentOpt
   for (int g = static_cast<int>(gpus.size()); g < plan.ranks && options.visible_devices.empty(); ++g) {
     gpus.push_back(std::to_string(g));
   }
-  if (options.device == "cuda" && static_cast<int>(gpus.size()) < plan.ranks) {
+  if (options.device == DeviceKind::kCuda && static_cast<int>(gpus.size()) < plan.ranks) {
     *error = fmt::format("runtime.ranks is {} but this worker has {} GPUs", plan.ranks, gpus.size());
     return nullptr;
   }
@@ -85,9 +85,9 @@ std::unique_ptr<TrialProcess> StartRanks(TrialLauncher& launcher, const AgentOpt
         {"FRONTIER_WORLD_SIZE", world},
         {"FRONTIER_RENDEZVOUS", "file://" + plan.rendezvous_file},
         {"FRONTIER_GLOO_HOSTNAME", "127.0.0.1"}};
-    if (options.device == "cuda") variables.emplace_back("CUDA_VISIBLE_DEVICES", gpus[r]);
+    if (options.device == DeviceKind::kCuda) variables.emplace_back("CUDA_VISIBLE_DEVICES", gpus[r]);
     TrialCommand rank = with(command, variables);
-    if (options.device != "cuda") {
+    if (options.device != DeviceKind::kCuda) {
       rank.cpus = split.slots[r];
       rank = with(rank, {{"FRONTIER_CPUS", FormatCpuList(rank.cpus)}});
     }

@@ -26,11 +26,11 @@ std::string WithPlacement(const std::string& result_json, const AgentOptions& op
   const bool pinned = !cpus.empty();
   result["placement"] = {{"worker", options.host},
                          {"slot", slot},
-                         {"device", options.device},
+                         {"device", NameOf(options.device)},
                          {"cpus", FormatCpuList(pinned ? cpus : UsableCpus())},
                          {"pinned", pinned},
                          {"shared_cores", claim_shared || options.cpus_shared ||
-                                              (!pinned && options.slots > 1 && options.device == "cpu")}};
+                                              (!pinned && options.slots > 1 && options.device == DeviceKind::kCpu)}};
   return result.dump();
 }
 

@@ -40,7 +40,7 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
   };
   if (f.coordinator.empty()) return "--coordinator is required";
   if (f.slots < 1) return bad("--slots", std::to_string(f.slots), "a whole number >= 1");
-  if (f.device != "cpu" && f.device != "cuda") return bad("--device", f.device, "cpu or cuda");
+  if (!ParseName<DeviceKind>(f.device)) return bad("--device", f.device, "cpu or cuda");
   if (!(f.trial_timeout_s > 0))
     return bad("--trial-timeout", std::to_string(f.trial_timeout_s), "seconds > 0");
   if (f.threads_per_trial_given && f.threads_per_trial < 1) {
@@ -65,7 +65,7 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
   }
   options->cpu_memory_library = CpuMemoryLibraryBeside(*trial_binary);
   options->slots = f.slots;
-  options->device = f.device;
+  options->device = *ParseName<DeviceKind>(f.device);
   options->trial_timeout = Milliseconds(f.trial_timeout_s);
   options->progress_every = f.progress_every;
   options->work_dir = f.work_dir;
@@ -101,7 +101,7 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
     }
   }
   int slot_cores = std::max(1, static_cast<int>(cpus.size()) / f.slots);
-  if (f.device == "cpu" || !f.cpus.empty()) {
+  if (options->device == DeviceKind::kCpu || !f.cpus.empty()) {
     const SlotCpus split = SplitCpus(cpus, f.slots);
     options->slot_cpus = split.slots;
     options->cpus_shared = split.shared;
@@ -111,7 +111,7 @@ std::optional<std::string> ToOptions(const WorkerFlags& f, AgentOptions* options
   options->device_name = DetectDeviceName(options->device);
   // Slot i runs on the i-th GPU this worker was given, when it was given some.
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-      visible && *visible && options->device == "cuda") {
+      visible && *visible && options->device == DeviceKind::kCuda) {
     std::stringstream list(visible);
     for (std::string gpu; std::getline(list, gpu, ',');) {
       if (!gpu.empty()) options->visible_devices.push_back(gpu);
@@ -200,7 +200,7 @@ int RunWorker(const WorkerFlags& flags, const std::string& usage) {
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
   if (!MetricsDisabled(flags.metrics_listen)) {
     options.metrics =
-        std::make_shared<WorkerMetrics>(options.slots, options.device, options.device_name, kWorkerVersion);
+        std::make_shared<WorkerMetrics>(options.slots, NameOf(options.device), options.device_name, kWorkerVersion);
     try {
       metrics_endpoint = std::make_unique<MetricsEndpoint>(flags.metrics_listen, options.metrics->registry());
       spdlog::info("metrics at {}", metrics_endpoint->url());

@@ -178,7 +178,7 @@ json MeasureOnboard(const TrialSpec& spec, PreparedModel& m, int64_t forward_flo
   const int64_t calibration =
       std::min<int64_t>(m.data.train.size(), int64_t{spec.deploy.calibration_batches} * batch);
   RuntimeSpec fp32 = spec.runtime;
-  fp32.precision = "fp32";  // a deployed network runs in its format, never under the training's autocast
+  fp32.precision = Precision::kFp32;  // a deployed network runs in its format, never under the training's autocast
   DeployHooks hooks;
   hooks.quality_metric = "val_" + m.task->quality();
   hooks.input = [&](int b) { return m.InferenceInput(b).to(torch::kFloat); };

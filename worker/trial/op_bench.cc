@@ -104,7 +104,7 @@ double PeakMb(const ops::OpCall& call, const std::string& variant, const std::ve
 }
 
 std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::function<void()>& forward,
-                                       const std::string& precision, const DeviceInfo& dev) {
+                                       Precision precision, const DeviceInfo& dev) {
   ops::CallRecorder recorder;
   torch::NoGradGuard no_grad;
   const bool was_training = net.is_training();
@@ -188,9 +188,7 @@ SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec) {
   CheckPrecision(spec.runtime.precision, recorded.dev);
   if (spec.command.enabled) {
     // A command trial's model is its own program: the calls are the ones its recorded operators named.
-    const torch::Dtype dtype = spec.runtime.precision == "bf16"   ? torch::kBFloat16
-                               : spec.runtime.precision == "fp16" ? torch::kFloat16
-                                                                  : torch::kFloat32;
+    const torch::Dtype dtype = DtypeOf(spec.runtime.precision);
     for (const LabOpCall& c : spec.op_calls) {
       const ops::Op& op = ops::OpRegistry().At(c.op);
       if (!op.call_at) {

@@ -78,7 +78,7 @@ SpecOpCalls RecordSpecOpCalls(const TrialSpec& spec);
 // (autocast), without gradients, in eval mode (the training flag is
 // restored): what the correctness gate and the benchmark replay.
 std::vector<ops::OpCall> RecordOpCalls(torch::nn::Module& net, const std::function<void()>& forward,
-                                       const std::string& precision, const DeviceInfo& dev);
+                                       Precision precision, const DeviceInfo& dev);
 
 // Times the reference and `variants` of the call's op (no correctness check:
 // the caller has run the gate), each round on a fresh set of random inputs

@@ -5,7 +5,7 @@
 namespace frontier {
 
 at::MemoryFormat MemoryFormatOf(const RuntimeSpec& runtime) {
-  return runtime.memory_format == "channels_last" ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  return runtime.memory_format == MemoryFormat::kChannelsLast ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 }
 
 DeviceInfo PrepareDevice(const TrialSpec& spec) {

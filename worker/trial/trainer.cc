@@ -70,7 +70,7 @@ class TrialRun {
     result_["device_name"] = dev.name;
     if (dev.is_cuda()) result_["tf32"] = Tf32Settings();  // off (SelectDevice): fp32 is IEEE fp32, as its peak
     CheckPrecision(rt.precision, dev);
-    ranks_ = dist::ConnectRanks(rt.ranks, spec_.task.batch_size, *dist::ParseBatchPolicy(rt.batch_policy),
+    ranks_ = dist::ConnectRanks(rt.ranks, spec_.task.batch_size, rt.batch_policy,
                                 dev.is_cuda());
     if (ranks_.group) result_["rank"] = ranks_.rank;
     m_ = PrepareModel(spec_, dev, &phases_);

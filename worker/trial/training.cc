@@ -69,11 +69,11 @@ void Training::Run(Evaluations& evaluations, bool spot_checks) {
     dist::DataParallelOptions options;
     options.bucket_cap_mb = rt.bucket_cap_mb;
     options.overlap = rt.overlap;
-    options.batch_policy = *dist::ParseBatchPolicy(rt.batch_policy);
+    options.batch_policy = rt.batch_policy;
     dp_ = std::make_unique<dist::DataParallel>(*ranks_.group, parameters_, m_.net->buffers(), options);
   }
   optimizer_ = MakeOptimizer(task.optimizer, parameters_);
-  scaler_ = std::make_unique<LossScaler>(rt.precision == "fp16");
+  scaler_ = std::make_unique<LossScaler>(rt.precision == Precision::kFp16);
   // Every rank draws the same global batches (same seed) and trains on its rows of them.
   sampler_ = std::make_unique<BatchSampler>(m_.data, static_cast<int>(ranks_.shard.global), task.augment,
                                             static_cast<uint64_t>(spec_.seed));

@@ -266,20 +266,23 @@ int RunLabCommand(const LabCommand& lab, const std::string& spec_path, int round
 }
 
 int RunCalibration(const CalibrationRequest& options, std::ostream& out, std::ostream& err) {
-  if (options.device != "cpu" && options.device != "cuda") {
+  if (!ParseName<DeviceKind>(options.device)) {
     err << "frontier-trial: --device takes cpu or cuda, not '" << options.device << "'\n";
     return kExitUsage;
   }
+  std::vector<Precision> dtypes;
   for (const std::string& dtype : options.dtypes) {
-    if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16") {
+    const std::optional<Precision> precision = ParseName<Precision>(dtype);
+    if (!precision) {
       err << "frontier-trial: --dtypes takes fp32, bf16 and fp16, not '" << dtype << "'\n";
       return kExitUsage;
     }
+    dtypes.push_back(*precision);
   }
   try {
     const DeviceInfo device = SelectDevice(options.device);
     const GemmBudget budget{0.5, device.is_cuda() ? int64_t{8192} : int64_t{2048}};
-    out << Calibrate(device, options.dtypes, options.threads, budget).dump() << std::endl;
+    out << Calibrate(device, dtypes, options.threads, budget).dump() << std::endl;
   } catch (const std::exception& e) {
     err << "frontier-trial: calibration failed: " << e.what() << "\n";
     return kExitFailed;

@@ -171,7 +171,7 @@ int ChildMain() {
     fd::DataParallelOptions options;
     options.bucket_cap_mb = std::atof(Env("DT_CAP_MB", "25"));
     options.overlap = std::string(Env("DT_OVERLAP", "1")) == "1";
-    options.batch_policy = *fd::ParseBatchPolicy(Env("DT_POLICY", "split_global"));
+    options.batch_policy = *frontier::ParseName<frontier::BatchPolicy>(Env("DT_POLICY", "split_global"));
     // DT_BATCH is the policy's batch (global or per rank); the data hold
     // `global` rows per step, drawn alike on every rank.
     const long long policy_batch = setup.batch;
@@ -627,10 +627,10 @@ TEST(Shard, FixedPerRankGivesEveryRankTheWholeBatch) {
   EXPECT_EQ(s.count, 16);
   EXPECT_EQ(s.global, 64);
   EXPECT_DOUBLE_EQ(s.weight, 0.25);
-  EXPECT_EQ(fd::ParseBatchPolicy("fixed_per_rank"), fd::BatchPolicy::kFixedPerRank);
-  EXPECT_EQ(fd::ParseBatchPolicy("split_global"), fd::BatchPolicy::kSplitGlobal);
-  EXPECT_FALSE(fd::ParseBatchPolicy("split"));
-  EXPECT_STREQ(fd::BatchPolicyName(fd::BatchPolicy::kFixedPerRank), "fixed_per_rank");
+  EXPECT_EQ(frontier::ParseName<frontier::BatchPolicy>("fixed_per_rank"), fd::BatchPolicy::kFixedPerRank);
+  EXPECT_EQ(frontier::ParseName<frontier::BatchPolicy>("split_global"), fd::BatchPolicy::kSplitGlobal);
+  EXPECT_FALSE(frontier::ParseName<frontier::BatchPolicy>("split"));
+  EXPECT_EQ(frontier::NameOf(fd::BatchPolicy::kFixedPerRank), "fixed_per_rank");
 }
 
 class EnvGuard {

@@ -116,16 +116,6 @@ std::string CheckRendezvous(const Rendezvous& r) {
   return "distributed rendezvous: '" + r.store + "' is neither tcp://HOST:PORT nor file:///PATH";
 }
 
-std::optional<BatchPolicy> ParseBatchPolicy(const std::string& name) {
-  if (name == "split_global") return BatchPolicy::kSplitGlobal;
-  if (name == "fixed_per_rank") return BatchPolicy::kFixedPerRank;
-  return std::nullopt;
-}
-
-const char* BatchPolicyName(BatchPolicy policy) {
-  return policy == BatchPolicy::kSplitGlobal ? "split_global" : "fixed_per_rank";
-}
-
 Shard ShardOf(long long batch, int rank, int world_size, BatchPolicy policy) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw std::invalid_argument("ShardOf: rank " + std::to_string(rank) + " is outside [0, " +

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "search_spaces/runtime_kinds.h"
+
 namespace frontier::distributed {
 
 struct Rendezvous {
@@ -37,19 +39,15 @@ std::optional<Rendezvous> RendezvousFromEnvironment(std::string* problem);
 // "" when the rendezvous can be used, else what is wrong with it.
 std::string CheckRendezvous(const Rendezvous& rendezvous);
 
-// How the global batch is shared. kSplitGlobal: the spec's batch size is the
-// global batch B and rank r trains on rows [begin, begin+count) of it (the
-// first B mod N ranks take one row more), so the optimizer sees the same
-// batch at any rank count. kFixedPerRank: the spec's batch size is each
-// rank's batch and the global batch is N times it. Under both, rank r's
-// rows are [begin, begin+count) of the step's global batch (Shard::global
-// rows drawn the same way on every rank), so the ranks together train on
-// exactly the global batch.
-enum class BatchPolicy { kSplitGlobal, kFixedPerRank };
-
-// "split_global" / "fixed_per_rank"; nullopt for anything else.
-std::optional<BatchPolicy> ParseBatchPolicy(const std::string& name);
-const char* BatchPolicyName(BatchPolicy policy);
+// How the global batch is shared (BatchPolicy, search_spaces/runtime_kinds.h).
+// kSplitGlobal: the spec's batch size is the global batch B and rank r trains
+// on rows [begin, begin+count) of it (the first B mod N ranks take one row
+// more), so the optimizer sees the same batch at any rank count.
+// kFixedPerRank: the spec's batch size is each rank's batch and the global
+// batch is N times it. Under both, rank r's rows are [begin, begin+count) of
+// the step's global batch (Shard::global rows drawn the same way on every
+// rank), so the ranks together train on exactly the global batch.
+using frontier::BatchPolicy;
 
 struct Shard {
   long long begin = 0;   // first row of this rank in the step's global batch

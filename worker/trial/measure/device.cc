@@ -40,13 +40,16 @@ int64_t StatusField(const std::string& key) {
   return 0;
 }
 
-torch::ScalarType DtypeOf(const std::string& precision) {
-  if (precision == "bf16") return torch::kBFloat16;
-  if (precision == "fp16") return torch::kHalf;
+}  // namespace
+
+torch::ScalarType DtypeOf(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16: return torch::kBFloat16;
+    case Precision::kFp16: return torch::kHalf;
+    case Precision::kFp32: break;
+  }
   return torch::kFloat;
 }
-
-}  // namespace
 
 std::string CpuModelName() {
   std::ifstream in("/proc/cpuinfo");
@@ -106,26 +109,26 @@ DeviceInfo SelectDevice(const std::string& requested) {
   return info;
 }
 
-void CheckPrecision(const std::string& precision, const DeviceInfo& device) {
-  if (precision == "fp32") return;
+void CheckPrecision(Precision precision, const DeviceInfo& device) {
+  if (precision == Precision::kFp32) return;
   if (!device.is_cuda()) {
-    if (precision != "bf16") {
-      throw UnsupportedPrecision("runtime.precision: " + precision +
+    if (precision != Precision::kBf16) {
+      throw UnsupportedPrecision("runtime.precision: " + NameOf(precision) +
                                  " autocast is not supported on the CPU (LibTorch CPU autocast runs bf16 only); "
                                  "use bf16 or fp32 here, or a CUDA device");
     }
     return;
   }
 #ifdef FRONTIER_WITH_CUDA
-  if (precision == "bf16" && at::cuda::getDeviceProperties(device.device.index())->major < 8) {
+  if (precision == Precision::kBf16 && at::cuda::getDeviceProperties(device.device.index())->major < 8) {
     throw UnsupportedPrecision("runtime.precision: bf16 needs a CUDA device of compute capability 8.0 or newer; " +
                                device.name + " is older");
   }
 #endif
 }
 
-AutocastScope::AutocastScope(const std::string& precision, const DeviceInfo& device) {
-  if (precision == "fp32") return;
+AutocastScope::AutocastScope(Precision precision, const DeviceInfo& device) {
+  if (precision == Precision::kFp32) return;
   if (device.is_cuda()) {
     at::autocast::set_autocast_gpu_dtype(DtypeOf(precision));
     at::autocast::set_enabled(true);
@@ -171,7 +174,7 @@ double MeasureCopyBandwidth(const DeviceInfo& device) {
   return best;
 }
 
-std::optional<PeakFlops> TablePeakFlops(const std::string& name, const std::string& precision) {
+std::optional<PeakFlops> TablePeakFlops(const std::string& name, Precision precision) {
   // Dense (no sparsity) datasheet peaks, by the exact name the driver gives
   // (cudaDeviceProp::name, nvidia-smi --query-gpu=name). A name not listed
   // (a variant such as "NVIDIA A10G" or "NVIDIA H100 NVL", a new board) gets
@@ -200,7 +203,7 @@ std::optional<PeakFlops> TablePeakFlops(const std::string& name, const std::stri
   };
   for (const Entry& e : kTable) {
     if (name != e.name) continue;
-    const double peak = precision == "bf16" ? e.bf16 : precision == "fp16" ? e.fp16 : e.fp32;
+    const double peak = precision == Precision::kBf16 ? e.bf16 : precision == Precision::kFp16 ? e.fp16 : e.fp32;
     if (peak <= 0) return std::nullopt;
     PeakFlops p;
     p.flops_per_s = peak;
@@ -243,7 +246,7 @@ GivenPeaks ParseGivenPeaks(const std::string& text) {
   return given;
 }
 
-PeakFlops MeasurePeakFlops(const std::string& precision, const DeviceInfo& device, const GemmBudget& budget) {
+PeakFlops MeasurePeakFlops(Precision precision, const DeviceInfo& device, const GemmBudget& budget) {
   torch::NoGradGuard no_grad;
   const auto options = torch::TensorOptions().dtype(DtypeOf(precision)).device(device.device);
   // On CUDA one timed repetition is several GEMMs between synchronizations, so
@@ -279,15 +282,15 @@ PeakFlops MeasurePeakFlops(const std::string& precision, const DeviceInfo& devic
   return peak;
 }
 
-PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device,
+PeakFlops DevicePeakFlops(Precision precision, const DeviceInfo& device,
                           const std::optional<GivenPeaks>& given) {
   std::string note;
   if (given) {
-    const auto it = given->flops_per_s.find(precision);
+    const auto it = given->flops_per_s.find(NameOf(precision));
     const std::string kind = device.is_cuda() ? "cuda" : "cpu";
     const int threads = device.is_cuda() ? 0 : at::get_num_threads();
     if (it == given->flops_per_s.end()) {
-      note = "the worker calibrated no " + precision + " peak";
+      note = "the worker calibrated no " + NameOf(precision) + " peak";
     } else if (!given->device.empty() && given->device != kind) {
       note = "the worker's calibrated peak is for " + given->device + ", this trial runs on " + kind;
     } else if (!device.is_cuda() && given->threads > 0 && given->threads != threads) {
@@ -312,27 +315,28 @@ PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device
   return peak;
 }
 
-json Calibrate(const DeviceInfo& device, const std::vector<std::string>& dtypes, int threads,
+json Calibrate(const DeviceInfo& device, const std::vector<Precision>& dtypes, int threads,
                const GemmBudget& budget) {
   const auto start = std::chrono::steady_clock::now();
   if (!device.is_cuda() && threads > 0) SetCpuThreads(threads);
   json peaks = json::object(), sources = json::object(), errors = json::object(), table = json::object(),
        largest = json::object();
-  for (const std::string& dtype : dtypes) {
+  for (const Precision dtype : dtypes) {
+    const std::string name = NameOf(dtype);
     if (device.is_cuda()) {
       if (auto known = TablePeakFlops(device.name, dtype)) {
-        table[dtype] = known->source;  // the datasheet is the peak there
+        table[name] = known->source;  // the datasheet is the peak there
         continue;
       }
     }
     try {
       CheckPrecision(dtype, device);
       const PeakFlops measured = MeasurePeakFlops(dtype, device, budget);
-      peaks[dtype] = measured.flops_per_s;
-      largest[dtype] = measured.gemm_size;
-      sources[dtype] = device.is_cuda() ? "calibrated:cuda-gemm" : "calibrated:cpu-gemm";
+      peaks[name] = measured.flops_per_s;
+      largest[name] = measured.gemm_size;
+      sources[name] = device.is_cuda() ? "calibrated:cuda-gemm" : "calibrated:cpu-gemm";
     } catch (const std::exception& e) {
-      errors[dtype] = e.what();
+      errors[name] = e.what();
     }
   }
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "search_spaces/runtime_kinds.h"
+
 #include <torch/torch.h>
 
 namespace frontier {
@@ -52,17 +54,20 @@ void UseIeeeFp32OnCuda();
 // What that setting is now: {"cublas": bool, "cudnn": bool}, the result's `tf32` on CUDA.
 nlohmann::json Tf32Settings();
 
-// Throws UnsupportedPrecision when `precision` (fp32 | bf16 | fp16) cannot be
+// The LibTorch dtype of a precision.
+torch::ScalarType DtypeOf(Precision precision);
+
+// Throws UnsupportedPrecision when `precision` cannot be
 // autocast on the device: CPU autocast in LibTorch supports bf16 only, and
 // bf16 on CUDA needs compute capability 8.0 or newer.
-void CheckPrecision(const std::string& precision, const DeviceInfo& device);
+void CheckPrecision(Precision precision, const DeviceInfo& device);
 
 // Enables autocast to the precision's dtype on the device for its lifetime
 // (nothing for fp32), and clears the autocast weight-cast cache on exit so
 // that casts of updated weights are never reused across steps.
 class AutocastScope {
  public:
-  AutocastScope(const std::string& precision, const DeviceInfo& device);
+  AutocastScope(Precision precision, const DeviceInfo& device);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
@@ -81,7 +86,7 @@ double MeasureCopyBandwidth(const DeviceInfo& device);
 
 struct PeakFlops {
   double flops_per_s = 0;
-  std::string dtype;  // fp32 | bf16 | fp16
+  Precision dtype = Precision::kFp32;
   // "calibrated:<method>" (measured by the worker at its start, given to the
   // trial), "table:<entry>" (GPU datasheet) or "measured:cpu-gemm" /
   // "measured:cuda-gemm" (measured inside this trial: the fallback).
@@ -111,13 +116,13 @@ GivenPeaks ParseGivenPeaks(const std::string& text);
 // when `given` has one for this dtype, device kind and thread count; else
 // the datasheet table for known GPUs; else (CPU, unknown GPUs) measured in
 // this process by MeasurePeakFlops (the fallback).
-PeakFlops DevicePeakFlops(const std::string& precision, const DeviceInfo& device,
+PeakFlops DevicePeakFlops(Precision precision, const DeviceInfo& device,
                           const std::optional<GivenPeaks>& given = std::nullopt);
 
 // The datasheet table alone (exposed for tests); nullopt for devices whose
 // name is not exactly one of the table's (e.g. "NVIDIA A10G" is not an A10,
 // "NVIDIA H100 NVL" neither an SXM nor a PCIe H100).
-std::optional<PeakFlops> TablePeakFlops(const std::string& device_name, const std::string& precision);
+std::optional<PeakFlops> TablePeakFlops(const std::string& device_name, Precision precision);
 
 // How long MeasurePeakFlops measures.
 struct GemmBudget {
@@ -127,7 +132,7 @@ struct GemmBudget {
 };
 // The best rate of timed square GEMMs of the dtype on the current intra-op
 // thread count: source "measured:cpu-gemm" or "measured:cuda-gemm".
-PeakFlops MeasurePeakFlops(const std::string& precision, const DeviceInfo& device, const GemmBudget& budget);
+PeakFlops MeasurePeakFlops(Precision precision, const DeviceInfo& device, const GemmBudget& budget);
 
 // The calibration line frontier-trial --calibrate prints (one JSON object):
 // {"event": "calibration", "device": "cpu", "device_name": ..., "threads": N,
@@ -135,7 +140,7 @@ PeakFlops MeasurePeakFlops(const std::string& precision, const DeviceInfo& devic
 //  "measured_at": ..., "gemm": {"largest": {"fp32": 2048, ...}, "seconds_per_size": S},
 //  "wall_s": W}. On CUDA, dtypes the datasheet table has are left out (the
 // table is the peak there).
-nlohmann::json Calibrate(const DeviceInfo& device, const std::vector<std::string>& dtypes, int threads,
+nlohmann::json Calibrate(const DeviceInfo& device, const std::vector<Precision>& dtypes, int threads,
                          const GemmBudget& budget);
 
 // True for an allocation failure: std::bad_alloc, c10::OutOfMemoryError,
