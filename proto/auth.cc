@@ -1,7 +1,7 @@
 #include "proto/auth.h"
 
 #include <grpcpp/support/client_interceptor.h>
-#include <openssl/sha.h>
+#include "os/sha256.h"
 
 #include <algorithm>
 #include <cctype>
@@ -37,11 +37,7 @@ bool SameToken(const std::string& a, const std::string& b) {
 }
 
 // The SHA-256 digest of a token, as raw bytes: what the table keeps and compares.
-std::string Digest(const std::string& token) {
-  unsigned char out[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), out);
-  return std::string(reinterpret_cast<const char*>(out), sizeof out);
-}
+std::string Digest(const std::string& token) { return Sha256(token); }
 
 bool ValidUserName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;

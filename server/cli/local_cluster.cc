@@ -1,4 +1,5 @@
 #include "server/cli/local_cluster.h"
+#include "os/cpus.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -16,24 +17,6 @@ namespace frontier {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The CPUs this process may run on, in order.
-std::vector<int> UsableCores() {
-  std::vector<int> cores;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
-    }
-  }
-  if (cores.empty()) {
-    for (unsigned cpu = 0; cpu < std::max(1u, std::thread::hardware_concurrency()); ++cpu) {
-      cores.push_back(static_cast<int>(cpu));
-    }
-  }
-  return cores;
-}
 
 // frontier-worker --cpus: "0,1,2" (the worker sorts and splits it).
 std::string CpuList(const std::vector<int>& cpus) {
@@ -64,7 +47,7 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
   const std::string binary = SiblingBinary("frontier-worker");
   const int count = options.count;
   // Timing isolation: every slot of every worker on cores of its own.
-  const std::vector<int> usable = UsableCores();
+  const std::vector<int> usable = UsableCpus();
   const int per_slot = std::max(1, static_cast<int>(usable.size()) / (count * options.slots));
   const std::string threads = std::to_string(per_slot);
   const std::string slots = std::to_string(options.slots);

@@ -1,7 +1,7 @@
 #include "server/cli/ops_command.h"
 
 #include <fcntl.h>
-#include <openssl/sha.h>
+#include "os/sha256.h"
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -100,14 +100,6 @@ ChildResult RunChild(const std::vector<std::string>& argv, double timeout_s) {
   running_child = 0;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;
-}
-
-std::string Sha256(const std::string& text) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-  std::ostringstream os;
-  for (unsigned char b : digest) os << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(b);
-  return os.str();
 }
 
 std::string ReadFile(const fs::path& path, size_t max) {
@@ -231,7 +223,7 @@ class OpRun {
   // Judges `source` as `name` unless the run has it already; true when judged now.
   bool Judge(const fs::path& source, const std::string& name, const std::string& kind, int round) {
     const std::string text = ReadFile(source, kMaxSource);
-    const std::string hash = Sha256(text);
+    const std::string hash = Sha256Hex(text);
     for (const OpCandidateRow& row : store_.ListOpCandidates(run_.id)) {
       if (row.candidate == name || row.source_hash == hash) {
         std::cerr << "frontier: " << name << ": recorded already (" << row.candidate << ", " << row.outcome << ")\n";

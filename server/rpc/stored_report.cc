@@ -9,6 +9,7 @@
 
 #include "search_spaces/search_space.h"
 #include "server/report/views.h"
+#include "os/monotonic.h"
 
 namespace frontier {
 namespace {
@@ -36,13 +37,12 @@ SearchSpace StoredSpace(const ExperimentRecord& e) {
 std::optional<Report> StoredReport(Store& store, const std::string& id, bool front_only) {
   auto e = store.GetExperiment(id);
   if (!e) return std::nullopt;
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
+  const auto t0 = Monotonic::now();
   const SearchSpace space = StoredSpace(*e);
-  const auto t1 = Clock::now();
+  const auto t1 = Monotonic::now();
   ReportBuilder builder(e->id, space);
   std::vector<TrialRow> rows = store.ListTrialOutcomes(e->id);
-  const auto t2 = Clock::now();
+  const auto t2 = Monotonic::now();
   for (TrialRow& row : rows) {
     TrialRecord r;
     r.trial_id = std::move(row.id);
@@ -60,7 +60,7 @@ std::optional<Report> StoredReport(Store& store, const std::string& id, bool fro
   }
   rows.clear();
   rows.shrink_to_fit();
-  const auto t3 = Clock::now();
+  const auto t3 = Monotonic::now();
   Report report = builder.Build(front_only);
   for (const ProposerCallRow& call : store.ListProposerCalls(e->id)) {
     ProposerCallsSummary& p = report.proposer_calls;
@@ -75,8 +75,8 @@ std::optional<Report> StoredReport(Store& store, const std::string& id, bool fro
     if (!call.error.empty()) p.last_error = call.error;
   }
   report.proposer_calls.paused = e->paused;
-  const auto t4 = Clock::now();
-  const auto ms = [](Clock::time_point a, Clock::time_point b) {
+  const auto t4 = Monotonic::now();
+  const auto ms = [](Monotonic::time_point a, Monotonic::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
   };
   spdlog::info(

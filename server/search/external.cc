@@ -1,4 +1,5 @@
 #include "server/search/external.h"
+#include "os/monotonic.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +12,6 @@ namespace frontier {
 namespace {
 
 using nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 // The baseline's value of a dimension: the value its first path has in the base spec.
 std::optional<size_t> BaselineIndex(const SearchSpace& space, const Dimension& dim) {
@@ -143,7 +143,7 @@ class ExternalStrategy final : public Strategy {
   }
 
   void MaybeCall() {
-    if (!attached_ || in_flight_ || Done() || Wanted() <= 0 || SteadyClock::now() < retry_at_) return;
+    if (!attached_ || in_flight_ || Done() || Wanted() <= 0 || Monotonic::now() < retry_at_) return;
     in_flight_ = true;
     wake_.notify_all();
   }
@@ -161,7 +161,7 @@ class ExternalStrategy final : public Strategy {
 
   void Backoff() {
     retry_ms_ = retry_ms_ == 0 ? options_.retry_ms : std::min(retry_ms_ * 2, options_.max_retry_ms);
-    retry_at_ = SteadyClock::now() + std::chrono::milliseconds(retry_ms_);
+    retry_at_ = Monotonic::now() + std::chrono::milliseconds(retry_ms_);
   }
 
   // Validates an answer; accepted proposals go to arrived_. Returns how many.
@@ -227,7 +227,7 @@ class ExternalStrategy final : public Strategy {
       lock.unlock();
       std::optional<ProposerAnswer> answer;
       std::string error;
-      const auto started = SteadyClock::now();
+      const auto started = Monotonic::now();
       try {
         answer = client_->Propose(call);
       } catch (const ProposerUnavailable& e) {
@@ -237,7 +237,7 @@ class ExternalStrategy final : public Strategy {
       }
       ProposerCallRecord record;
       record.latency_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
+          std::chrono::duration_cast<std::chrono::milliseconds>(Monotonic::now() - started).count();
       record.asked = call.count;
       lock.lock();
       in_flight_ = false;
@@ -283,7 +283,7 @@ class ExternalStrategy final : public Strategy {
   bool proposer_finished_ = false;
   int fruitless_ = 0;  // answers in a row without a valid proposal
   int64_t retry_ms_ = 0;
-  SteadyClock::time_point retry_at_{};
+  Monotonic::time_point retry_at_{};
   std::string paused_;
   std::vector<ProposerCallRecord> calls_;  // not taken yet
   std::thread worker_;                     // last: started once everything above is built

@@ -35,6 +35,7 @@
 #include "worker/agent/placement.h"
 #include "worker/agent/trial_process.h"
 #include "worker/host.h"
+#include "os/cpus.h"
 
 namespace frontier {
 namespace {

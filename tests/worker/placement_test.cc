@@ -1,6 +1,7 @@
 // worker/agent/placement.h: CPU lists, the split over slots, the host lock
 // and the per-CPU claims that tell a trial it shared its cores.
 #include "worker/agent/placement.h"
+#include "os/cpus.h"
 
 #include <unistd.h>
 

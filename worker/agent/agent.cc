@@ -32,6 +32,7 @@
 #include "worker/agent/trial_protocol.h"
 #include "worker/agent/worker_metrics.h"
 #include "worker/host.h"
+#include "os/cpus.h"
 
 namespace frontier {
 namespace {

@@ -18,8 +18,6 @@ namespace frontier {
 std::vector<int> ParseCpuList(const std::string& text);
 // The inverse: {0,1,2,3,6} -> "0-3,6".
 std::string FormatCpuList(const std::vector<int>& cpus);
-// The CPUs this process may run on (sched_getaffinity).
-std::vector<int> UsableCpus();
 
 struct SlotCpus {
   std::vector<std::vector<int>> slots;  // slot i runs on slots[i]

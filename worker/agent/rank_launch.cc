@@ -10,6 +10,7 @@
 #include "worker/agent/placement.h"
 #include "worker/agent/rank_group.h"
 #include "worker/host.h"
+#include "os/cpus.h"
 
 namespace frontier {
 

@@ -1,6 +1,7 @@
 #include "worker/agent/result_line.h"
 
 #include "worker/agent/placement.h"
+#include "os/cpus.h"
 
 namespace frontier {
 

@@ -28,13 +28,13 @@
 #include "search_spaces/input_bounds.h"
 #include "worker/host.h"
 #include "worker/warm_slot.h"
+#include "os/monotonic.h"
 
 extern char** environ;
 
 namespace frontier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr size_t kStderrTailBytes = size_t{8} * 1024;
@@ -56,8 +56,8 @@ ProcessExit DecodeWaitStatus(int status) {
   return exit;
 }
 
-milliseconds Remaining(Clock::time_point deadline) {
-  return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+milliseconds Remaining(Monotonic::time_point deadline) {
+  return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Monotonic::now()));
 }
 
 // The cgroup v2 folder whose children may get a memory limit: this process's
@@ -192,7 +192,7 @@ class ChildProcess final : public TrialProcess {
   bool OomKilled() const override { return oom_killed_; }
 
   ReadStatus ReadLine(milliseconds timeout, std::string* line) override {
-    const Clock::time_point deadline = Clock::now() + timeout;
+    const Monotonic::time_point deadline = Monotonic::now() + timeout;
     for (;;) {
       if (TakeLine(line)) return ReadStatus::kLine;
       if (stdout_fd_ < 0) return ReadStatus::kEnd;
@@ -214,7 +214,7 @@ class ChildProcess final : public TrialProcess {
   }
 
   std::optional<ProcessExit> Wait(milliseconds timeout) override {
-    const Clock::time_point deadline = Clock::now() + timeout;
+    const Monotonic::time_point deadline = Monotonic::now() + timeout;
     for (;;) {
       if (exit_) return exit_;
       if (Exited()) {  // still a zombie: its process group id cannot be reused before the kill

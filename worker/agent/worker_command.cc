@@ -24,6 +24,7 @@
 #include "worker/agent/trial_process.h"
 #include "worker/agent/worker_metrics.h"
 #include "worker/host.h"
+#include "os/cpus.h"
 
 namespace frontier {
 namespace {

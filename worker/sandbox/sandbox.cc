@@ -22,6 +22,7 @@
 
 #include "worker/sandbox/confine.h"
 #include "worker/sandbox/spawn.h"
+#include "os/monotonic.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -30,7 +31,6 @@
 namespace frontier::sandbox {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using internal::Message;
 
 constexpr size_t kReadChunk = size_t{64} * 1024;
@@ -204,7 +204,7 @@ std::string Problem(const Options& options, std::string* folder) {
 }
 
 Outcome RunSandbox(const Options& options, bool probe) {
-  const Clock::time_point start = Clock::now();
+  const Monotonic::time_point start = Monotonic::now();
   Outcome outcome;
   outcome.limits = options.limits;
   std::string folder;
@@ -296,12 +296,12 @@ Outcome RunSandbox(const Options& options, bool probe) {
   size_t stdin_offset = 0;
   std::string report;
   bool timed_out = false;
-  std::optional<Clock::time_point> kill_requested, group_killed, supervisor_ended;
-  const Clock::time_point deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.wall_seconds));
+  std::optional<Monotonic::time_point> kill_requested, group_killed, supervisor_ended;
+  const Monotonic::time_point deadline =
+      start + std::chrono::duration_cast<Monotonic::duration>(std::chrono::duration<double>(limits.wall_seconds));
   const auto request_kill = [&] {
     if (kill_requested) return;
-    kill_requested = Clock::now();
+    kill_requested = Monotonic::now();
     const char byte = 'k';
     ssize_t ignored = write(control_write.get(), &byte, 1);
     (void)ignored;
@@ -331,7 +331,7 @@ Outcome RunSandbox(const Options& options, bool probe) {
   };
 
   while (stdout_read.get() >= 0 || stderr_read.get() >= 0 || report_read.get() >= 0) {
-    const Clock::time_point now = Clock::now();
+    const Monotonic::time_point now = Monotonic::now();
     if (!kill_requested && now >= deadline && !program_ended()) {
       timed_out = true;
       request_kill();
@@ -344,7 +344,7 @@ Outcome RunSandbox(const Options& options, bool probe) {
         (supervisor_ended && now >= *supervisor_ended + kDrainGrace)) {
       break;  // something outside the sandbox's reach holds a pipe: stop reading
     }
-    Clock::time_point wake = kill_requested ? *kill_requested + kKillGrace : deadline;
+    Monotonic::time_point wake = kill_requested ? *kill_requested + kKillGrace : deadline;
     if (group_killed) wake = *group_killed + kDrainGrace;
     if (supervisor_ended) wake = std::min(wake, *supervisor_ended + kDrainGrace);
     const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
@@ -379,7 +379,7 @@ Outcome RunSandbox(const Options& options, bool probe) {
           stdin_write.Close();  // all written, or its reader is gone (EPIPE)
         }
       } else if (fd == supervisor_pidfd.get()) {
-        supervisor_ended = Clock::now();
+        supervisor_ended = Monotonic::now();
       }
     }
   }
@@ -391,11 +391,11 @@ Outcome RunSandbox(const Options& options, bool probe) {
   // group is killed. Reaped in every case.
   int status = 0;
   rusage usage{};
-  const Clock::time_point reap_deadline = Clock::now() + kKillGrace;
+  const Monotonic::time_point reap_deadline = Monotonic::now() + kKillGrace;
   for (;;) {
     const pid_t reaped = wait4(supervisor, &status, WNOHANG, &usage);
     if (reaped == supervisor || (reaped < 0 && errno != EINTR)) break;
-    if (reaped == 0 && Clock::now() >= reap_deadline) {
+    if (reaped == 0 && Monotonic::now() >= reap_deadline) {
       kill(-supervisor, SIGKILL);
       while (wait4(supervisor, &status, 0, &usage) < 0 && errno == EINTR) {
       }
@@ -403,7 +403,7 @@ Outcome RunSandbox(const Options& options, bool probe) {
     }
     if (reaped == 0) usleep(10000);
   }
-  outcome.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  outcome.wall_seconds = std::chrono::duration<double>(Monotonic::now() - start).count();
   outcome.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 

@@ -1,4 +1,5 @@
 #include "worker/trial/evaluation.h"
+#include "os/monotonic.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +18,6 @@ bool ReachedTarget(const TargetSpec& target, const EvalResult& e) {
 
 EvalResult Evaluate(model::NetworkImpl& network, const PreparedModel& m, const Split& split, int batch_size,
                     const RuntimeSpec& runtime, std::vector<double>* forward_s) {
-  using Clock = std::chrono::steady_clock;
   torch::NoGradGuard no_grad;
   network.eval();
   double loss_sum = 0;
@@ -29,14 +29,14 @@ EvalResult Evaluate(model::NetworkImpl& network, const PreparedModel& m, const S
     torch::Tensor y = split.labels.slice(0, begin, end).to(m.dev.device);
     torch::Tensor logits;
     const bool timed = forward_s != nullptr && end - begin == batch_size;
-    const auto start = Clock::now();
+    const auto start = Monotonic::now();
     {
       AutocastScope autocast(runtime.precision, m.dev);
       logits = network.forward(x);
     }
     if (timed) {
       Synchronize(m.dev);
-      forward_s->push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      forward_s->push_back(SecondsSince(start));
     }
     logits = logits.to(torch::kFloat);
     loss_sum += m.task->Loss(logits, y).item<double>() * (end - begin);

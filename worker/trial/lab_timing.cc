@@ -28,12 +28,12 @@
 #include "worker/trial/measure/cpu_allocator.h"
 #include "worker/trial/measure/step_stats.h"
 #include "worker/trial/op_bench.h"
+#include "os/monotonic.h"
 
 namespace frontier::lab {
 namespace {
 
 using json = nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxLine = size_t{1} << 20;           // a command or a reply
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 30;  // one tensor a runner returns
@@ -46,9 +46,6 @@ constexpr int kMaxWarmupRounds = 10;  // at most this many
 constexpr int kOverheadWindows = 5;
 constexpr double kStopSeconds = 5;  // a runner not stopped this long after SIGSTOP: refused
 
-double MsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-}
 
 // The output gradient every forward+backward uses: of the reference's output shape at the recorded call.
 torch::Tensor Upstream(const ops::OpCall& call, uint64_t seed) {
@@ -157,7 +154,7 @@ class Runner {
   }
 
   // The first reply ({"ready": true}): the runner has set up; its program is found and stopped.
-  void AwaitReady(SteadyClock::time_point deadline) {
+  void AwaitReady(Monotonic::time_point deadline) {
     const json ready = Receive(deadline);
     if (!ready.is_object() || ready.value("ready", false) != true) {
       throw std::runtime_error(name_ + " did not answer ready");
@@ -167,7 +164,7 @@ class Runner {
   }
 
   // Continues the runner, sends `command`, waits for the reply and stops the runner again.
-  json Ask(const json& command, SteadyClock::time_point deadline) {
+  json Ask(const json& command, Monotonic::time_point deadline) {
     program_->Continue();
     const std::string line = command.dump() + "\n";
     for (size_t at = 0; at < line.size();) {
@@ -193,8 +190,8 @@ class Runner {
         const std::string quit = "{\"cmd\":\"quit\"}\n";
         ssize_t ignored = write(commands_, quit.data(), quit.size());
         (void)ignored;
-        const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
-        while (!ended_ && SteadyClock::now() < deadline)
+        const auto deadline = Monotonic::now() + std::chrono::seconds(10);
+        while (!ended_ && Monotonic::now() < deadline)
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
       if (!ended_) kill(program_->pid(), SIGKILL);
@@ -207,7 +204,7 @@ class Runner {
 
  private:
   // The next reply line, parsed with bounds.
-  json Receive(SteadyClock::time_point deadline) {
+  json Receive(Monotonic::time_point deadline) {
     for (;;) {
       const size_t newline = pending_.find('\n');
       if (newline != std::string::npos) {
@@ -229,7 +226,7 @@ class Runner {
         continue;
       }
       if (was_ended) throw RunnerEnded(name_ + " ended");
-      if (SteadyClock::now() >= deadline) throw Overdue(name_ + " had not answered when the time ran out");
+      if (Monotonic::now() >= deadline) throw Overdue(name_ + " had not answered when the time ran out");
     }
   }
 
@@ -251,7 +248,7 @@ struct Window {
 };
 
 Window RunWindow(Runner& runner, const std::vector<std::vector<torch::Tensor>>& sets, bool backward,
-                 bool keep, SteadyClock::time_point deadline) {
+                 bool keep, Monotonic::time_point deadline) {
   json described = json::array();
   for (const auto& set : sets) {
     json inputs = json::array();
@@ -262,9 +259,9 @@ Window RunWindow(Runner& runner, const std::vector<std::vector<torch::Tensor>>& 
   // The clock runs while the runner may: from continuing it to having it stopped again, for the allocation
   // and for the calls. Not while the judge writes the inputs (the runner is stopped then).
   Window window;
-  auto start = SteadyClock::now();
+  auto start = Monotonic::now();
   const json allocated = runner.Ask({{"cmd", "alloc"}, {"sets", described}}, deadline);
-  window.ms = MsSince(start);
+  window.ms = MillisecondsSince(start);
   if (!allocated.is_object() || !allocated.contains("inputs") || !allocated["inputs"].is_array() ||
       allocated["inputs"].size() != sets.size()) {
     throw std::runtime_error(runner.name() + " did not give one input list per call");
@@ -284,9 +281,9 @@ Window RunWindow(Runner& runner, const std::vector<std::vector<torch::Tensor>>& 
       if (t.nbytes() > 0) runner.program().Write(addresses.back().back(), t.data_ptr(), t.nbytes());
     }
   }
-  start = SteadyClock::now();
+  start = Monotonic::now();
   const json ran = runner.Ask({{"cmd", "run"}, {"backward", backward}}, deadline);
-  window.ms += MsSince(start);
+  window.ms += MillisecondsSince(start);
   if (!ran.is_object() || !ran.contains("calls") || !ran["calls"].is_array() ||
       ran["calls"].size() != sets.size()) {
     throw std::runtime_error(runner.name() + " did not answer one result per call");
@@ -468,7 +465,7 @@ ClockedTiming ClockTiming(const ops::OpCall& call, const std::string& variant, c
   ClockedTiming result;
   const ops::Op& op = ops::OpRegistry().At(call.op);
   const double seconds = std::max(reference.limits.wall_seconds, candidate.limits.wall_seconds);
-  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+  const auto deadline = Monotonic::now() + std::chrono::duration_cast<Monotonic::duration>(
                                                  std::chrono::duration<double>(seconds));
   Runner ref("the reference's runner", std::move(reference));
   Runner mine("the candidate's runner", std::move(candidate));

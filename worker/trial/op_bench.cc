@@ -16,16 +16,13 @@
 #include "worker/trial/ops/correctness.h"
 #include "worker/trial/ops/op.h"
 #include "worker/trial/prepared_model.h"
+#include "os/monotonic.h"
 
 namespace frontier {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // One timed call: forward, or forward + backward with `upstream`, between
 // synchronized points. Returns milliseconds.
@@ -35,7 +32,7 @@ double TimeCall(const ops::OpCall& call, const std::string& variant, const std::
   for (const torch::Tensor& t : inputs) leaves.push_back(t.detach().requires_grad_(backward && t.is_floating_point()));
   torch::Tensor out;
   Synchronize(dev);
-  const auto start = Clock::now();
+  const auto start = Monotonic::now();
   if (backward) {
     out = call.run(variant, leaves);
     out.backward(upstream.to(out.options()));
@@ -44,7 +41,7 @@ double TimeCall(const ops::OpCall& call, const std::string& variant, const std::
     out = call.run(variant, leaves);
   }
   Synchronize(dev);
-  return MsSince(start);  // `out` lives until the clock has stopped
+  return MillisecondsSince(start);  // `out` lives until the clock has stopped
 }
 
 // Every variant of the call's op, checked by the gate (correct ones timed).

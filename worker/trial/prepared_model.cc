@@ -31,7 +31,7 @@ PreparedModel PrepareModel(const TrialSpec& spec, const DeviceInfo& dev, PhaseTi
   PreparedModel m;
   m.dev = dev;
   m.format = MemoryFormatOf(spec.runtime);
-  auto since = PhaseTimes::Clock::now();
+  auto since = Monotonic::now();
   LoadPlugins(spec.runtime.plugins);
   const ResolvedArch arch = ResolveArch(spec.arch, spec.task);
   m.task = MakeTask(spec.task);

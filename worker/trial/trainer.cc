@@ -23,6 +23,7 @@
 #include "worker/trial/plugin.h"
 #include "worker/trial/prepared_model.h"
 #include "worker/trial/training.h"
+#include "os/monotonic.h"
 
 namespace frontier {
 namespace {
@@ -75,7 +76,7 @@ class TrialRun {
     if (ranks_.group) result_["rank"] = ranks_.rank;
     m_ = PrepareModel(spec_, dev, &phases_);
     evaluations_ = std::make_unique<Evaluations>(spec_, m_);
-    auto since = PhaseTimes::Clock::now();
+    auto since = Monotonic::now();
     result_["dataset_bytes"] = m_.data.bytes();
     m_.task->Describe(m_.data, &result_);
     const int64_t params = model::CountParameters(*m_.net);
@@ -119,7 +120,7 @@ class TrialRun {
     training_->StatisticsInto(flops_.train_step, peak_.flops_per_s);
     evaluations_->CurveInto(&result_);
     const bool completed = training_->completed();
-    auto since = PhaseTimes::Clock::now();
+    auto since = Monotonic::now();
     if (completed) evaluations_->Final(&result_);
     since = phases_.AddSince("eval", since);
     if (completed) MeasureLatency(spec_, m_, evaluations_->final_passes(), &result_);
@@ -159,7 +160,7 @@ int ExitCodeFor(const json& result) {
 }
 
 json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
-  const auto wall_start = std::chrono::steady_clock::now();
+  const auto wall_start = Monotonic::now();
   const int threads = spec.runtime.threads > 0 ? spec.runtime.threads : DefaultCpuThreads();
   SetCpuThreads(threads);
   const std::string allocator = ConfigureHostAllocator();
@@ -184,7 +185,7 @@ json RunTrial(const TrialSpec& spec, const TrialOptions& options) {
     result["error"] = FirstLineOf(e);
     result["steps_run"] = run.steps_run();
   }
-  result["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  result["wall_time_s"] = SecondsSince(wall_start);
   run.phases().Add("start", options.process_start_s);
   result["phases"] = run.phases().ToJson(options.process_start_s + result["wall_time_s"].get<double>());
   return result;

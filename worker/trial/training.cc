@@ -8,16 +8,13 @@
 #include "worker/trial/measure/device.h"
 #include "worker/trial/model/model.h"
 #include "worker/trial/op_variants.h"
+#include "os/monotonic.h"
 
 namespace frontier {
 namespace {
 
 using json = nlohmann::json;
 namespace dist = frontier::distributed;
-
-double SecondsBetween(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 json StatsJson(const SeriesStats& s, double scale) {
   return {{"n", s.n},          {"median", s.median * scale}, {"p10", s.p10 * scale}, {"p90", s.p90 * scale},
@@ -96,7 +93,7 @@ void Training::Run(Evaluations& evaluations, bool spot_checks) {
     result_["spot_checks"] = json::array();
   }
   for (int step = 0; step < task.steps; ++step) {
-    auto since = PhaseTimes::Clock::now();
+    auto since = Monotonic::now();
     const bool spot = spot_steps.count(step) > 0;
     if (spot) {  // kept out of the peak memory too: the copies and the float64 reference
       memory.Pause();
@@ -144,9 +141,8 @@ void Training::Run(Evaluations& evaluations, bool spot_checks) {
 // One optimizer step: the batch (its data wait), then forward, backward and
 // update between device-synchronized points; profiled when the profiler covers it.
 Training::StepResult Training::RunStep(int step) {
-  using Clock = std::chrono::steady_clock;
   const dist::Shard& shard = ranks_.shard;
-  const auto data_start = Clock::now();
+  const auto data_start = Monotonic::now();
   if (options_.before_batch) options_.before_batch(step);
   auto [images, labels] = sampler_->Next();
   torch::Tensor indices = sampler_->LastIndices();
@@ -159,7 +155,7 @@ Training::StepResult Training::RunStep(int step) {
   torch::Tensor y = labels.to(m_.dev.device);
   Synchronize(m_.dev);
   profiler_->BeforeStep(step);
-  const auto t0 = Clock::now();
+  const auto t0 = Monotonic::now();
 
   StepResult r;
   r.lr = LearningRateAt(spec_.task, step);
@@ -180,7 +176,7 @@ Training::StepResult Training::RunStep(int step) {
   if (apply && spec_.task.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters_, spec_.task.grad_clip);
   if (apply) optimizer_->step();
   Synchronize(m_.dev);
-  const auto t1 = Clock::now();
+  const auto t1 = Monotonic::now();
   profiler_->AfterStep(step);
   r.step_s = r.own_step_s = SecondsBetween(t0, t1);
   r.wait_s = SecondsBetween(data_start, t0);

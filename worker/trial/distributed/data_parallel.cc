@@ -1,6 +1,7 @@
 // The c10d process group and the bucketed, hook-driven gradient all-reduce.
 // One translation unit on purpose: the c10d headers pull most of ATen in.
 #include "worker/trial/distributed/data_parallel.h"
+#include "os/monotonic.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -24,11 +25,10 @@
 
 namespace frontier::distributed {
 
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(Monotonic::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string FirstLine(const std::string& text) {
   // c10::Error's what() carries a C++ backtrace after the first lines: keep the message.
@@ -221,7 +221,7 @@ namespace {
 struct Completions {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<Clock::time_point> done;
+  std::vector<Monotonic::time_point> done;
   std::vector<bool> finished;
 };
 
@@ -241,7 +241,7 @@ struct DataParallel::State {
     at::Tensor flat;
     int pending = 0;
     bool launched = false, in_backward = false;
-    Clock::time_point launch;
+    Monotonic::time_point launch;
     c10::intrusive_ptr<c10::ivalue::Future> future;
     c10::intrusive_ptr<c10d::Work> work;
   };
@@ -266,7 +266,7 @@ struct DataParallel::State {
       std::lock_guard<std::mutex> lock(completions->mu);
       completions->finished[b] = false;
     }
-    bucket.launch = Clock::now();
+    bucket.launch = Monotonic::now();
     std::vector<at::Tensor> one{bucket.flat};
     c10d::AllreduceOptions allreduce;
     allreduce.reduceOp = c10d::ReduceOp::SUM;
@@ -286,7 +286,7 @@ struct DataParallel::State {
     std::shared_ptr<Completions> shared = completions;
     bucket.future->addCallback([shared, b](c10::ivalue::Future&) {
       std::lock_guard<std::mutex> lock(shared->mu);
-      shared->done[b] = Clock::now();
+      shared->done[b] = Monotonic::now();
       shared->finished[b] = true;
       shared->cv.notify_all();
     });
@@ -426,7 +426,7 @@ DataParallel::~DataParallel() {
   }
   // Let in-flight all-reduces finish (bounded) before their buffers go.
   std::unique_lock<std::mutex> lock(s.completions->mu);
-  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s.group->timeout_s * 1000) + 5000);
+  auto deadline = Monotonic::now() + std::chrono::milliseconds(static_cast<int64_t>(s.group->timeout_s * 1000) + 5000);
   s.completions->cv.wait_until(lock, deadline, [&] {
     return std::all_of(s.completions->finished.begin(), s.completions->finished.end(), [](bool f) { return f; });
   });
@@ -454,7 +454,7 @@ void DataParallel::BeforeBackward(double weight) {
 CommFigures DataParallel::AfterBackward() {
   State& s = *state_;
   if (!s.armed) throw std::logic_error(s.Where() + "AfterBackward without BeforeBackward");
-  const Clock::time_point backward_end = Clock::now();
+  const Monotonic::time_point backward_end = Monotonic::now();
   s.in_backward = false;
   // Parameters that got no gradient this step contribute zeros.
   for (size_t k = 0; k < s.slots.size(); ++k) {
@@ -465,10 +465,10 @@ CommFigures DataParallel::AfterBackward() {
 
   CommFigures figures;
   const auto limit = std::chrono::milliseconds(static_cast<int64_t>(s.group->timeout_s * 1000) + 5000);
-  std::vector<std::pair<Clock::time_point, Clock::time_point>> intervals;
+  std::vector<std::pair<Monotonic::time_point, Monotonic::time_point>> intervals;
   for (size_t b = 0; b < s.buckets.size(); ++b) {
     State::Bucket& bucket = s.buckets[b];
-    Clock::time_point done;
+    Monotonic::time_point done;
     {
       std::unique_lock<std::mutex> lock(s.completions->mu);
       if (!s.completions->cv.wait_for(lock, limit, [&] { return bool(s.completions->finished[b]); })) {
@@ -487,12 +487,12 @@ CommFigures DataParallel::AfterBackward() {
     figures.bytes += static_cast<int64_t>(bucket.flat.nbytes());
     figures.buckets_launched_in_backward += bucket.in_backward ? 1 : 0;
   }
-  const Clock::time_point reduced = Clock::now();
+  const Monotonic::time_point reduced = Monotonic::now();
   figures.exposed_s = Seconds(reduced - backward_end);
   figures.buckets = static_cast<int>(s.buckets.size());
 
   std::sort(intervals.begin(), intervals.end());
-  Clock::time_point start{}, end{};
+  Monotonic::time_point start{}, end{};
   bool open = false;
   for (auto& [a, z] : intervals) {
     if (!open || a > end) {
@@ -518,7 +518,7 @@ CommFigures DataParallel::AfterBackward() {
       }
     }
   }
-  figures.unpack_s = Seconds(Clock::now() - reduced);
+  figures.unpack_s = Seconds(Monotonic::now() - reduced);
   ++s.step;
   return figures;
 }

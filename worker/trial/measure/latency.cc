@@ -1,4 +1,5 @@
 #include "worker/trial/measure/latency.h"
+#include "os/monotonic.h"
 
 #include <algorithm>
 #include <chrono>
@@ -30,7 +31,6 @@ std::string EvaluationPassesInput(const LatencyPlan& plan, size_t earlier, size_
 
 SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan& plan,
                            const std::vector<double>& earlier) {
-  using Clock = std::chrono::steady_clock;
   const size_t warmup = static_cast<size_t>(std::max(0, plan.warmup));
   for (size_t i = earlier.size(); i < warmup; ++i) pass();
   const auto first = earlier.begin() + static_cast<std::ptrdiff_t>(std::min(earlier.size(), warmup));
@@ -43,9 +43,9 @@ SeriesStats TimeRepeatedly(const std::function<void()>& pass, const LatencyPlan&
     return n >= plan.repetitions || (n >= kMinLatencyRepetitions && spent >= plan.budget_s);
   };
   while (!done()) {
-    const auto t0 = Clock::now();
+    const auto t0 = Monotonic::now();
     pass();
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(Monotonic::now() - t0).count();
     times.push_back(seconds);
     spent += seconds;
   }

@@ -1,4 +1,5 @@
 #include "worker/trial/measure/phases.h"
+#include "os/monotonic.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -22,8 +23,8 @@ size_t IndexOf(std::string_view phase) {
 
 void PhaseTimes::Add(std::string_view phase, double seconds) { seconds_[IndexOf(phase)] += std::max(0.0, seconds); }
 
-PhaseTimes::Clock::time_point PhaseTimes::AddSince(std::string_view phase, Clock::time_point since) {
-  const Clock::time_point now = Clock::now();
+Monotonic::time_point PhaseTimes::AddSince(std::string_view phase, Monotonic::time_point since) {
+  const Monotonic::time_point now = Monotonic::now();
   Add(phase, std::chrono::duration<double>(now - since).count());
   return now;
 }

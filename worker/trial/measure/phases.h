@@ -13,17 +13,17 @@
 #include <nlohmann/json.hpp>
 
 #include "search_spaces/trial_phases.h"
+#include "os/monotonic.h"
 
 namespace frontier {
 
 class PhaseTimes {
  public:
-  using Clock = std::chrono::steady_clock;
 
   // Adds `seconds` to `phase`, one of kTrialPhases (anything else is a programming error: std::invalid_argument).
   void Add(std::string_view phase, double seconds);
   // Adds the time from `since` to now to `phase`; returns now.
-  Clock::time_point AddSince(std::string_view phase, Clock::time_point since);
+  Monotonic::time_point AddSince(std::string_view phase, Monotonic::time_point since);
   double Seconds(std::string_view phase) const;
 
   // {"start_s": ..., ..., "profile_s": ..., "other_s": wall_s minus their sum (never below 0),
