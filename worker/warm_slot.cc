@@ -24,10 +24,6 @@ constexpr int kMaxFds = 4;
 constexpr int kMaxCalibrationThreads = 4096;
 constexpr size_t kMaxCalibrationDtypes = 8;
 
-// Signals a trial starts with at their default disposition, whatever its parent did with them.
-constexpr int kDefaultSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGTERM,
-                                   SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
-
 bool SendMessage(int socket, const std::string& text, const int* fds, int count) {
   iovec data{const_cast<char*>(text.data()), text.size()};
   msghdr message{};
@@ -51,52 +47,6 @@ bool SendMessage(int socket, const std::string& text, const int* fds, int count)
 }
 
 }  // namespace
-
-std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup) {
-  setpgid(0, 0);
-  // A trial never outlives its worker (a SIGKILLed worker's trial would go on
-  // competing for the cores with the next one): killed when the worker is.
-  if (setup.dies_with_parent) prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != setup.parent) return ChildFailure{kAdoptionStage, ESRCH};
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  for (int signal : kDefaultSignals) sigaction(signal, &default_action, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  const int input = setup.stdin_fd >= 0 ? setup.stdin_fd : open("/dev/null", O_RDONLY);
-  if (input < 0 || dup2(input, STDIN_FILENO) < 0 || dup2(setup.stdout_fd, STDOUT_FILENO) < 0 ||
-      dup2(setup.stderr_fd, STDERR_FILENO) < 0) {
-    return ChildFailure{0, errno};
-  }
-  if (input != setup.stdin_fd && input > STDERR_FILENO) close(input);
-  if (setup.cgroup_procs_fd >= 0 && write(setup.cgroup_procs_fd, "0", 1) != 1) return ChildFailure{1, errno};
-  if (setup.cpus != nullptr && sched_setaffinity(0, sizeof *setup.cpus, setup.cpus) != 0) {
-    return ChildFailure{2, errno};
-  }
-  if (setup.address_space != nullptr && setrlimit(RLIMIT_AS, setup.address_space) != 0) return ChildFailure{3, errno};
-  if (setup.workdir != nullptr && chdir(setup.workdir) != 0) return ChildFailure{4, errno};
-  return std::nullopt;
-}
-
-void FailChild(int status_fd, ChildFailure failure) {
-  ssize_t ignored = write(status_fd, &failure, sizeof failure);
-  (void)ignored;
-  _exit(127);
-}
-
-cpu_set_t CpuSetOf(const std::vector<int>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int cpu : cpus) CPU_SET(cpu, &set);
-  return set;
-}
-
-rlimit AddressSpaceLimit(int64_t bytes) {
-  rlimit limit{};
-  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(bytes);
-  return limit;
-}
 
 bool SendWarmTrialRequest(int socket, const WarmTrialRequest& request, const WarmTrialFds& fds, std::string* error) {
   json environment = json::array();

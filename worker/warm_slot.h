@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "os/child_process.h"
+
 namespace frontier {
 
 // A peak calibration: what `frontier-trial --calibrate --device D --dtypes
@@ -58,48 +60,9 @@ struct WarmTrialFds {
   int cgroup_procs_fd = -1;
 };
 
-// What a child that cannot be set up writes to its status pipe.
-struct ChildFailure {
-  int stage = 0;  // index into kChildStages
-  int error = 0;  // errno
-};
-inline constexpr const char* kChildStages[] = {"",
-                                               "joining its memory cgroup: ",
-                                               "pinning it to its CPUs: ",
-                                               "setting its memory limit (RLIMIT_AS): ",
-                                               "entering its working directory: ",
-                                               "being adopted by the worker: "};
-inline constexpr int kAdoptionStage = 5;
-
-// The setup of a trial's child after fork: its own process group, SIGKILL
-// when its parent dies (unless `dies_with_parent` is false), its parent
-// checked against `parent`, default signal dispositions and an empty mask,
-// standard input /dev/null (or the given one), standard output and error the
-// given pipes, its cgroup joined, its CPUs, its address-space limit, its
-// working folder. Only async-signal-safe calls. Returns nullopt
-// when done, else the failure (errno as it was).
-struct ChildSetup {
-  pid_t parent = 0;
-  int stdin_fd = -1;  // -1: /dev/null
-  int stdout_fd = -1;
-  int stderr_fd = -1;
-  int cgroup_procs_fd = -1;
-  const cpu_set_t* cpus = nullptr;       // nullptr: the parent's CPUs
-  const rlimit* address_space = nullptr;  // nullptr: no limit
-  const char* workdir = nullptr;          // nullptr: the parent's
-  // SIGKILL when the thread that forked it exits (PR_SET_PDEATHSIG): a trial
-  // never outlives its worker. false: the warm slot's server, which ends at
-  // its socket's end of file instead (the worker's end closes when the worker
-  // dies), so that it outlives the slot thread that started it.
-  bool dies_with_parent = true;
-};
-std::optional<ChildFailure> SetUpTrialChild(const ChildSetup& setup);
-// A child that cannot be set up: writes `failure` to its status pipe and exits 127.
-[[noreturn]] void FailChild(int status_fd, ChildFailure failure);
-// What ChildSetup points at, made before fork: the CPU set of `cpus` and an
-// address-space limit of `bytes` (both soft and hard).
-cpu_set_t CpuSetOf(const std::vector<int>& cpus);
-rlimit AddressSpaceLimit(int64_t bytes);
+// The setup of a trial's child between fork and its work (ChildSetup,
+// SetUpChild, FailChild) is os/child_process.h's, for an exec'd trial and a
+// warm slot's child alike.
 
 // The worker's side: sends `request` with `fds` over `socket` (a
 // SOCK_SEQPACKET socket). false with *error on failure.

@@ -1,17 +1,19 @@
 #include "server/cli/local_cluster.h"
-#include "os/cpus.h"
 
-#include <sched.h>
+#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "os/child_process.h"
+#include "os/cpus.h"
 
 namespace frontier {
 namespace fs = std::filesystem;
@@ -63,34 +65,20 @@ void LocalWorkers::Start(const LocalWorkerOptions& options, const std::string& c
       mine.push_back(usable[(static_cast<size_t>(i) * per_slot * options.slots + k) % usable.size()]);
     }
     const std::string cpus = CpuList(mine);
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error("cannot start a worker: fork failed");
-    if (pid == 0) {
-      FILE* f = std::fopen(log.c_str(), "a");
-      if (f) {
-        dup2(fileno(f), STDOUT_FILENO);
-        dup2(fileno(f), STDERR_FILENO);
-      }
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      setpgid(0, 0);  // Ctrl-C reaches the CLI, which stops the workers itself
-      // A CLI that dies without stopping them (SIGKILL, the OOM killer) still stops them: SIGTERM drains.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(0);  // it died before the line above
-      const char* argv[] = {binary.c_str(),  "--coordinator",     coordinator.c_str(),
-                            "--slots",       slots.c_str(),       "--device",
-                            device.c_str(),       "--threads-per-trial", threads.c_str(),
-                            "--name",        name.c_str(),        "--metrics-listen",
-                            metrics_listen.c_str(), "--artifact-dir", artifacts.c_str(),
-                            "--cpus",        cpus.c_str(),        "--memory-limit-mb",
-                            memory_limit.c_str(), nullptr};
-      execv(binary.c_str(), const_cast<char* const*>(argv));
-      execvp(binary.c_str(), const_cast<char* const*>(argv));
-      std::fprintf(stderr, "cannot execute %s\n", binary.c_str());
-      _exit(127);
-    }
+    const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw std::runtime_error("cannot start a worker: cannot open " + log + ": " + std::strerror(errno));
+    ChildSetup setup;
+    setup.stdout_fd = setup.stderr_fd = log_fd;
+    // A CLI that dies without stopping them (SIGKILL, the OOM killer) still stops them: SIGTERM drains.
+    // Each in its own process group: Ctrl-C reaches the CLI, which stops the workers itself.
+    setup.parent_death_signal = SIGTERM;
+    std::string error;
+    const pid_t pid = SpawnChild({binary, "--coordinator", coordinator, "--slots", slots, "--device", device,
+                                  "--threads-per-trial", threads, "--name", name, "--metrics-listen", metrics_listen,
+                                  "--artifact-dir", artifacts, "--cpus", cpus, "--memory-limit-mb", memory_limit},
+                                 nullptr, setup, &error);
+    close(log_fd);
+    if (pid < 0) throw std::runtime_error("cannot start a worker: " + error);
     pids_.push_back(pid);
   }
 }

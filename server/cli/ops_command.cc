@@ -1,6 +1,7 @@
 #include "server/cli/ops_command.h"
 
 #include <fcntl.h>
+#include "os/child_process.h"
 #include "os/sha256.h"
 #include <poll.h>
 #include <signal.h>
@@ -63,19 +64,16 @@ struct ChildResult {
 ChildResult RunChild(const std::vector<std::string>& argv, double timeout_s) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::cerr << "frontier: cannot run " << argv[0] << ": " << std::strerror(errno) << "\n";
-    _exit(127);
+  ChildSetup setup;
+  setup.stdout_fd = pipe_fds[1];
+  setup.stderr_fd = STDERR_FILENO;
+  std::string error;
+  const pid_t pid = SpawnChild(argv, nullptr, setup, &error);
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    throw JudgeFailure(error + ": nothing is recorded");  // a wrong --trial-binary, not the candidate's doing
   }
-  setpgid(pid, pid);
   running_child = pid;
   close(pipe_fds[1]);
   ChildResult result;

@@ -28,6 +28,7 @@
 #include "search_spaces/input_bounds.h"
 #include "worker/host.h"
 #include "worker/warm_slot.h"
+#include "os/child_process.h"
 #include "os/monotonic.h"
 
 extern char** environ;
@@ -384,13 +385,6 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::pair<std::strin
   return env;
 }
 
-std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  for (std::string& s : strings) pointers.push_back(s.data());
-  pointers.push_back(nullptr);
-  return pointers;
-}
-
 }  // namespace
 
 OutputLines::Next OutputLines::Take(bool closed, std::string* line) {
@@ -547,18 +541,49 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartCold(const TrialCommand
   return StartChild(command, /*warm=*/false, error);
 }
 
+pid_t ProcessTrialLauncher::StartWarm(const TrialCommand& command, const std::string& program, int stdout_fd,
+                                      int stderr_fd, int procs_fd, int64_t address_space_bytes, bool* start_cold,
+                                      std::string* error) {
+  int status[2];  // the child's setup failure, if any; its end of file: set up
+  if (pipe2(status, O_CLOEXEC) != 0) {
+    *error = std::string("cannot create a pipe: ") + std::strerror(errno);
+    return -1;
+  }
+  ReapOrphans();
+  const WarmTrialRequest request{command.spec_path, command.progress_every, command.artifact_dir,
+                                 command.environment, command.cpus, address_space_bytes, getpid(),
+                                 command.calibration};
+  std::string warm_error;
+  const std::optional<pid_t> adopted = warm_->Fork(request, {stdout_fd, stderr_fd, status[1], procs_fd}, &warm_error);
+  close(status[1]);
+  const std::optional<ChildFailure> failure = adopted ? ReadChildFailure(status[0]) : std::nullopt;
+  close(status[0]);
+  if (!adopted) {
+    spdlog::warn("{}; the trial starts cold", warm_error);
+    *start_cold = true;
+    return -1;
+  }
+  if (failure) {
+    int ignored = 0;
+    waitpid(*adopted, &ignored, 0);
+    Disown(*adopted);
+    *error = "cannot start " + program + ": " + kChildStages[failure->stage] + std::strerror(failure->error);
+    return -1;
+  }
+  return *adopted;
+}
+
 std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialCommand& command, bool warm,
                                                               std::string* error) {
   // O_CLOEXEC: trials started concurrently by other slots must not inherit
   // this trial's pipes, or its end of file would never come.
   int out[2];
   int err[2];
-  int status[2];  // the child's exec failure, if any; closed by a successful exec
   if (pipe2(out, O_CLOEXEC) != 0) {
     *error = std::string("cannot create a pipe: ") + std::strerror(errno);
     return nullptr;
   }
-  if (pipe2(err, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) {
+  if (pipe2(err, O_CLOEXEC) != 0) {
     *error = std::string("cannot create a pipe: ") + std::strerror(errno);
     close(out[0]);
     close(out[1]);
@@ -589,12 +614,9 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
       args.push_back(command.artifact_dir);
     }
   }
-  const std::string& program = args.front();
-  std::vector<std::string> env = ChildEnvironment(command.environment);
-  std::vector<char*> argv = NullTerminated(args);
-  std::vector<char*> envp = NullTerminated(env);
+  const std::vector<std::string> env = ChildEnvironment(command.environment);
 
-  // Everything the child needs is prepared here: it may only make system calls.
+  // What the child's setup points at, made before fork.
   const cpu_set_t cpus = CpuSetOf(command.cpus);
   std::unique_ptr<TrialCgroup> cgroup;
   std::string limit_kind;
@@ -610,74 +632,42 @@ std::unique_ptr<TrialProcess> ProcessTrialLauncher::StartChild(const TrialComman
   }
   const int procs_fd = cgroup ? cgroup->procs_fd() : -1;
   const bool set_rlimit = command.memory_limit_mb > 0 && !cgroup && command.address_space_limit;
-  const char* workdir = command.workdir.empty() ? nullptr : command.workdir.c_str();
-  const pid_t parent = getpid();
   pid_t pid = -1;
-  int fork_error = 0;
   if (warm) {
-    ReapOrphans();
-    WarmTrialRequest request{command.spec_path,
-                             command.progress_every,
-                             command.artifact_dir,
-                             command.environment,
-                             command.cpus,
-                             set_rlimit ? bytes : 0,
-                             parent,
-                             command.calibration};
-    std::string warm_error;
-    const std::optional<pid_t> adopted = warm_->Fork(request, {out[1], err[1], status[1], procs_fd}, &warm_error);
-    if (!adopted) {
+    bool start_cold = false;
+    pid = StartWarm(command, args.front(), out[1], err[1], procs_fd, set_rlimit ? bytes : 0, &start_cold, error);
+    if (start_cold) {
       // A server that failed after it forked may have started the trial on these pipes and cgroup: the
       // cold start gets new ones, and such a stray child dies at its first write (SIGPIPE).
-      spdlog::warn("{}; the trial starts cold", warm_error);
-      for (int fd : {out[0], out[1], err[0], err[1], status[0], status[1]}) close(fd);
+      for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
       cgroup.reset();
       return StartChild(command, /*warm=*/false, error);
     }
-    pid = *adopted;
   } else {
-    const ChildSetup setup{parent,
-                           command.stdin_fd,
-                           out[1],
-                           err[1],
-                           procs_fd,
-                           command.cpus.empty() ? nullptr : &cpus,
-                           set_rlimit ? &address_space : nullptr,
-                           workdir,
-                           /*dies_with_parent=*/!command.ends_with_stdin};
+    ChildSetup setup;
+    setup.stdin_fd = command.stdin_fd;
+    setup.stdout_fd = out[1];
+    setup.stderr_fd = err[1];
+    setup.cgroup_procs_fd = procs_fd;
+    setup.cpus = command.cpus.empty() ? nullptr : &cpus;
+    setup.address_space = set_rlimit ? &address_space : nullptr;
+    setup.workdir = command.workdir.empty() ? nullptr : command.workdir.c_str();
+    setup.parent_death_signal = command.ends_with_stdin ? 0 : SIGKILL;
     std::unique_lock<std::mutex> owned(ChildrenMutex());  // owned before ReapOrphans can see it
-    pid = fork();
-    if (pid == 0) {
-      if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) FailChild(status[1], *failure);
-      execvpe(program.c_str(), argv.data(), envp.data());
-      FailChild(status[1], ChildFailure{0, errno});
-    }
-    fork_error = errno;
-    if (pid > 0) OwnedChildren().insert(pid);
-    owned.unlock();
-    if (pid > 0) setpgid(pid, pid);  // also here, so a kill right away reaches the group (EACCES once it ran exec)
+    pid_t forked = -1;
+    pid = SpawnChild(args, &env, setup, error, [&](pid_t child) {
+      forked = child;
+      OwnedChildren().insert(child);
+      owned.unlock();
+    });
+    if (owned.owns_lock()) owned.unlock();
+    if (pid < 0 && forked > 0) Disown(forked);  // SpawnChild reaped it
   }
   close(out[1]);
   close(err[1]);
-  close(status[1]);
-  ChildFailure failure;
-  ssize_t n = 0;
-  if (pid > 0) {
-    do {
-      n = read(status[0], &failure, sizeof failure);
-    } while (n < 0 && errno == EINTR);
-  }
-  close(status[0]);
-  if (pid < 0 || n == static_cast<ssize_t>(sizeof failure)) {
+  if (pid < 0) {
     close(out[0]);
     close(err[0]);
-    if (pid > 0) {
-      int ignored = 0;
-      waitpid(pid, &ignored, 0);
-      Disown(pid);
-    }
-    const int stage = pid < 0 ? 0 : failure.stage;
-    *error = "cannot start " + program + ": " + kChildStages[stage] + std::strerror(pid < 0 ? fork_error : failure.error);
     return nullptr;
   }
   return std::make_unique<ChildProcess>(pid, out[0], err[0], std::move(cgroup), limit_kind);

@@ -160,7 +160,7 @@ class TrialLauncher {
 // pipes to the worker, standard input is /dev/null, the child leads its own
 // process group (so a kill reaches everything it started) and starts with no
 // blocked signals and default signal dispositions, on the command's CPUs and
-// under its memory limit (SetUpTrialChild, worker/warm_slot.h).
+// under its memory limit (SetUpChild, os/child_process.h).
 //
 // With `warm_slots`, frontier-trial's own trials (no wrapper, program or
 // other flags) start in a warm slot instead (docs/worker.md#warm-slots): one
@@ -182,6 +182,10 @@ class ProcessTrialLauncher final : public TrialLauncher {
   class WarmSlot;
   std::unique_ptr<TrialProcess> StartCold(const TrialCommand& command, std::string* error);
   std::unique_ptr<TrialProcess> StartChild(const TrialCommand& command, bool warm, std::string* error);
+  // A warm slot's child on the given descriptors: its pid once adopted and set up; -1 with *start_cold
+  // when the warm slot could not start it (the caller starts it cold), else -1 with *error.
+  pid_t StartWarm(const TrialCommand& command, const std::string& program, int stdout_fd, int stderr_fd,
+                  int procs_fd, int64_t address_space_bytes, bool* start_cold, std::string* error);
 
   const std::string trial_binary_;
   const std::unique_ptr<WarmSlot> warm_;

@@ -69,7 +69,7 @@ int RunTrialSpec(const std::string& spec_path, TrialOptions options, std::istrea
 namespace {
 
 // A warm slot's trial, in the child the server's intermediate process forked: waits to be adopted by the
-// worker, sets itself up as an exec'd trial would be (SetUpTrialChild), then runs the trial (or the
+// worker, sets itself up as an exec'd trial would be (SetUpChild), then runs the trial (or the
 // calibration) in this fresh copy of the server, which has loaded LibTorch and run nothing.
 [[noreturn]] void RunWarmTrial(const WarmTrialRequest& request, const WarmTrialFds& fds) {
   for (int waited = 0; getppid() != request.reaper && waited < 5000; ++waited) usleep(1000);
@@ -82,8 +82,9 @@ namespace {
                          fds.cgroup_procs_fd,
                          request.cpus.empty() ? nullptr : &cpus,
                          request.address_space_bytes > 0 ? &address_space : nullptr,
-                         nullptr};
-  if (const std::optional<ChildFailure> failure = SetUpTrialChild(setup)) FailChild(fds.status_fd, *failure);
+                         nullptr,
+                         SIGKILL};
+  if (const std::optional<ChildFailure> failure = SetUpChild(setup)) FailChild(fds.status_fd, *failure);
   for (int fd : {fds.stdout_fd, fds.stderr_fd, fds.cgroup_procs_fd, fds.status_fd}) {
     if (fd > STDERR_FILENO) close(fd);  // the status pipe's end of file: started
   }
