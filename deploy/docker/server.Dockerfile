@@ -17,6 +17,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY proto proto
+COPY os os
 COPY search_spaces search_spaces
 COPY metrics metrics
 COPY server server

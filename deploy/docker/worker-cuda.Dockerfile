@@ -28,6 +28,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY proto proto
+COPY os os
 COPY search_spaces search_spaces
 COPY metrics metrics
 COPY server server
@@ -47,6 +48,7 @@ RUN apt-get update \
 COPY --from=agent /usr/include/nlohmann /opt/nlohmann/include/nlohmann
 WORKDIR /src
 COPY CMakeLists.txt ./
+COPY os os
 COPY search_spaces search_spaces
 COPY worker worker
 RUN cmake -S . -B /build -DFRONTIER_RUNNER_ONLY=ON -DCMAKE_BUILD_TYPE=Release \

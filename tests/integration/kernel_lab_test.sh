@@ -106,9 +106,15 @@ leftover=$(find "$work" -newer spec.json -type f ! -path "$work/ops/*" ! -path "
 code=0; "$frontier" ops optimize bad-judge --op attention_kernel --spec spec.json --candidates candidates \
   --db runs/lab.db --dir ops --trial-binary "$work/no-such-frontier-trial" > bad.txt 2> bad.err || code=$?
 [ "$code" -ne 0 ] || fail "a run whose judge cannot run exited 0"
-grep -q "ended without a verdict on .*nothing is recorded" bad.err || { cat bad.err; fail "no reason for the stopped run"; }
+grep -q "cannot start $work/no-such-frontier-trial: No such file or directory: nothing is recorded" bad.err ||
+  { cat bad.err; fail "no reason for the stopped run"; }
 [ "$("$frontier" ops show bad-judge --db runs/lab.db -o json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["candidates"])')" -eq 0 ] \
   || fail "the judge's failure was recorded as a candidate's"
+# One that runs but gives no verdict (a program that is not frontier-trial) records nothing either.
+code=0; "$frontier" ops optimize mute-judge --op attention_kernel --spec spec.json --candidates candidates \
+  --db runs/lab.db --dir ops --trial-binary /bin/true > mute.txt 2> mute.err || code=$?
+[ "$code" -ne 0 ] || fail "a run whose judge gives no verdict exited 0"
+grep -q "ended without a verdict on .*nothing is recorded" mute.err || { cat mute.err; fail "no reason for the mute judge"; }
 code=0; "$frontier" ops optimize bad-flag --op attention_kernel --spec spec.json --candidates candidates \
   --db runs/lab.db --dir ops --timing-rounds 0 2> flag.err || code=$?
 [ "$code" -ne 0 ] && grep -q -- "--timing-rounds" flag.err || { cat flag.err; fail "--timing-rounds 0 was taken"; }

@@ -296,6 +296,8 @@ TEST(TrialGateTest, ARightPluginVariantAndBlockAreCheckedThenTimed) {
   EXPECT_GT(r["op"]["forward_backward_ms"].get<double>(), 0);
   EXPECT_GT(r["op"]["reference_forward_backward_ms"].get<double>(), 0);
   EXPECT_GT(r["op"]["bandwidth_share"].get<double>(), 0);
+  EXPECT_EQ(r["op"]["rounds"], 7);
+  EXPECT_GE(r["op"]["speedup_coverage"].get<double>(), 0.95) << "the interval must cover what it is read as";
   // The reference itself is not checked or timed: no correctness section, a speed-up of 1 by definition.
   const nlohmann::json naive = RunTrial(ParseTrialSpec(BevTrial("naive")), options);
   ASSERT_EQ(naive["status"], "completed") << naive.dump();
@@ -406,6 +408,26 @@ TEST(TrialGateTest, MhsaWithTheChunkedKernelTrainsAsWithTheNaiveOne) {
             std::string::npos)
       << wrong["error"];
   EXPECT_EQ(wrong.value("steps_run", -1), 0);
+}
+
+TEST(MedianIntervalTest, ReportsTheCoverageItAchievesNotANominalOne) {
+  // Order statistics of the median: [x_1, x_n] at 3, 5 and 7 rounds, [x_4, x_12] at 15; the coverage is
+  // P(lo < B <= hi), B ~ Binomial(n, 1/2): 6/8, 30/32, 126/128, 31616/32768.
+  const struct {
+    std::vector<double> ratios;
+    double low, high, coverage;
+  } cases[] = {{{3, 1, 2}, 1, 3, 0.75},
+               {{5, 4, 3, 2, 1}, 1, 5, 0.9375},
+               {{1, 2, 3, 4, 5, 6, 7}, 1, 7, 0.984375},
+               {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 4, 12, 0.96484375}};
+  for (const auto& c : cases) {
+    const nlohmann::json interval = MedianInterval(c.ratios);
+    SCOPED_TRACE(interval.dump());
+    EXPECT_EQ(interval["low"].get<double>(), c.low);
+    EXPECT_EQ(interval["high"].get<double>(), c.high);
+    EXPECT_NEAR(interval["coverage"].get<double>(), c.coverage, 1e-12);
+    EXPECT_EQ(interval["rounds"], c.ratios.size());
+  }
 }
 
 TEST(OpBenchTest, TimesTheAttentionKernelsAtTheModelsShapes) {

@@ -12,6 +12,7 @@
 
 #include "worker/trial/evaluation.h"
 #include "worker/trial/measure/cpu_allocator.h"
+#include "worker/trial/measure/device.h"
 #include "worker/trial/measure/latency.h"
 #include "worker/trial/model/deploy.h"
 #include "worker/trial/trainer.h"
@@ -89,11 +90,16 @@ json MeasureFormat(model::NetworkImpl& network, const DeploySpec& spec, const De
   plan.warmup = spec.warmup;
   plan.repetitions = spec.repetitions;
   json settings = json::array();
-  const int threads_before = torch::get_num_threads();
+  // LibTorch's intra-op pool and OpenBLAS's (SetCpuThreads, the trial's one rule) at each setting's count,
+  // both back at the trial's afterwards, also when a format fails half-way.
+  struct RestoreThreads {
+    const int threads = torch::get_num_threads();
+    ~RestoreThreads() { SetCpuThreads(threads); }
+  } restore;
   for (int batch : spec.batch) {
     const torch::Tensor x = hooks.input(batch);
     for (int threads : spec.threads) {
-      torch::set_num_threads(threads);
+      SetCpuThreads(threads);
       const bool headline = settings.empty();
       const int64_t held = headline ? ResetCpuAllocatedPeak() : 0;
       SeriesStats s;
@@ -116,7 +122,6 @@ json MeasureFormat(model::NetworkImpl& network, const DeploySpec& spec, const De
       settings.push_back(setting);
     }
   }
-  torch::set_num_threads(threads_before);
   out["settings"] = settings;
   return out;
 }

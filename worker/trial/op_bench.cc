@@ -84,7 +84,11 @@ json MedianInterval(std::vector<double> ratios) {
   const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
   const int lo = std::max(0, static_cast<int>(std::floor(n / 2.0 - half)));
   const int hi = std::min(n - 1, static_cast<int>(std::ceil(n / 2.0 + half)) - 1);
-  return {{"median", Summarize(ratios).median}, {"low", ratios[lo]}, {"high", ratios[hi]}, {"rounds", n}};
+  // P(x_(lo+1) <= median <= x_(hi+1)) (1-based order statistics) = P(lo < B <= hi), B ~ Binomial(n, 1/2).
+  double coverage = 0;
+  for (int k = lo + 1; k <= hi; ++k) coverage += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) - n * std::log(2.0));
+  return {{"median", Summarize(ratios).median}, {"low", ratios[lo]}, {"high", ratios[hi]}, {"rounds", n},
+          {"coverage", coverage}};
 }
 
 double PeakMb(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
@@ -128,6 +132,9 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
                   double copy_bytes_per_s, const OpBenchOptions& options, uint64_t seed) {
   const ops::Op& op = ops::OpRegistry().At(call.op);
   const TimingDraws draws = DrawTimingInputs(call, options.rounds, seed);
+  // Forward+backward on inputs of their own each round, not the forward's: a variant that keeps results by
+  // their inputs' content gains nothing from the forward timed just before.
+  const TimingDraws backward_draws = DrawTimingInputs(call, options.rounds, seed * 1000003 + 17);
   const std::vector<torch::Tensor>& inputs = draws.fixed;
   torch::Tensor upstream;
   {
@@ -144,10 +151,12 @@ json TimeVariants(const ops::OpCall& call, const std::vector<std::string>& varia
     // Fresh inputs each round (drawn untimed): a variant that keeps results
     // across calls gains nothing.
     const std::vector<torch::Tensor>& drawn = round < 0 ? inputs : draws.rounds[static_cast<size_t>(round)];
+    const std::vector<torch::Tensor>& drawn_backward =
+        round < 0 ? inputs : backward_draws.rounds[static_cast<size_t>(round)];
     for (size_t k = 0; k < timed.size(); ++k) {  // rotating order: no variant always runs first
       const std::string& v = timed[(k + static_cast<size_t>(std::max(round, 0))) % timed.size()];
       const double f = TimeCall(call, v, drawn, upstream, false, dev);
-      const double t = TimeCall(call, v, drawn, upstream, true, dev);
+      const double t = TimeCall(call, v, drawn_backward, upstream, true, dev);
       if (round < 0) continue;
       fwd[v].push_back(f);
       total[v].push_back(t);

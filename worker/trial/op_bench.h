@@ -33,9 +33,11 @@ struct TimingDraws {
 };
 TimingDraws DrawTimingInputs(const ops::OpCall& call, int rounds, uint64_t seed);
 
-// The median of per-round `ratios` with a distribution-free 95% interval:
-// the order statistics at n/2 -+ 1.96 sqrt(n)/2 (the binomial interval of
-// the median). {"median", "low", "high", "rounds"}.
+// The median of per-round `ratios` with a distribution-free interval: the
+// order statistics at n/2 -+ 1.96 sqrt(n)/2 (the binomial interval of the
+// median), and its achieved coverage, the probability that it holds the true
+// median (it is discrete: 0.75 at 3 rounds, 0.9375 at 5, 0.984 at 7, 0.965
+// at 15). {"median", "low", "high", "rounds", "coverage"}.
 nlohmann::json MedianInterval(std::vector<double> ratios);
 // Milliseconds' summary: {"median", "p10", "p90", "n"}.
 nlohmann::json MsSummary(const SeriesStats& s);
