@@ -412,11 +412,20 @@ std::optional<OnboardView> Onboard(const Report& report) {
                                             report.parity.margin, lower,
                                             SequentialOneSidedQuantile(report.parity.looks));
       }
-      const std::optional<MetricSummary> float_latency = SummarizeSeeds(float_format->second, "latency_ms");
-      const std::optional<MetricSummary> int8_latency = SummarizeSeeds(int8_format->second, "latency_ms");
-      if (float_latency && int8_latency) {
-        config.int8_speedup = SpeedupInterval(*float_latency, *int8_latency);
-        config.faster_at_parity = int8_latency->mean < float_latency->mean && config.int8_parity &&
+      // Paired: each seed's float latency over its int8 latency, both measured in the same trial; the
+      // speed-up is their geometric mean with its 95% interval, and int8 is faster only when the interval's
+      // low end is above 1 (two seeds at least), not when one mean is below the other.
+      const std::map<int64_t, double>* float_ms = SeedValues(float_format->second, "latency_ms");
+      const std::map<int64_t, double>* int8_ms = SeedValues(int8_format->second, "latency_ms");
+      if (float_ms != nullptr && int8_ms != nullptr) {
+        std::vector<double> ratios;
+        for (const auto& [seed, ms] : *float_ms) {
+          const auto paired = int8_ms->find(seed);
+          if (paired != int8_ms->end() && paired->second > 0 && ms > 0) ratios.push_back(ms / paired->second);
+        }
+        config.int8_speedup = GeometricMeanInterval(ratios);
+        config.faster_at_parity = config.int8_speedup && config.int8_speedup->n_variant >= 2 &&
+                                  config.int8_speedup->low > 1 && config.int8_parity &&
                                   config.int8_parity->verdict == "at parity";
       }
     }

@@ -123,8 +123,10 @@ struct OnboardConfig {
   // the experiment's parity rule and margin (CompareQuality: paired when the
   // seeds match), and float latency / int8 latency (SpeedupInterval).
   std::optional<QualityComparison> int8_parity;
+  // Paired over the seeds (float / int8 latency of the same trial): the geometric mean and its 95% interval.
   std::optional<Interval> int8_speedup;
-  bool faster_at_parity = false;  // int8's mean latency below float's and at parity
+  // At parity, and the speed-up interval's low end above 1 (two paired seeds at least).
+  bool faster_at_parity = false;
   std::optional<double> quantized_layers, quantized_flop_share;  // means over the int8 seeds
 };
 // A config on exactly one of the two fronts.
