@@ -233,6 +233,33 @@ TEST(DeployTest, TorchScriptRefusesAForwardThatBranchesOnItsInput) {
   EXPECT_TRUE(net->conv->weight.requires_grad());  // given back as it was
 }
 
+// The formats in the reverse order (the trial's even seeds): the same figures, the order said.
+TEST(DeployTest, FormatsTimedInReverseGiveTheSameFiguresAndSaySo) {
+  DeploySpec spec;
+  spec.enabled = true;
+  spec.formats = {"float", "torchscript"};
+  spec.repetitions = 2;
+  spec.warmup = 0;
+  torch::manual_seed(3);
+  struct PlainImpl : NetworkImpl {
+    torch::nn::Conv2d conv{torch::nn::Conv2dOptions(1, 2, 3)};
+    PlainImpl() { register_module("conv", conv); }
+    torch::Tensor forward(const torch::Tensor& x) override { return conv(x).flatten(1).sum(1, true); }
+  };
+  auto net = std::make_shared<PlainImpl>();
+  DeployHooks hooks = FakeHooks();
+  const nlohmann::json forward = MeasureDeploy(*net, spec, hooks);
+  hooks.reverse_order = true;
+  const nlohmann::json reverse = MeasureDeploy(*net, spec, hooks);
+  EXPECT_EQ(forward["timed_order"], nlohmann::json({"float", "torchscript"}));
+  EXPECT_EQ(reverse["timed_order"], nlohmann::json({"torchscript", "float"}));
+  for (const char* format : {"float", "torchscript"}) {
+    ASSERT_FALSE(reverse[format].contains("error")) << reverse.dump();
+    EXPECT_EQ(reverse[format]["val_accuracy"], forward[format]["val_accuracy"]) << format;
+    EXPECT_EQ(reverse[format]["size_bytes"], forward[format]["size_bytes"]) << format;
+  }
+}
+
 // The timing deploy uses, against passes that sleep a known time: the median
 // is the sleep (not less; the warm-up passes, ten times longer, are not in it).
 TEST(DeployTest, LatencyOfASleepOfKnownLength) {

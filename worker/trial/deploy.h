@@ -34,6 +34,10 @@ struct DeployHooks {
   int64_t forward_flops_per_sample = 0;  // of the trained network (quantized_flop_share's denominator)
   bool cpu = true;                       // int8 runs on LibTorch's CPU engines only
   int64_t calibration_samples = 0;
+  // The formats timed in the reverse of the spec's order: alternated by the trial's seed, so that over a
+  // config's seeds neither float nor int8 is always the one timed first (each format is deployed from,
+  // and back to, the trained network: the order changes no figure but the timings' conditions).
+  bool reverse_order = false;
 };
 
 // {engine, batch, threads, quality_metric, <format>: {latency_ms,
