@@ -1,10 +1,13 @@
 // The op registry, the correctness gate and plugins (docs/plugins.md).
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "search_spaces/trial_spec.h"
+#include "worker/trial/measure/flop_counter.h"
 #include "worker/trial/op_bench.h"
 #include "worker/trial/ops/attention_kernel.h"
 #include "worker/trial/ops/bev_pool.h"
@@ -393,7 +396,7 @@ TEST(TrialGateTest, MhsaWithTheChunkedKernelTrainsAsWithTheNaiveOne) {
   EXPECT_GT(chunked["op"]["speedup"].get<double>(), 0);
   // The same model FLOPs: chunked computes naive's two matmuls block by block.
   EXPECT_EQ(chunked["flops"]["train_per_step"], naive["flops"]["train_per_step"]);
-  EXPECT_TRUE(chunked["flops"]["forward_by_op"].contains("frontier::attention_chunked"))
+  EXPECT_TRUE(chunked["flops"]["forward_by_op"].contains("frontier::op::attention_kernel"))
       << chunked["flops"].dump();
   // Four steps from the same seed: the losses agree up to float rounding.
   const double a = naive["final_train_loss"].get<double>(), b = chunked["final_train_loss"].get<double>();
@@ -408,6 +411,39 @@ TEST(TrialGateTest, MhsaWithTheChunkedKernelTrainsAsWithTheNaiveOne) {
             std::string::npos)
       << wrong["error"];
   EXPECT_EQ(wrong.value("steps_run", -1), 0);
+}
+
+// A variant that recomputes (the reference twice) and one that works on another thread (which the
+// dispatcher's observers of this thread never see): each is charged the op's own formula, as the
+// reference and the chunked kernel are, 2 * B*h * L*S * (d + dv) (the kernel takes dv = d).
+torch::Tensor RecomputingAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  attention::NaiveAttention(q, k, v);
+  return attention::NaiveAttention(q, k, v);
+}
+torch::Tensor OtherThreadAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  torch::Tensor out;
+  std::thread worker([&] { out = attention::NaiveAttention(q, k, v); });
+  worker.join();
+  return out;
+}
+
+TEST(FlopCounterTest, EveryVariantOfAnOpIsChargedTheOpsOwnFormula) {
+  static const bool registered = [] {
+    attention::KernelRegistry().Add("flops_recomputes", RecomputingAttention);
+    attention::KernelRegistry().Add("flops_other_thread", OtherThreadAttention);
+    return true;
+  }();
+  (void)registered;
+  const torch::Tensor q = torch::randn({2, 3, 10, 8}), k = torch::randn({2, 3, 12, 8}), v = torch::randn({2, 3, 12, 8});
+  const int64_t formula = 2 * (2 * 3) * 10 * 12 * (8 + 8);
+  for (const char* variant : {"naive", "chunked", "flops_recomputes", "flops_other_thread"}) {
+    torch::NoGradGuard no_grad;
+    FlopCounter counter;
+    attention::Attend(variant, q, k, v);
+    EXPECT_EQ(counter.total(), formula) << variant;
+    EXPECT_EQ(counter.by_op(), (std::map<std::string, int64_t>{{"frontier::op::attention_kernel", formula}}))
+        << variant;
+  }
 }
 
 TEST(MedianIntervalTest, ReportsTheCoverageItAchievesNotANominalOne) {

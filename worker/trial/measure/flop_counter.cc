@@ -97,10 +97,17 @@ int64_t OpFlops(const char* name, c10::ArrayRef<const c10::IValue> in) {
     // matmuls also compute are not the model's work and are not charged.
     return 2 * in[0].toInt() * (2 * in[1].toInt() * in[2].toInt());
   }
-  if (std::strcmp(name, "frontier::attention_chunked") == 0) {
-    // The chunked attention kernel (ops/attention_kernel.cc), q (B, h, L, d),
-    // k (B, h, S, d), v (B, h, S, dv): the work of naive's two matmuls,
-    // q k^T and p v, which it computes block by block.
+  if (std::strcmp(name, "frontier::op::bev_pool") == 0) {
+    // BEV pooling, any variant (ops/bev_pool.h; the scope ops::Dispatch opens), depth (B, N, D, h, w) and
+    // features (B, N, h, w, C): every frustum point's feature vector weighted by its depth and summed into
+    // its cell, one multiply-add per point and channel, 2 * B*N*D*h*w * C, whether a variant materializes
+    // the frustum (naive), pools intervals (fused) or never forms it (depth_fused).
+    return 2 * TensorAt(in, 0).numel() * TensorAt(in, 1).size(-1);
+  }
+  if (std::strcmp(name, "frontier::op::attention_kernel") == 0 || std::strcmp(name, "frontier::attention_chunked") == 0) {
+    // The attention kernel, any variant (ops/attention_kernel.cc; the scope ops::Dispatch opens, or the
+    // chunked kernel's own), q (B, h, L, d), k (B, h, S, d), v (B, h, S, dv): the work of the reference's
+    // two matmuls, q k^T and p v, whichever way a variant computes them.
     const at::Tensor &q = TensorAt(in, 0), &k = TensorAt(in, 1), &v = TensorAt(in, 2);
     const int64_t heads = q.size(0) * q.size(1), L = q.size(2), S = k.size(2);
     return 2 * heads * L * S * (q.size(3) + v.size(3));

@@ -3,8 +3,11 @@
 // convolutions, linear layers and matrix products (which covers the attention
 // matmuls QK^T and AV, and phi(K)^T V, phi(Q)(...) of linear attention);
 // a moe block's experts by the token assignments they kept (its
-// "frontier::moe_experts" scope), not by their padded capacity slots; the
-// chunked attention kernel as the two matmuls it computes block by block;
+// "frontier::moe_experts" scope), not by their padded capacity slots; an op
+// with variants (ops/, the scope "frontier::op::NAME" ops::Dispatch opens
+// around whichever variant runs) by the op's own formula, whatever the
+// variant runs inside it: the attention kernel as the reference's two
+// matmuls, BEV pooling as one multiply-add per frustum point and channel;
 // one multiply-add = 2 FLOPs; elementwise ops, norms, pooling and biases are
 // not counted. A training step counts 3 x forward. Every FLOP formula of the
 // project is in flop_counter.cc.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <utility>
+#include <ATen/record_function.h>
 
 namespace frontier::ops {
 
@@ -83,6 +84,19 @@ std::set<int> DrawSpotCheckSteps(std::vector<int> steps, int count, int64_t seed
 
 Tensor Dispatch(const std::function<OpCall()>& make, const std::vector<Tensor>& inputs,
                 const std::function<Tensor(const std::vector<Tensor>&)>& run) {
+  // A scope named after the op around whatever its variant runs: the FLOP counter charges it the op's own
+  // formula and nothing inside it (measure/flop_counter.cc), so every variant of an op counts the same
+  // work, whether it runs on a thread pool, recomputes, or skips what the reference computes.
+  at::RecordFunction scope(at::RecordScope::FUNCTION);
+  if (scope.isActive()) {
+    std::string name = "frontier::op::" + make().op;
+    if (scope.needsInputs()) {
+      const std::vector<c10::IValue> values(inputs.begin(), inputs.end());
+      scope.before(std::move(name), c10::ArrayRef<const c10::IValue>(values.data(), values.size()));
+    } else {
+      scope.before(std::move(name));
+    }
+  }
   Record(make);
   SpotCheck* spot = active_spot_check;
   if (spot == nullptr || !spot->armed_) return run(inputs);
