@@ -64,9 +64,11 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--output,-o", run.output, "report format: table, json or csv")
       ->check(CLI::IsMember(formats))
       ->capture_default_str();
-  const std::map<std::string, DeviceKind> device_kinds{{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}};
-  run_cmd->add_option("--device", run.device, "cpu or cuda (cuda: one worker, a slot per GPU)")
-      ->transform(CLI::CheckedTransformer(device_kinds))
+  run_cmd
+      ->add_option_function<std::string>(
+          "--device", [&run](const std::string& name) { run.device = *ParseName<DeviceKind>(name); },
+          "cpu or cuda (cuda: one worker, a slot per GPU)")
+      ->check(CLI::IsMember(NamesOf<DeviceKind>()))
       ->default_str(NameOf(run.device));
   run_cmd->add_option("--slots", run.slots, "trials each local worker runs at once (on cuda: one per GPU)")
       ->capture_default_str();

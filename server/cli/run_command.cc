@@ -78,26 +78,41 @@ int PrintReports(Client& client, const RunOptions& o, const std::string& id, con
   return kCliOk;
 }
 
+// kCliOk, or kCliUsage with the reason on standard error.
+int CheckRunOptions(const RunOptions& o) {
+  const char* problem = nullptr;
+  if (o.space.empty() == o.resume.empty()) {
+    problem = "give a search-space file, or --resume EXPERIMENT (with --db)";
+  } else if (o.memory_limit_mb < 0) {
+    problem = "--memory-limit-mb takes a whole number of MiB >= 0";
+  } else if (o.workers < 1 || o.slots < 1) {
+    problem = "--workers and --slots must be at least 1";
+  } else if (o.device == DeviceKind::kCuda && o.workers != 1) {
+    problem = "with --device cuda one worker drives the GPUs: give --slots N (one per GPU), not --workers";
+  }
+  if (problem == nullptr) return kCliOk;
+  std::cerr << "frontier run: " << problem << "\n";
+  return kCliUsage;
+}
+
+// "[ID] 3/10 done, 2 running, 0 failed, 0 diverged  elapsed 1m02s  ETA 2m10s".
+std::string ProgressLine(const std::string& id, const v1::Experiment& e, double elapsed, int done_at_start) {
+  const auto& c = e.counts();
+  const int done_now = Finished(c) - done_at_start;
+  std::ostringstream line;
+  line << "[" << id << "] " << Finished(c) << "/" << c.total() << " done, " << c.running() << " running, "
+       << c.failed() << " failed, " << c.diverged() << " diverged  elapsed " << Duration(elapsed);
+  if (!e.paused().empty()) line << "  paused: " << e.paused();
+  if (done_now > 0 && c.total() > Finished(c)) {
+    line << "  ETA " << Duration(elapsed / done_now * (c.total() - Finished(c)));
+  }
+  return line.str();
+}
+
 }  // namespace
 
 int Run(const RunOptions& o) {
-  if (o.space.empty() == o.resume.empty()) {
-    std::cerr << "frontier run: give a search-space file, or --resume EXPERIMENT (with --db)\n";
-    return kCliUsage;
-  }
-  if (o.memory_limit_mb < 0) {
-    std::cerr << "frontier run: --memory-limit-mb takes a whole number of MiB >= 0\n";
-    return kCliUsage;
-  }
-  if (o.workers < 1 || o.slots < 1) {
-    std::cerr << "frontier run: --workers and --slots must be at least 1\n";
-    return kCliUsage;
-  }
-  if (o.device == DeviceKind::kCuda && o.workers != 1) {
-    std::cerr << "frontier run: with --device cuda one worker drives the GPUs: give --slots N (one per GPU), "
-                 "not --workers\n";
-    return kCliUsage;
-  }
+  if (const int code = CheckRunOptions(o); code != kCliOk) return code;
   fs::create_directories(o.runs_dir);
   std::string db = o.db;
   if (db.empty()) db = (fs::path(o.runs_dir) / "frontier.db").string();
@@ -152,25 +167,17 @@ int Run(const RunOptions& o) {
     req.set_experiment_id(id);
     const grpc::Status s = client.stub().GetExperiment(client.Context().get(), req, &e);
     if (!s.ok()) return client.Failure(s, "experiment " + id);
-    const auto& c = e.counts();
-    if (done_at_start < 0) done_at_start = Finished(c);
+    if (done_at_start < 0) done_at_start = Finished(e.counts());
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const int done_now = Finished(c) - done_at_start;
-    std::ostringstream line;
-    line << "[" << id << "] " << Finished(c) << "/" << c.total() << " done, " << c.running() << " running, "
-         << c.failed() << " failed, " << c.diverged() << " diverged  elapsed " << Duration(elapsed);
-    if (!e.paused().empty()) line << "  paused: " << e.paused();
-    if (done_now > 0 && c.total() > Finished(c)) {
-      line << "  ETA " << Duration(elapsed / done_now * (c.total() - Finished(c)));
-    }
+    const std::string line = ProgressLine(id, e, elapsed, done_at_start);
     const auto now = std::chrono::steady_clock::now();
     if (tty) {
-      std::cout << "\r" << line.str() << "\033[K" << std::flush;
-    } else if (line.str() != last_line && now - last_print > std::chrono::seconds(10)) {
-      std::cout << line.str() << "\n" << std::flush;
+      std::cout << "\r" << line << "\033[K" << std::flush;
+    } else if (line != last_line && now - last_print > std::chrono::seconds(10)) {
+      std::cout << line << "\n" << std::flush;
       last_print = now;
     }
-    last_line = line.str();
+    last_line = line;
     if (e.state() != v1::EXPERIMENT_RUNNING) break;
     if (g_interrupted) {
       std::cout << "\ninterrupted: stopping workers; finished trials are kept in " << db << "\n";
