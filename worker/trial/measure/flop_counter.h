@@ -7,7 +7,7 @@
 // with variants (ops/, the scope "frontier::op::NAME" ops::Dispatch opens
 // around whichever variant runs) by the op's own formula, whatever the
 // variant runs inside it: the attention kernel as the reference's two
-// matmuls, BEV pooling as one multiply-add per frustum point and channel;
+// matmuls, BEV pooling as 0 (docs/bev.md's convention);
 // one multiply-add = 2 FLOPs; elementwise ops, norms, pooling and biases are
 // not counted. A training step counts 3 x forward. Every FLOP formula of the
 // project is in flop_counter.cc.
