@@ -17,6 +17,18 @@
 
 namespace frontier {
 
+namespace {
+
+// --device NAME: checked against the DeviceKind names, then parsed into *device.
+void AddDeviceOption(CLI::App& app, DeviceKind* device, const std::string& help) {
+  app.add_option_function<std::string>(
+         "--device", [device](const std::string& name) { *device = *ParseName<DeviceKind>(name); }, help)
+      ->check(CLI::IsMember(NamesOf<DeviceKind>()))
+      ->default_str(NameOf(*device));
+}
+
+}  // namespace
+
 int RunCli(int argc, char** argv) {
   CLI::App app{"frontier: architecture search and ablations for perception models"};
   app.require_subcommand(1);
@@ -64,12 +76,7 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--output,-o", run.output, "report format: table, json or csv")
       ->check(CLI::IsMember(formats))
       ->capture_default_str();
-  run_cmd
-      ->add_option_function<std::string>(
-          "--device", [&run](const std::string& name) { run.device = *ParseName<DeviceKind>(name); },
-          "cpu or cuda (cuda: one worker, a slot per GPU)")
-      ->check(CLI::IsMember(NamesOf<DeviceKind>()))
-      ->default_str(NameOf(run.device));
+  AddDeviceOption(*run_cmd, &run.device, "cpu or cuda (cuda: one worker, a slot per GPU)");
   run_cmd->add_option("--slots", run.slots, "trials each local worker runs at once (on cuda: one per GPU)")
       ->capture_default_str();
   run_cmd->add_option("--memory-limit-mb", run.memory_limit_mb,
