@@ -81,11 +81,11 @@ rlimit AddressSpaceLimit(int64_t bytes) {
 
 pid_t SpawnChild(const std::vector<std::string>& argv, const std::vector<std::string>* environment,
                  const ChildSetup& setup, std::string* error, const std::function<void(pid_t)>& forked) {
-  const std::string program = argv.empty() ? std::string() : argv.front();
   if (argv.empty()) {
     *error = "cannot start a child: no program given";
     return -1;
   }
+  const std::string& program = argv.front();
   int status[2];  // the child's setup or exec failure, if any; closed by a successful exec
   if (pipe2(status, O_CLOEXEC) != 0) {
     *error = "cannot start " + program + ": cannot create a pipe: " + std::strerror(errno);

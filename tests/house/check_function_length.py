@@ -26,8 +26,10 @@ usage: check_function_length.py [--root DIR] [--limit LINES] [--list N] [--no-ex
 import argparse
 import pathlib
 import re
-import subprocess
 import sys
+
+# The same files as the file-size check: tracked or new, not under tests/, not named *_test.*.
+from check_file_size import is_test, project_files
 
 CPP_SUFFIXES = {".h", ".cc", ".cu", ".cpp", ".hpp"}
 LIMIT = 100
@@ -55,19 +57,6 @@ EXCEPTIONS = {
 SCOPE_WORDS = re.compile(r"\b(namespace|class|struct|union|enum|extern)\b")
 CONTROL_WORDS = re.compile(r"^\s*(if|for|while|switch|catch|do|else|try)\b")
 NAME = re.compile(r"([~\w:<>]+|operator\s*[^\s(]+)\s*\($")
-
-
-def project_files(root: pathlib.Path):
-    try:
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "--cached", "--others", "--exclude-standard"],
-                                check=True, capture_output=True, text=True).stdout.splitlines()
-        return [pathlib.Path(line) for line in listed]
-    except (OSError, subprocess.CalledProcessError):
-        return [path.relative_to(root) for path in root.rglob("*") if path.is_file()]
-
-
-def is_test(path: pathlib.Path) -> bool:
-    return path.parts[0] == "tests" or "_test." in path.name
 
 
 def blank(text: str) -> str:

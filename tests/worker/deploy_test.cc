@@ -204,6 +204,13 @@ DeployHooks FakeHooks() {
   return hooks;
 }
 
+// One conv and a sum: traces to the same computation, so every format of it can be measured.
+struct PlainConvNetImpl : NetworkImpl {
+  torch::nn::Conv2d conv{torch::nn::Conv2dOptions(1, 2, 3)};
+  PlainConvNetImpl() { register_module("conv", conv); }
+  torch::Tensor forward(const torch::Tensor& x) override { return conv(x).flatten(1).sum(1, true); }
+};
+
 // TorchScript: a network that traces to the same computation runs as its graph (same outputs); one whose
 // forward branches on its input is refused with the reason, and the other formats are still measured.
 TEST(DeployTest, TorchScriptRefusesAForwardThatBranchesOnItsInput) {
@@ -220,12 +227,7 @@ TEST(DeployTest, TorchScriptRefusesAForwardThatBranchesOnItsInput) {
             std::string::npos);
 
   torch::manual_seed(2);
-  struct PlainImpl : NetworkImpl {
-    torch::nn::Conv2d conv{torch::nn::Conv2dOptions(1, 2, 3)};
-    PlainImpl() { register_module("conv", conv); }
-    torch::Tensor forward(const torch::Tensor& x) override { return conv(x).flatten(1).sum(1, true); }
-  };
-  auto net = std::make_shared<PlainImpl>();
+  auto net = std::make_shared<PlainConvNetImpl>();
   const DeployHooks hooks = FakeHooks();
   d = MeasureDeploy(*net, spec, hooks);
   ASSERT_FALSE(d["torchscript"].contains("error")) << d.dump();
@@ -241,12 +243,7 @@ TEST(DeployTest, FormatsTimedInReverseGiveTheSameFiguresAndSaySo) {
   spec.repetitions = 2;
   spec.warmup = 0;
   torch::manual_seed(3);
-  struct PlainImpl : NetworkImpl {
-    torch::nn::Conv2d conv{torch::nn::Conv2dOptions(1, 2, 3)};
-    PlainImpl() { register_module("conv", conv); }
-    torch::Tensor forward(const torch::Tensor& x) override { return conv(x).flatten(1).sum(1, true); }
-  };
-  auto net = std::make_shared<PlainImpl>();
+  auto net = std::make_shared<PlainConvNetImpl>();
   DeployHooks hooks = FakeHooks();
   const nlohmann::json forward = MeasureDeploy(*net, spec, hooks);
   hooks.reverse_order = true;

@@ -23,7 +23,6 @@ namespace {
 
 using json = nlohmann::json;
 
-
 // One timed call: forward, or forward + backward with `upstream`, between
 // synchronized points. Returns milliseconds.
 double TimeCall(const ops::OpCall& call, const std::string& variant, const std::vector<torch::Tensor>& inputs,
@@ -85,8 +84,9 @@ json MedianInterval(std::vector<double> ratios) {
   const int lo = std::max(0, static_cast<int>(std::floor(n / 2.0 - half)));
   const int hi = std::min(n - 1, static_cast<int>(std::ceil(n / 2.0 + half)) - 1);
   // P(x_(lo+1) <= median <= x_(hi+1)) (1-based order statistics) = P(lo < B <= hi), B ~ Binomial(n, 1/2).
+  const double log_all = std::lgamma(n + 1.0) - n * std::log(2.0);  // log(n! / 2^n)
   double coverage = 0;
-  for (int k = lo + 1; k <= hi; ++k) coverage += std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) - n * std::log(2.0));
+  for (int k = lo + 1; k <= hi; ++k) coverage += std::exp(log_all - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0));
   return {{"median", Summarize(ratios).median}, {"low", ratios[lo]}, {"high", ratios[hi]}, {"rounds", n},
           {"coverage", coverage}};
 }

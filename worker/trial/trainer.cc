@@ -117,7 +117,7 @@ class TrialRun {
 
   // The trained network's phases (a completed trial's), then the figures that need them all.
   void Finish() {
-    training_->StatisticsInto(flops_.train_step, peak_.flops_per_s);
+    const SeriesStats steps = training_->StatisticsInto(flops_.train_step, peak_.flops_per_s);
     evaluations_->CurveInto(&result_);
     const bool completed = training_->completed();
     auto since = Monotonic::now();
@@ -132,7 +132,7 @@ class TrialRun {
     since = phases_.AddSince("deploy", since);
     training_->Profile();
     phases_.AddSince("profile", since);
-    training_->RanksInto();
+    training_->RanksInto(steps);
     result_["bottleneck"] = BottleneckVerdict(result_);
   }
 

@@ -204,7 +204,7 @@ void Training::EmitProgress(double lr, double step_s, double wait_s) const {
         {"data_wait_ms", wait_s * 1e3}});
 }
 
-void Training::StatisticsInto(double train_flops_per_step, double peak_flops_per_s) const {
+SeriesStats Training::StatisticsInto(double train_flops_per_step, double peak_flops_per_s) const {
   const size_t skip = warmup_skip();
   const SeriesStats steps = Summarize({step_times_.begin() + skip, step_times_.end()});
   const SeriesStats waits = Summarize({data_waits_.begin() + skip, data_waits_.end()});
@@ -231,6 +231,7 @@ void Training::StatisticsInto(double train_flops_per_step, double peak_flops_per
   result_["train_time_s"] = train_time_;
   result_["final_train_loss"] = last_loss_;
   if (loss_scale_) result_["loss_scale"] = *loss_scale_;
+  return steps;
 }
 
 void Training::Profile() {
@@ -252,7 +253,7 @@ void Training::Profile() {
 // The result's "distributed" section and comms metrics: each rank's medians
 // over the measured steps, gathered on every rank (a collective), written by
 // rank 0 (docs/distributed.md).
-void Training::RanksInto() const {
+void Training::RanksInto(const SeriesStats& steps) const {
   if (!ranks_.group) {
     result_["comms_ms"] = 0.0;
     result_["comms_exposed_ms"] = 0.0;
@@ -265,7 +266,6 @@ void Training::RanksInto() const {
     for (size_t i = skip; i < comms_.size(); ++i) values.push_back(field(comms_[i]));
     return Summarize(values).median;
   };
-  const SeriesStats steps = Summarize({step_times_.begin() + skip, step_times_.end()});
   const double step = steps.n > 0 ? steps.median : 0.0;
   const RuntimeSpec& rt = spec_.runtime;
   dist::RankFigures mine;

@@ -47,8 +47,9 @@ class Training {
 
   // status, steps_run, warmup_steps, step_time_ms, ranks, data_wait_ms,
   // data_wait_fraction, throughput, achieved_flops_per_s, mfu, train_time_s,
-  // final_train_loss and loss_scale (fp16, when it moved) into the result.
-  void StatisticsInto(double train_flops_per_step, double peak_flops_per_s) const;
+  // final_train_loss and loss_scale (fp16, when it moved) into the result. Returns the measured steps'
+  // statistics (seconds; the slowest rank's), which RanksInto takes.
+  SeriesStats StatisticsInto(double train_flops_per_step, double peak_flops_per_s) const;
 
   // The profile: the default profile's steps after training when the trial
   // completed (a profiling problem is the profile's error, never the
@@ -56,8 +57,8 @@ class Training {
   void Profile();
 
   // comms_ms, comms_exposed_ms, comms_exposed_share and, with several ranks,
-  // the "distributed" section from every rank's figures (a collective).
-  void RanksInto() const;
+  // the "distributed" section from every rank's figures (a collective). `steps`: StatisticsInto's.
+  void RanksInto(const SeriesStats& steps) const;
 
   bool completed() const { return status_ == "completed"; }
   int steps_run() const { return steps_run_; }
